@@ -1,0 +1,61 @@
+# The two commands of the README: `make bench` and `make test`. Each sets up
+# everything it needs on a fresh Debian machine and is safe to run again.
+
+PYTHON ?= python3
+VENV   := .venv
+VPY    := $(VENV)/bin/python
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+ASAN_LIB = $(shell gcc -print-file-name=libasan.so)
+ASAN_PKG := build/asan-pkg
+PYTEST_ARGS ?=
+
+.PHONY: test bench build sysdeps test-sanitize clean
+
+test: build
+	$(VPY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-sanitize
+
+bench: build $(VENV)/.bench-deps benchmarks/c_floor
+	$(VPY) benchmarks/bench_decode.py $(BENCH_ARGS)
+
+# System packages: the libjpeg-turbo headers, pkg-config, a compiler, venv.
+sysdeps:
+	@if ! pkg-config --exists libjpeg 2>/dev/null || ! command -v gcc >/dev/null \
+	    || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
+	  echo "installing system packages (libjpeg62-turbo-dev pkg-config gcc python3-venv)"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    libjpeg62-turbo-dev pkg-config gcc python3-venv python3-dev; \
+	fi
+
+$(VENV)/.test-deps: requirements/test.txt | sysdeps
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -r requirements/test.txt
+	touch $@
+
+$(VENV)/.bench-deps: requirements/bench.txt $(VENV)/.test-deps
+	$(VPY) -m pip install -q -r requirements/bench.txt
+	touch $@
+
+build: sysdeps $(VENV)/.test-deps
+	$(VPY) setup.py -q build_ext --inplace
+
+benchmarks/c_floor: benchmarks/c_floor.c
+	gcc -O3 -std=c99 -o $@ $< $$(pkg-config --cflags --libs libjpeg)
+
+# The C core's tests again with ASan + UBSan, from a separate copy of the
+# package so the regular build is left alone.
+test-sanitize: sysdeps $(VENV)/.test-deps
+	FASTDECODE_SANITIZE=1 $(VPY) setup.py -q build_ext \
+	    --build-lib build/asan-lib --build-temp build/asan-tmp
+	rm -rf $(ASAN_PKG) && mkdir -p $(ASAN_PKG)
+	cp -r fastdecode $(ASAN_PKG)/ && rm -f $(ASAN_PKG)/fastdecode/*.so
+	cp build/asan-lib/fastdecode/*.so $(ASAN_PKG)/fastdecode/
+	cd $(ASAN_PKG) && FASTDECODE_EXPECT_SANITIZED=1 LD_PRELOAD=$(ASAN_LIB) \
+	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    ../../$(VPY) -m pytest -q -p no:cacheprovider -m "not no_sanitize" \
+	    $(CURDIR)/tests/test_jpeg.py $(CURDIR)/tests/test_bmp.py
+
+clean:
+	rm -rf build fastdecode/*.so fastdecode/_native.c benchmarks/c_floor

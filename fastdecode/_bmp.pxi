@@ -1,0 +1,9 @@
+# BMP entry points; included by _native.pyx.
+
+
+def decode_bmp(data, *, mode="RGB", crop=None, flip=False, layout="HWC", out=None,
+               max_pixels=DEFAULT_MAX_PIXELS):
+    cdef fd_options opt
+
+    parse_common(&opt, mode, crop, flip, layout, max_pixels)
+    return run_decode(data, out, &opt, fd_bmp_plan, fd_bmp_decode)

@@ -1,0 +1,107 @@
+# Declarations of the plain-C core (src_c/). Nothing here touches Python.
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
+
+
+cdef extern from "fd_common.h" nogil:
+    ctypedef enum fd_status:
+        FD_OK
+        FD_ERR_DECODE
+        FD_ERR_UNSUPPORTED
+        FD_ERR_TOO_LARGE
+        FD_ERR_ARGUMENT
+        FD_ERR_NOMEM
+
+    ctypedef struct fd_error:
+        fd_status status
+        char message[240]
+
+    ctypedef enum fd_format:
+        FD_FORMAT_UNKNOWN
+        FD_FORMAT_JPEG
+        FD_FORMAT_BMP
+
+    ctypedef enum fd_mode:
+        FD_MODE_RGB
+        FD_MODE_L
+
+    ctypedef enum fd_layout:
+        FD_LAYOUT_HWC
+        FD_LAYOUT_CHW
+
+    ctypedef enum fd_color_space:
+        FD_CS_GRAY
+        FD_CS_YCBCR
+        FD_CS_RGB
+        FD_CS_CMYK
+        FD_CS_YCCK
+        FD_CS_OTHER
+        FD_CS_PALETTE
+
+    ctypedef enum fd_subsampling:
+        FD_SS_NONE
+        FD_SS_444
+        FD_SS_422
+        FD_SS_420
+        FD_SS_440
+        FD_SS_411
+        FD_SS_GRAY
+        FD_SS_OTHER
+
+    ctypedef struct fd_info:
+        fd_format format
+        uint32_t width
+        uint32_t height
+        int channels
+        fd_color_space color_space
+        fd_subsampling subsampling
+        int progressive
+        int orientation
+        int bits_per_pixel
+
+    ctypedef struct fd_rect:
+        int64_t top
+        int64_t left
+        int64_t height
+        int64_t width
+
+    ctypedef struct fd_options:
+        fd_mode mode
+        fd_layout layout
+        int scale_num
+        uint32_t min_height
+        uint32_t min_width
+        int has_crop
+        fd_rect crop
+        int flip
+        int exif
+        int fast
+        int strict
+        uint64_t max_pixels
+
+    ctypedef struct fd_shape:
+        uint32_t height
+        uint32_t width
+        uint32_t channels
+        size_t nbytes
+        int scale_num
+
+    void fd_options_init(fd_options *opt)
+    fd_format fd_sniff(const uint8_t *data, size_t size)
+
+
+cdef extern from "fd_jpeg.h" nogil:
+    fd_status fd_jpeg_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
+    fd_status fd_jpeg_plan(const uint8_t *data, size_t size, const fd_options *opt,
+                           fd_shape *shape, fd_error *err)
+    fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt,
+                             uint8_t *out, size_t out_size, fd_error *err)
+    int fd_jpeg_exif_orientation(const uint8_t *data, size_t size)
+    void fd_jpeg_library_info(char *version, size_t version_len, int *simd)
+
+
+cdef extern from "fd_bmp.h" nogil:
+    fd_status fd_bmp_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
+    fd_status fd_bmp_plan(const uint8_t *data, size_t size, const fd_options *opt,
+                          fd_shape *shape, fd_error *err)
+    fd_status fd_bmp_decode(const uint8_t *data, size_t size, const fd_options *opt,
+                            uint8_t *out, size_t out_size, fd_error *err)

@@ -1,0 +1,341 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The binding: buffers in and out, the GIL, and C status -> exception.
+
+This is the only module that holds the GIL-related and buffer-related
+knowledge; C never sees Python, and the Python layer never sees a pointer.
+Each decoder (_jpeg.pxi, _bmp.pxi) is included here so that they share one
+error translator and one option parser.
+"""
+
+from cpython.buffer cimport (
+    PyBUF_C_CONTIGUOUS,
+    PyBUF_FORMAT,
+    PyBUF_SIMPLE,
+    PyBUF_WRITABLE,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
+from cpython.memoryview cimport PyMemoryView_FromObject
+from libc.stdint cimport uint8_t, uint64_t
+
+from fastdecode._capi cimport *
+
+import operator
+
+import numpy as np
+
+from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
+from fastdecode._types import ImageInfo
+
+DEFAULT_MAX_PIXELS = 178956970
+
+_COLOR_SPACES = {
+    FD_CS_GRAY: "gray",
+    FD_CS_YCBCR: "ycbcr",
+    FD_CS_RGB: "rgb",
+    FD_CS_CMYK: "cmyk",
+    FD_CS_YCCK: "ycck",
+    FD_CS_OTHER: "other",
+    FD_CS_PALETTE: "palette",
+}
+_SUBSAMPLINGS = {
+    FD_SS_NONE: None,
+    FD_SS_444: "4:4:4",
+    FD_SS_422: "4:2:2",
+    FD_SS_420: "4:2:0",
+    FD_SS_440: "4:4:0",
+    FD_SS_411: "4:1:1",
+    FD_SS_GRAY: "gray",
+    FD_SS_OTHER: "other",
+}
+_FORMATS = {FD_FORMAT_JPEG: "jpeg", FD_FORMAT_BMP: "bmp"}
+
+
+# --------------------------------------------------------------------------
+# The one translator from C status to exception.
+
+cdef int raise_error(const fd_error *err) except -1:
+    message = err.message.decode("utf-8", "replace")
+    cdef fd_status st = err.status
+    if st == FD_ERR_TOO_LARGE:
+        raise ImageTooLargeError(message)
+    if st == FD_ERR_UNSUPPORTED:
+        raise UnsupportedFormatError(message)
+    if st == FD_ERR_ARGUMENT:
+        raise ValueError(message)
+    if st == FD_ERR_NOMEM:
+        raise MemoryError(message)
+    raise DecodeError(message)
+
+
+# --------------------------------------------------------------------------
+# Options.
+
+cdef int parse_mode(object mode) except -1:
+    if mode == "RGB":
+        return FD_MODE_RGB
+    if mode == "L":
+        return FD_MODE_L
+    raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
+
+
+cdef int parse_layout(object layout) except -1:
+    if layout == "HWC":
+        return FD_LAYOUT_HWC
+    if layout == "CHW":
+        return FD_LAYOUT_CHW
+    raise ValueError(f"layout must be 'HWC' or 'CHW', got {layout!r}")
+
+
+cdef int parse_scale(object scale) except -1:
+    if scale is None:
+        return 8
+    try:
+        m = scale * 8
+        ok = m == int(m) and 1 <= m <= 8
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"scale must be M/8 for M in 1..8 (1, 0.5, 0.25, 0.125, 0.375, ...), got {scale!r}"
+        )
+    return int(m)
+
+
+cdef int parse_scaling(fd_options *opt, object scale, object min_size) except -1:
+    if min_size is None:
+        opt.scale_num = parse_scale(scale)
+        return 0
+    if scale is not None:
+        raise ValueError("give scale or min_size, not both")
+    min_h, min_w = int_tuple(min_size, 2, "min_size")
+    if min_h <= 0 or min_w <= 0:
+        raise ValueError(f"min_size must be positive, got {min_size!r}")
+    opt.min_height = min(min_h, 0xFFFFFFFF)
+    opt.min_width = min(min_w, 0xFFFFFFFF)
+    return 0
+
+
+cdef tuple int_tuple(object value, int n, str name):
+    try:
+        items = tuple(operator.index(v) for v in value)
+    except TypeError:
+        raise TypeError(f"{name} must be a tuple of {n} ints, got {value!r}") from None
+    if len(items) != n:
+        raise ValueError(f"{name} must have {n} values, got {value!r}")
+    return items
+
+
+cdef int parse_crop(fd_options *opt, object crop) except -1:
+    if crop is None:
+        opt.has_crop = 0
+        return 0
+    top, left, height, width = int_tuple(crop, 4, "crop")
+    if top < 0 or left < 0 or height <= 0 or width <= 0:
+        raise ValueError(
+            f"crop=(top, left, height, width) needs top, left >= 0 and a positive size, got {crop!r}"
+        )
+    opt.has_crop = 1
+    opt.crop.top = top
+    opt.crop.left = left
+    opt.crop.height = height
+    opt.crop.width = width
+    return 0
+
+
+cdef int parse_max_pixels(fd_options *opt, object max_pixels) except -1:
+    if max_pixels is None:
+        opt.max_pixels = 0
+        return 0
+    value = operator.index(max_pixels)
+    if value < 0:
+        raise ValueError(f"max_pixels must be >= 0 or None, got {max_pixels!r}")
+    opt.max_pixels = <uint64_t>min(value, 2 ** 64 - 1)
+    return 0
+
+
+cdef int parse_common(fd_options *opt, object mode, object crop, object flip, object layout,
+                      object max_pixels) except -1:
+    fd_options_init(opt)
+    opt.mode = <fd_mode>parse_mode(mode)
+    opt.layout = <fd_layout>parse_layout(layout)
+    parse_crop(opt, crop)
+    opt.flip = 1 if flip else 0
+    parse_max_pixels(opt, max_pixels)
+    return 0
+
+
+# --------------------------------------------------------------------------
+# Buffers.
+
+cdef int get_input(object data, Py_buffer *view) except -1:
+    """Borrows `data` as contiguous bytes, without copying."""
+    try:
+        PyObject_GetBuffer(data, view, PyBUF_SIMPLE)
+    except BufferError as exc:
+        raise ValueError(f"data must be a C-contiguous bytes-like object: {exc}") from None
+    except TypeError:
+        raise TypeError(
+            f"data must be a bytes-like object (bytes, bytearray, memoryview, mmap, "
+            f"numpy uint8 array), got {type(data).__name__}"
+        ) from None
+    return 0
+
+
+cdef tuple shape_tuple(const fd_shape *shape, fd_layout layout):
+    if layout == FD_LAYOUT_CHW:
+        return (shape.channels, shape.height, shape.width)
+    return (shape.height, shape.width, shape.channels)
+
+
+cdef object prepare_out(object out, const fd_shape *shape, fd_layout layout, Py_buffer *view):
+    """Returns the array to fill and borrows its memory into `view`."""
+    expected = shape_tuple(shape, layout)
+    if out is None:
+        result = np.empty(expected, dtype=np.uint8)
+        PyObject_GetBuffer(result, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
+        return result
+    try:
+        PyObject_GetBuffer(out, view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)
+    except BufferError as exc:
+        raise ValueError(
+            f"out must be a writable C-contiguous uint8 buffer of shape {expected}: {exc}"
+        ) from None
+    except TypeError:
+        raise TypeError(
+            f"out must support the buffer protocol (a numpy array, or tensor.numpy()), "
+            f"got {type(out).__name__}"
+        ) from None
+    fmt = view.format.decode("ascii") if view.format != NULL else "B"
+    if view.itemsize != 1 or fmt not in ("B", "=B", "<B", ">B", "@B"):
+        PyBuffer_Release(view)
+        raise ValueError(f"out must have dtype uint8 (format 'B'), got format {fmt!r}")
+    if <size_t>view.len != shape.nbytes:
+        got = view.len
+        PyBuffer_Release(view)
+        raise ValueError(
+            f"out has {got} bytes, expected {shape.nbytes} bytes (shape {expected}, uint8)"
+        )
+    return out
+
+
+cdef object info_tuple(const fd_info *info):
+    return ImageInfo(
+        _FORMATS.get(info.format, "unknown"),
+        info.width,
+        info.height,
+        info.channels,
+        _COLOR_SPACES.get(info.color_space, "other"),
+        _SUBSAMPLINGS.get(info.subsampling),
+        bool(info.progressive),
+        info.orientation,
+    )
+
+
+# --------------------------------------------------------------------------
+# Probe, allocate, decode: the same three steps for every native format.
+
+ctypedef fd_status (*plan_fn)(const uint8_t *, size_t, const fd_options *, fd_shape *,
+                              fd_error *) noexcept nogil
+ctypedef fd_status (*decode_fn)(const uint8_t *, size_t, const fd_options *, uint8_t *, size_t,
+                                fd_error *) noexcept nogil
+
+
+cdef object run_decode(object data, object out, const fd_options *opt, plan_fn plan,
+                       decode_fn decode):
+    cdef fd_shape shape
+    cdef fd_error err
+    cdef fd_status st
+    cdef Py_buffer inview
+    cdef Py_buffer outview
+    get_input(data, &inview)
+    try:
+        with nogil:
+            st = plan(<const uint8_t *>inview.buf, <size_t>inview.len, opt, &shape, &err)
+        if st != FD_OK:
+            raise_error(&err)
+        result = prepare_out(out, &shape, opt.layout, &outview)
+        try:
+            with nogil:
+                st = decode(<const uint8_t *>inview.buf, <size_t>inview.len, opt,
+                            <uint8_t *>outview.buf, <size_t>outview.len, &err)
+        finally:
+            PyBuffer_Release(&outview)
+        if st != FD_OK:
+            raise_error(&err)
+        return result
+    finally:
+        PyBuffer_Release(&inview)
+
+
+# --------------------------------------------------------------------------
+# Format-independent entry points.
+
+def sniff(data):
+    """'jpeg', 'bmp' or None, from the magic bytes."""
+    cdef Py_buffer view
+    cdef fd_format fmt
+    get_input(data, &view)
+    fmt = fd_sniff(<const uint8_t *>view.buf, <size_t>view.len)
+    PyBuffer_Release(&view)
+    return _FORMATS.get(fmt)
+
+
+def read_native_header(data):
+    """ImageInfo for the formats decoded natively; None for any other."""
+    cdef Py_buffer view
+    cdef fd_info info
+    cdef fd_error err
+    cdef fd_status st = FD_OK
+    cdef fd_format fmt
+    get_input(data, &view)
+    try:
+        fmt = fd_sniff(<const uint8_t *>view.buf, <size_t>view.len)
+        if fmt == FD_FORMAT_JPEG:
+            with nogil:
+                st = fd_jpeg_read_header(<const uint8_t *>view.buf, <size_t>view.len, &info, &err)
+        elif fmt == FD_FORMAT_BMP:
+            with nogil:
+                st = fd_bmp_read_header(<const uint8_t *>view.buf, <size_t>view.len, &info, &err)
+        else:
+            return None
+    finally:
+        PyBuffer_Release(&view)
+    if st != FD_OK:
+        raise_error(&err)
+    return info_tuple(&info)
+
+
+def check_options(mode, scale, min_size, crop, layout, max_pixels):
+    """Validates options for a decoder outside the C core; returns M of M/8."""
+    cdef fd_options opt
+    parse_common(&opt, mode, crop, False, layout, max_pixels)
+    parse_scaling(&opt, scale, min_size)
+    return opt.scale_num
+
+
+def fill_out(arr, out):
+    """Copies a finished (H, W, C) or (C, H, W) uint8 array into `out`,
+    validating `out` exactly as the native decoders do; returns `out`."""
+    cdef fd_shape shape
+    cdef Py_buffer view
+    shape.height, shape.width, shape.channels = arr.shape
+    shape.nbytes = arr.size
+    prepare_out(out, &shape, FD_LAYOUT_HWC, &view)
+    try:
+        np.frombuffer(<object>PyMemoryView_FromObject(out), dtype=np.uint8)[:] = arr.reshape(-1)
+    finally:
+        PyBuffer_Release(&view)
+    return out
+
+
+def library_info():
+    cdef char version[64]
+    cdef int simd = 0
+    with nogil:
+        fd_jpeg_library_info(version, sizeof(version), &simd)
+    return version.decode("ascii", "replace"), bool(simd)
+
+
+include "_jpeg.pxi"
+include "_bmp.pxi"

@@ -1,0 +1,160 @@
+/* Shared types of the fastdecode native core.
+ *
+ * Plain C99, no Python: every entry point returns an fd_status and, on
+ * failure, fills an fd_error that the Cython layer turns into an exception.
+ */
+#ifndef FD_COMMON_H
+#define FD_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    FD_OK = 0,
+    FD_ERR_DECODE,      /* corrupt, truncated or undecodable data */
+    FD_ERR_UNSUPPORTED, /* not this format, or a variant we cannot decode */
+    FD_ERR_TOO_LARGE,   /* declared size above max_pixels */
+    FD_ERR_ARGUMENT,    /* an option that does not fit this image */
+    FD_ERR_NOMEM        /* allocation failed */
+} fd_status;
+
+#define FD_MESSAGE_LEN 240
+
+typedef struct {
+    fd_status status;
+    char message[FD_MESSAGE_LEN];
+} fd_error;
+
+typedef enum { FD_FORMAT_UNKNOWN = 0, FD_FORMAT_JPEG = 1, FD_FORMAT_BMP = 2 } fd_format;
+typedef enum { FD_MODE_RGB = 0, FD_MODE_L = 1 } fd_mode;
+typedef enum { FD_LAYOUT_HWC = 0, FD_LAYOUT_CHW = 1 } fd_layout;
+
+typedef enum {
+    FD_CS_GRAY = 0,
+    FD_CS_YCBCR,
+    FD_CS_RGB,
+    FD_CS_CMYK,
+    FD_CS_YCCK,
+    FD_CS_OTHER,
+    FD_CS_PALETTE /* BMP: indexed colour */
+} fd_color_space;
+
+typedef enum {
+    FD_SS_NONE = -1, /* not a JPEG */
+    FD_SS_444 = 0,
+    FD_SS_422,
+    FD_SS_420,
+    FD_SS_440,
+    FD_SS_411,
+    FD_SS_GRAY,
+    FD_SS_OTHER
+} fd_subsampling;
+
+typedef struct {
+    fd_format format;
+    uint32_t width;  /* as stored, before EXIF orientation */
+    uint32_t height;
+    int channels;    /* components in the file (BMP: 1 paletted/gray, 3, 4) */
+    fd_color_space color_space;
+    fd_subsampling subsampling;
+    int progressive;
+    int orientation; /* EXIF 1..8, 1 when absent */
+    int bits_per_pixel; /* BMP only, 0 for JPEG */
+} fd_info;
+
+typedef struct {
+    int64_t top, left, height, width;
+} fd_rect;
+
+#define FD_DEFAULT_MAX_PIXELS 178956970ULL
+
+typedef struct {
+    fd_mode mode;
+    fd_layout layout;
+    int scale_num;      /* M of M/8, 1..8; ignored when min_height/min_width set */
+    uint32_t min_height; /* 0 = no min_size: use scale_num */
+    uint32_t min_width;
+    int has_crop;
+    fd_rect crop;       /* full-resolution pixels, in the oriented frame */
+    int flip;
+    int exif;
+    int fast;
+    int strict;
+    uint64_t max_pixels;
+} fd_options;
+
+/* Output geometry, known before any pixel is decoded. */
+typedef struct {
+    uint32_t height, width, channels;
+    size_t nbytes;
+    int scale_num;      /* the M/8 actually used */
+} fd_shape;
+
+void fd_options_init(fd_options *opt);
+
+/* Format from the magic bytes (the same prefixes Pillow checks). */
+fd_format fd_sniff(const uint8_t *data, size_t size);
+
+/* Records a failure; always returns `status` so callers can `return fd_fail(...)`. */
+fd_status fd_fail(fd_error *err, fd_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Checked size arithmetic: 0 on overflow. */
+int fd_mul_size(size_t a, size_t b, size_t *out);
+
+/* Pillow's RGB -> L luma (ITU-R 601-2, 16-bit fixed point). */
+static inline uint8_t fd_luma(unsigned r, unsigned g, unsigned b)
+{
+    return (uint8_t)((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);
+}
+
+/* Where decoded rows go: the caller's buffer, with crop offset, flip and
+ * layout applied while writing, so no pixel is touched twice. */
+typedef struct {
+    uint8_t *base;
+    uint32_t height, width, channels;
+    fd_layout layout;
+    int flip;
+} fd_dest;
+
+/* Writes one output row from `src`, `width` interleaved pixels of
+ * `channels` (== dest channels) bytes. */
+void fd_put_row(const fd_dest *d, uint32_t y, const uint8_t *src);
+
+/* Pointer to row y when the destination is HWC and unflipped (decoders may
+ * then write straight into it); NULL otherwise. */
+static inline uint8_t *fd_direct_row(const fd_dest *d, uint32_t y)
+{
+    if (d->layout != FD_LAYOUT_HWC || d->flip)
+        return NULL;
+    return d->base + (size_t)y * d->width * d->channels;
+}
+
+/* EXIF orientation as index maps: oriented (r, c) -> source (sr, sc). */
+int fd_orientation_swaps_axes(int orientation);
+void fd_orient_dims(int orientation, uint32_t h, uint32_t w, uint32_t *oh, uint32_t *ow);
+/* Maps a rect given in the oriented frame of an h x w (source) image to the
+ * source frame. */
+fd_rect fd_orient_rect_to_source(int orientation, uint32_t h, uint32_t w, fd_rect r);
+/* Writes the whole oriented image from an interleaved source image. */
+void fd_put_oriented(const fd_dest *d, int orientation, const uint8_t *src,
+                     uint32_t src_h, uint32_t src_w);
+
+/* The rows/columns [y0, y1) x [x0, x1) of an image scaled by M/8 that a
+ * full-resolution rect covers: floor of the start, ceil of the end, clipped. */
+void fd_scaled_span(int64_t start, int64_t len, int scale_num, uint32_t scaled_extent,
+                    uint32_t *lo, uint32_t *hi);
+
+/* Scaled extent libjpeg gives for a full extent at M/8. */
+static inline uint32_t fd_scaled_extent(uint32_t full, int scale_num)
+{
+    return (uint32_t)(((uint64_t)full * (uint64_t)scale_num + 7u) / 8u);
+}
+
+/* Validates a crop against an oriented h x w image. */
+fd_status fd_check_crop(const fd_rect *crop, uint32_t h, uint32_t w, fd_error *err);
+
+#endif

@@ -1,0 +1,656 @@
+#define _GNU_SOURCE /* dladdr */
+#include "fd_jpeg.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+/* ------------------------------------------------------------------------ */
+/* Per-thread decoder state                                                  */
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    fd_error *err; /* where the current call wants its failure */
+    int strict;
+} fd_jpeg_errmgr;
+
+typedef struct {
+    struct jpeg_decompress_struct cinfo;
+    fd_jpeg_errmgr jerr;
+    struct jpeg_progress_mgr progress;
+    uint8_t *scratch; /* rows or whole images for the indirect paths */
+    size_t scratch_cap;
+    JSAMPROW *rows;   /* row pointers into the caller's buffer */
+    size_t rows_cap;
+} fd_jpeg_ctx;
+
+/* Scratch above this is released after the call instead of kept. */
+#define FD_KEEP_SCRATCH (16u << 20)
+
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+static int ctx_key_ok;
+
+static void ctx_destroy(void *p)
+{
+    fd_jpeg_ctx *ctx = p;
+    if (!ctx)
+        return;
+    jpeg_destroy_decompress(&ctx->cinfo);
+    free(ctx->scratch);
+    free(ctx->rows);
+    free(ctx);
+}
+
+static void ctx_key_create(void)
+{
+    ctx_key_ok = pthread_key_create(&ctx_key, ctx_destroy) == 0;
+}
+
+static fd_status translate_libjpeg_error(j_common_ptr cinfo, fd_error *err)
+{
+    char msg[JMSG_LENGTH_MAX];
+    int code = cinfo->err->msg_code;
+    fd_status st = FD_ERR_DECODE;
+    (*cinfo->err->format_message)(cinfo, msg);
+    if (code == JERR_OUT_OF_MEMORY)
+        st = FD_ERR_NOMEM;
+    else if (code == JERR_NO_SOI || code == JERR_BAD_PRECISION || code == JERR_NOT_COMPILED ||
+             code == JERR_NOTIMPL)
+        st = FD_ERR_UNSUPPORTED;
+    return fd_fail(err, st, "%s", msg);
+}
+
+static void on_error_exit(j_common_ptr cinfo)
+{
+    fd_jpeg_errmgr *m = (fd_jpeg_errmgr *)cinfo->err;
+    translate_libjpeg_error(cinfo, m->err);
+    longjmp(m->jump, 1);
+}
+
+/* Warnings pass like Pillow passes them, except running out of data, which
+ * Pillow reports as a truncated file; strict mode makes every warning fatal.
+ * Nothing is ever printed. */
+static void on_emit_message(j_common_ptr cinfo, int level)
+{
+    fd_jpeg_errmgr *m = (fd_jpeg_errmgr *)cinfo->err;
+    if (level >= 0)
+        return; /* trace messages */
+    m->pub.num_warnings++;
+    if (m->strict || m->pub.msg_code == JWRN_JPEG_EOF) {
+        char msg[JMSG_LENGTH_MAX];
+        (*cinfo->err->format_message)(cinfo, msg);
+        if (m->pub.msg_code == JWRN_JPEG_EOF)
+            fd_fail(m->err, FD_ERR_DECODE, "truncated JPEG: %s", msg);
+        else
+            fd_fail(m->err, FD_ERR_DECODE, "%s (strict mode)", msg);
+        longjmp(m->jump, 1);
+    }
+}
+
+static void on_output_message(j_common_ptr cinfo)
+{
+    (void)cinfo;
+}
+
+static void on_progress(j_common_ptr cinfo)
+{
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    if (d->input_scan_number > FD_JPEG_MAX_SCANS) {
+        fd_jpeg_errmgr *m = (fd_jpeg_errmgr *)cinfo->err;
+        fd_fail(m->err, FD_ERR_DECODE,
+                "JPEG has more than %d scans; refusing a likely decompression bomb",
+                FD_JPEG_MAX_SCANS);
+        longjmp(m->jump, 1);
+    }
+}
+
+static fd_jpeg_ctx *ctx_get(fd_error *err)
+{
+    pthread_once(&ctx_once, ctx_key_create);
+    if (!ctx_key_ok) {
+        fd_fail(err, FD_ERR_NOMEM, "cannot create thread-local decoder key");
+        return NULL;
+    }
+    fd_jpeg_ctx *ctx = pthread_getspecific(ctx_key);
+    if (ctx)
+        return ctx;
+    ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        fd_fail(err, FD_ERR_NOMEM, "out of memory creating a JPEG decoder");
+        return NULL;
+    }
+    ctx->cinfo.err = jpeg_std_error(&ctx->jerr.pub);
+    ctx->jerr.pub.error_exit = on_error_exit;
+    ctx->jerr.pub.emit_message = on_emit_message;
+    ctx->jerr.pub.output_message = on_output_message;
+    ctx->jerr.err = err;
+    if (setjmp(ctx->jerr.jump)) {
+        free(ctx);
+        return NULL;
+    }
+    jpeg_create_decompress(&ctx->cinfo);
+    ctx->progress.progress_monitor = on_progress;
+    ctx->cinfo.progress = &ctx->progress;
+    if (pthread_setspecific(ctx_key, ctx) != 0) {
+        ctx_destroy(ctx);
+        fd_fail(err, FD_ERR_NOMEM, "cannot store thread-local JPEG decoder");
+        return NULL;
+    }
+    return ctx;
+}
+
+static int ctx_reserve(fd_jpeg_ctx *ctx, size_t scratch, size_t rows)
+{
+    if (scratch > ctx->scratch_cap) {
+        uint8_t *p = realloc(ctx->scratch, scratch);
+        if (!p)
+            return 0;
+        ctx->scratch = p;
+        ctx->scratch_cap = scratch;
+    }
+    if (rows > ctx->rows_cap) {
+        JSAMPROW *r = realloc(ctx->rows, rows * sizeof(*r));
+        if (!r)
+            return 0;
+        ctx->rows = r;
+        ctx->rows_cap = rows;
+    }
+    return 1;
+}
+
+static void ctx_trim(fd_jpeg_ctx *ctx)
+{
+    if (ctx->scratch_cap > FD_KEEP_SCRATCH) {
+        free(ctx->scratch);
+        ctx->scratch = NULL;
+        ctx->scratch_cap = 0;
+    }
+    if (ctx->rows_cap > (FD_KEEP_SCRATCH / sizeof(JSAMPROW))) {
+        free(ctx->rows);
+        ctx->rows = NULL;
+        ctx->rows_cap = 0;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* EXIF orientation                                                          */
+
+static uint32_t rd16(const uint8_t *p, int le)
+{
+    return le ? (uint32_t)p[0] | ((uint32_t)p[1] << 8) : ((uint32_t)p[0] << 8) | p[1];
+}
+
+static uint32_t rd32(const uint8_t *p, int le)
+{
+    return le ? rd16(p, 1) | (rd16(p + 2, 1) << 16) : (rd16(p, 0) << 16) | rd16(p + 2, 0);
+}
+
+static int tiff_orientation(const uint8_t *t, size_t n)
+{
+    if (n < 8)
+        return 1;
+    int le;
+    if (t[0] == 'I' && t[1] == 'I')
+        le = 1;
+    else if (t[0] == 'M' && t[1] == 'M')
+        le = 0;
+    else
+        return 1;
+    if (rd16(t + 2, le) != 42)
+        return 1;
+    uint32_t ifd = rd32(t + 4, le);
+    if (ifd > n - 2)
+        return 1;
+    uint32_t count = rd16(t + ifd, le);
+    for (uint32_t i = 0; i < count; i++) {
+        size_t e = (size_t)ifd + 2 + (size_t)i * 12;
+        if (e + 12 > n)
+            return 1;
+        if (rd16(t + e, le) != 0x0112)
+            continue;
+        uint32_t type = rd16(t + e + 2, le);
+        uint32_t v;
+        if (type == 3) /* SHORT */
+            v = rd16(t + e + 8, le);
+        else if (type == 4) /* LONG */
+            v = rd32(t + e + 8, le);
+        else
+            return 1;
+        return (v >= 1 && v <= 8) ? (int)v : 1;
+    }
+    return 1;
+}
+
+int fd_jpeg_exif_orientation(const uint8_t *data, size_t size)
+{
+    if (size < 4 || data[0] != 0xFF || data[1] != 0xD8)
+        return 1;
+    size_t pos = 2;
+    while (pos + 4 <= size) {
+        if (data[pos] != 0xFF)
+            return 1;
+        uint8_t marker = data[pos + 1];
+        if (marker == 0xFF) { /* fill byte */
+            pos++;
+            continue;
+        }
+        if (marker == 0xDA || marker == 0xD9) /* SOS, EOI: no more headers */
+            return 1;
+        size_t len = rd16(data + pos + 2, 0);
+        if (len < 2 || pos + 2 + len > size)
+            return 1;
+        const uint8_t *seg = data + pos + 4;
+        size_t seg_len = len - 2;
+        if (marker == 0xE1 && seg_len >= 6 && memcmp(seg, "Exif\0\0", 6) == 0)
+            return tiff_orientation(seg + 6, seg_len - 6);
+        pos += 2 + len;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Header                                                                    */
+
+static fd_subsampling subsampling_of(j_decompress_ptr c)
+{
+    if (c->num_components == 1)
+        return FD_SS_GRAY;
+    if (c->num_components != 3 && c->num_components != 4)
+        return FD_SS_OTHER;
+    jpeg_component_info *ci = c->comp_info;
+    if (ci[1].h_samp_factor != ci[2].h_samp_factor || ci[1].v_samp_factor != ci[2].v_samp_factor)
+        return FD_SS_OTHER;
+    if (c->num_components == 4 && (ci[3].h_samp_factor != ci[0].h_samp_factor ||
+                                   ci[3].v_samp_factor != ci[0].v_samp_factor))
+        return FD_SS_OTHER;
+    int h0 = ci[0].h_samp_factor, v0 = ci[0].v_samp_factor;
+    int h1 = ci[1].h_samp_factor, v1 = ci[1].v_samp_factor;
+    if (h0 % h1 || v0 % v1)
+        return FD_SS_OTHER;
+    int h = h0 / h1, v = v0 / v1;
+    if (h == 1 && v == 1)
+        return FD_SS_444;
+    if (h == 2 && v == 1)
+        return FD_SS_422;
+    if (h == 2 && v == 2)
+        return FD_SS_420;
+    if (h == 1 && v == 2)
+        return FD_SS_440;
+    if (h == 4 && v == 1)
+        return FD_SS_411;
+    return FD_SS_OTHER;
+}
+
+static fd_color_space color_space_of(J_COLOR_SPACE cs)
+{
+    switch (cs) {
+    case JCS_GRAYSCALE: return FD_CS_GRAY;
+    case JCS_YCbCr: return FD_CS_YCBCR;
+    case JCS_RGB: return FD_CS_RGB;
+    case JCS_CMYK: return FD_CS_CMYK;
+    case JCS_YCCK: return FD_CS_YCCK;
+    default: return FD_CS_OTHER;
+    }
+}
+
+/* Starts a call: binds the error struct, points libjpeg at `data` and reads
+ * the header. Must run inside the caller's setjmp. */
+static void begin(fd_jpeg_ctx *ctx, const uint8_t *data, size_t size, int strict)
+{
+    jpeg_abort_decompress(&ctx->cinfo);
+    ctx->jerr.strict = strict;
+    ctx->jerr.pub.num_warnings = 0;
+    jpeg_mem_src(&ctx->cinfo, data, (unsigned long)size);
+    jpeg_read_header(&ctx->cinfo, TRUE);
+}
+
+static void fill_info(j_decompress_ptr c, const uint8_t *data, size_t size, fd_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->format = FD_FORMAT_JPEG;
+    info->width = c->image_width;
+    info->height = c->image_height;
+    info->channels = c->num_components;
+    info->color_space = color_space_of(c->jpeg_color_space);
+    info->subsampling = subsampling_of(c);
+    info->progressive = c->progressive_mode ? 1 : 0;
+    info->orientation = fd_jpeg_exif_orientation(data, size);
+}
+
+fd_status fd_jpeg_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
+{
+    fd_jpeg_ctx *ctx = ctx_get(err);
+    if (!ctx)
+        return err->status;
+    ctx->jerr.err = err;
+    if (setjmp(ctx->jerr.jump)) {
+        jpeg_abort_decompress(&ctx->cinfo);
+        return err->status;
+    }
+    begin(ctx, data, size, 0);
+    fill_info(&ctx->cinfo, data, size, info);
+    jpeg_abort_decompress(&ctx->cinfo);
+    return FD_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Planning                                                                  */
+
+typedef struct {
+    int orientation;      /* applied orientation, 1 unless exif */
+    int scale_num;
+    uint32_t sh, sw;      /* scaled source size */
+    fd_rect src;          /* needed source rect, scaled pixels */
+    uint32_t out_h, out_w, out_c;
+    int cmyk;             /* decode as CMYK and convert ourselves */
+} fd_jpeg_plan_t;
+
+/* Chooses M/8 and the source rect. cinfo holds a freshly read header. */
+static fd_status make_plan(j_decompress_ptr c, const uint8_t *data, size_t size,
+                           const fd_options *opt, fd_jpeg_plan_t *p, fd_error *err)
+{
+    const uint32_t H = c->image_height, W = c->image_width;
+    if (opt->max_pixels && (uint64_t)H * W > opt->max_pixels)
+        return fd_fail(err, FD_ERR_TOO_LARGE,
+                       "image is %ux%u = %llu pixels, above max_pixels=%llu", W, H,
+                       (unsigned long long)H * W, (unsigned long long)opt->max_pixels);
+    p->orientation = opt->exif ? fd_jpeg_exif_orientation(data, size) : 1;
+    uint32_t OH, OW; /* oriented full-resolution size */
+    fd_orient_dims(p->orientation, H, W, &OH, &OW);
+    fd_rect crop = {0, 0, OH, OW};
+    if (opt->has_crop) {
+        fd_status st = fd_check_crop(&opt->crop, OH, OW, err);
+        if (st != FD_OK)
+            return st;
+        crop = opt->crop;
+    }
+
+    int m = opt->scale_num;
+    if (opt->min_height || opt->min_width) {
+        /* Smallest M/8 whose crop output still covers min_size. */
+        for (m = 1; m < 8; m++) {
+            uint32_t y0, y1, x0, x1;
+            fd_scaled_span(crop.top, crop.height, m, fd_scaled_extent(OH, m), &y0, &y1);
+            fd_scaled_span(crop.left, crop.width, m, fd_scaled_extent(OW, m), &x0, &x1);
+            if (y1 - y0 >= opt->min_height && x1 - x0 >= opt->min_width)
+                break;
+        }
+    }
+    if (m < 1 || m > 8)
+        return fd_fail(err, FD_ERR_ARGUMENT, "scale must be M/8 with M in 1..8, got %d/8", m);
+    p->scale_num = m;
+
+    c->scale_num = (unsigned)m;
+    c->scale_denom = 8;
+    jpeg_calc_output_dimensions(c);
+    p->sh = c->output_height;
+    p->sw = c->output_width;
+
+    uint32_t soh, sow; /* scaled oriented size */
+    fd_orient_dims(p->orientation, p->sh, p->sw, &soh, &sow);
+    uint32_t y0, y1, x0, x1;
+    fd_scaled_span(crop.top, crop.height, m, soh, &y0, &y1);
+    fd_scaled_span(crop.left, crop.width, m, sow, &x0, &x1);
+    fd_rect oriented = {y0, x0, (int64_t)y1 - y0, (int64_t)x1 - x0};
+    p->src = fd_orient_rect_to_source(p->orientation, p->sh, p->sw, oriented);
+    p->out_h = y1 - y0;
+    p->out_w = x1 - x0;
+    p->out_c = opt->mode == FD_MODE_L ? 1 : 3;
+    p->cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
+    return FD_OK;
+}
+
+static fd_status shape_of(const fd_jpeg_plan_t *p, fd_shape *shape, fd_error *err)
+{
+    size_t px, n;
+    if (!fd_mul_size(p->out_h, p->out_w, &px) || !fd_mul_size(px, p->out_c, &n))
+        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
+    shape->height = p->out_h;
+    shape->width = p->out_w;
+    shape->channels = p->out_c;
+    shape->nbytes = n;
+    shape->scale_num = p->scale_num;
+    return FD_OK;
+}
+
+fd_status fd_jpeg_plan(const uint8_t *data, size_t size, const fd_options *opt, fd_shape *shape,
+                       fd_error *err)
+{
+    fd_jpeg_ctx *ctx = ctx_get(err);
+    if (!ctx)
+        return err->status;
+    ctx->jerr.err = err;
+    if (setjmp(ctx->jerr.jump)) {
+        jpeg_abort_decompress(&ctx->cinfo);
+        return err->status;
+    }
+    begin(ctx, data, size, opt->strict);
+    fd_jpeg_plan_t plan;
+    fd_status st = make_plan(&ctx->cinfo, data, size, opt, &plan, err);
+    if (st == FD_OK)
+        st = shape_of(&plan, shape, err);
+    jpeg_abort_decompress(&ctx->cinfo);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decoding                                                                  */
+
+static inline uint8_t muldiv255(unsigned a, unsigned b)
+{
+    unsigned t = a * b + 128;
+    return (uint8_t)(((t >> 8) + t) >> 8);
+}
+
+/* Adobe-style inverted CMYK (what Photoshop writes and Pillow assumes) to
+ * RGB or L, with Pillow's exact integer arithmetic. */
+static void cmyk_row(const uint8_t *in, uint8_t *out, uint32_t w, int gray)
+{
+    for (uint32_t x = 0; x < w; x++, in += 4) {
+        unsigned nk = in[3];
+        int r = (int)nk - muldiv255(255u - in[0], nk);
+        int g = (int)nk - muldiv255(255u - in[1], nk);
+        int b = (int)nk - muldiv255(255u - in[2], nk);
+        r = r < 0 ? 0 : r;
+        g = g < 0 ? 0 : g;
+        b = b < 0 ? 0 : b;
+        if (gray) {
+            *out++ = fd_luma((unsigned)r, (unsigned)g, (unsigned)b);
+        } else {
+            out[0] = (uint8_t)r;
+            out[1] = (uint8_t)g;
+            out[2] = (uint8_t)b;
+            out += 3;
+        }
+    }
+}
+
+fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt, uint8_t *out,
+                         size_t out_size, fd_error *err)
+{
+    fd_jpeg_ctx *ctx = ctx_get(err);
+    if (!ctx)
+        return err->status;
+    j_decompress_ptr c = &ctx->cinfo;
+    ctx->jerr.err = err;
+    if (setjmp(ctx->jerr.jump)) {
+        jpeg_abort_decompress(c);
+        ctx_trim(ctx);
+        return err->status;
+    }
+    begin(ctx, data, size, opt->strict);
+
+    fd_jpeg_plan_t p;
+    fd_shape shape;
+    fd_status st = make_plan(c, data, size, opt, &p, err);
+    if (st == FD_OK)
+        st = shape_of(&p, &shape, err);
+    if (st == FD_OK && out_size != shape.nbytes)
+        st = fd_fail(err, FD_ERR_ARGUMENT, "output buffer has %zu bytes, expected %zu",
+                     out_size, shape.nbytes);
+    if (st != FD_OK) {
+        jpeg_abort_decompress(c);
+        return st;
+    }
+
+    if (p.cmyk)
+        c->out_color_space = JCS_CMYK;
+    else
+        c->out_color_space = opt->mode == FD_MODE_L ? JCS_GRAYSCALE : JCS_RGB;
+    c->dct_method = opt->fast ? JDCT_IFAST : JDCT_ISLOW;
+    c->do_fancy_upsampling = opt->fast ? FALSE : TRUE;
+    jpeg_start_decompress(c);
+
+    const uint32_t dec_c = (uint32_t)c->output_components;
+    const uint32_t sy0 = (uint32_t)p.src.top, sy1 = (uint32_t)(p.src.top + p.src.height);
+    const uint32_t sx0 = (uint32_t)p.src.left, sx1 = (uint32_t)(p.src.left + p.src.width);
+
+    /* Columns: crop to whole iMCUs with one iMCU of margin on each side so
+     * the fancy upsampler sees the same neighbours as a full decode. */
+    JDIMENSION xoff = 0, cw = c->output_width;
+    if (sx0 > 0 || sx1 < c->output_width) {
+        const uint32_t imcu_w = (uint32_t)(c->max_h_samp_factor * c->min_DCT_scaled_size);
+        uint32_t a = sx0 > imcu_w ? sx0 - imcu_w : 0;
+        uint32_t b = sx1 + imcu_w < c->output_width ? sx1 + imcu_w : c->output_width;
+        xoff = a;
+        cw = b - a;
+        if (a > 0 || b < c->output_width)
+            jpeg_crop_scanline(c, &xoff, &cw);
+    }
+    const size_t in_skip = (size_t)(sx0 - xoff) * dec_c; /* bytes before the needed columns */
+
+    /* Rows: skip above the crop (again keeping one iMCU row of context) and
+     * stop after its last row. */
+    const uint32_t imcu_h = (uint32_t)(c->max_v_samp_factor * c->min_DCT_scaled_size);
+    uint32_t y = 0;
+    if (sy0 > imcu_h)
+        y = (uint32_t)jpeg_skip_scanlines(c, sy0 - imcu_h);
+
+    const int oriented = p.orientation != 1;
+    fd_dest dest = {out, p.out_h, p.out_w, p.out_c, opt->layout, opt->flip};
+    const size_t row_in = (size_t)cw * dec_c;
+    const size_t row_out = (size_t)p.src.width * p.out_c;
+
+    /* Straight into the caller's rows when nothing needs rearranging. */
+    if (!oriented && !p.cmyk && in_skip == 0 && cw == p.src.width && fd_direct_row(&dest, 0)) {
+        const uint32_t n = sy1 - sy0;
+        const size_t rg = (size_t)c->rec_outbuf_height;
+        if (!ctx_reserve(ctx, row_in * rg, n)) {
+            jpeg_abort_decompress(c);
+            return fd_fail(err, FD_ERR_NOMEM, "out of memory for row buffers");
+        }
+        for (uint32_t i = 0; i < n; i++)
+            ctx->rows[i] = fd_direct_row(&dest, i);
+        while (y < sy0) { /* context rows above the crop */
+            JSAMPROW r = ctx->scratch;
+            y += jpeg_read_scanlines(c, &r, 1);
+        }
+        while (y < sy1)
+            y += jpeg_read_scanlines(c, ctx->rows + (y - sy0), sy1 - y);
+        jpeg_abort_decompress(c);
+        ctx_trim(ctx);
+        return FD_OK;
+    }
+
+    /* Indirect: decode a row to scratch, convert, then place it. */
+    size_t image_bytes = 0;
+    if (oriented && !fd_mul_size(row_out, (size_t)p.src.height, &image_bytes)) {
+        jpeg_abort_decompress(c);
+        return fd_fail(err, FD_ERR_TOO_LARGE, "crop too large");
+    }
+    if (!ctx_reserve(ctx, row_in + row_out + image_bytes, 1)) {
+        jpeg_abort_decompress(c);
+        return fd_fail(err, FD_ERR_NOMEM, "out of memory for row buffers");
+    }
+    uint8_t *in_row = ctx->scratch;
+    uint8_t *conv_row = ctx->scratch + row_in;
+    uint8_t *image = conv_row + row_out;
+    while (y < sy1) {
+        JSAMPROW r = in_row;
+        uint32_t got = jpeg_read_scanlines(c, &r, 1);
+        if (got == 0)
+            break; /* cannot happen with an in-memory source; never spin */
+        y += got;
+        if (y - 1 < sy0)
+            continue;
+        const uint8_t *src = in_row + in_skip;
+        if (p.cmyk) {
+            cmyk_row(src, conv_row, (uint32_t)p.src.width, p.out_c == 1);
+            src = conv_row;
+        }
+        const uint32_t row = y - 1 - sy0;
+        if (oriented)
+            memcpy(image + (size_t)row * row_out, src, row_out);
+        else
+            fd_put_row(&dest, row, src);
+    }
+    jpeg_abort_decompress(c);
+    if (y < sy1) {
+        ctx_trim(ctx);
+        return fd_fail(err, FD_ERR_DECODE, "decoder stopped at row %u of %u", y, sy1);
+    }
+    if (oriented)
+        fd_put_oriented(&dest, p.orientation, image, (uint32_t)p.src.height,
+                        (uint32_t)p.src.width);
+    ctx_trim(ctx);
+    return FD_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Library facts                                                             */
+
+void fd_jpeg_library_info(char *version, size_t version_len, int *simd)
+{
+    static const char tag[] = "libjpeg-turbo version ";
+    Dl_info dl;
+    snprintf(version, version_len, "unknown");
+    *simd = 0;
+    if (!dladdr((void *)jpeg_std_error, &dl) || !dl.dli_fname)
+        return;
+    FILE *f = fopen(dl.dli_fname, "rb");
+    if (!f)
+        return;
+    /* The library embeds its version banner and, when built with SIMD, the
+     * names of the JSIMD_* environment switches its dispatcher reads. */
+    const size_t cap = 1 << 16;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return;
+    }
+    size_t keep = 0, n;
+    int found_simd = 0;
+    while ((n = fread(buf + keep, 1, cap - keep - 1, f)) > 0) {
+        size_t len = keep + n;
+        buf[len] = 0;
+        for (size_t i = 0; i + sizeof(tag) < len; i++) {
+            if (buf[i] == 'l' && memcmp(buf + i, tag, sizeof(tag) - 1) == 0) {
+                const char *v = buf + i + sizeof(tag) - 1;
+                size_t k = 0;
+                while (k + 1 < version_len && v + k < buf + len &&
+                       ((v[k] >= '0' && v[k] <= '9') || v[k] == '.'))
+                    k++;
+                if (k > 0) {
+                    memcpy(version, v, k);
+                    version[k] = 0;
+                }
+            } else if (buf[i] == 'J' && memcmp(buf + i, "JSIMD_FORCENONE", 15) == 0) {
+                found_simd = 1;
+            }
+        }
+        keep = len < 64 ? len : 64; /* tags may straddle reads */
+        memmove(buf, buf + len - keep, keep);
+    }
+    free(buf);
+    fclose(f);
+    const char *off = getenv("JSIMD_FORCENONE");
+    *simd = found_simd && !(off && off[0] == '1');
+}
