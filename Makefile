@@ -18,14 +18,17 @@ test: build
 bench: build $(VENV)/.bench-deps benchmarks/c_floor
 	$(VPY) benchmarks/bench_decode.py $(BENCH_ARGS)
 
-# System packages: the libjpeg-turbo headers, pkg-config, a compiler, venv.
+# System packages: the libjpeg-turbo headers, pkg-config, a compiler, venv;
+# cjpeg/jpegtran (libjpeg-turbo-progs) write the test JPEGs Pillow cannot:
+# 4:4:0, 4:1:1, arithmetic coding, restart markers.
 sysdeps:
 	@if ! pkg-config --exists libjpeg 2>/dev/null || ! command -v gcc >/dev/null \
+	    || ! command -v cjpeg >/dev/null \
 	    || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
-	  echo "installing system packages (libjpeg62-turbo-dev pkg-config gcc python3-venv)"; \
+	  echo "installing system packages (libjpeg62-turbo-dev libjpeg-turbo-progs pkg-config gcc python3-venv)"; \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    libjpeg62-turbo-dev pkg-config gcc python3-venv python3-dev; \
+	    libjpeg62-turbo-dev libjpeg-turbo-progs pkg-config gcc python3-venv python3-dev; \
 	fi
 
 $(VENV)/.test-deps: requirements/test.txt | sysdeps
@@ -41,8 +44,8 @@ $(VENV)/.bench-deps: requirements/bench.txt $(VENV)/.test-deps
 build: sysdeps $(VENV)/.test-deps
 	$(VPY) setup.py -q build_ext --inplace
 
-benchmarks/c_floor: benchmarks/c_floor.c
-	gcc -O3 -std=c99 -o $@ $< $$(pkg-config --cflags --libs libjpeg)
+benchmarks/c_floor: benchmarks/c_floor.c | sysdeps
+	gcc -O3 -std=c99 -Wall -Wextra -o $@ $< $$(pkg-config --cflags --libs libjpeg) -lm
 
 # The C core's tests again with ASan + UBSan, from a separate copy of the
 # package so the regular build is left alone.

@@ -197,7 +197,7 @@ cdef object prepare_out(object out, const fd_shape *shape, fd_layout layout, Py_
         return result
     try:
         PyObject_GetBuffer(out, view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)
-    except BufferError as exc:
+    except (BufferError, ValueError) as exc:  # numpy says ValueError for read-only
         raise ValueError(
             f"out must be a writable C-contiguous uint8 buffer of shape {expected}: {exc}"
         ) from None

@@ -19,6 +19,7 @@ typedef struct {
     jmp_buf jump;
     fd_error *err; /* where the current call wants its failure */
     int strict;
+    int finishing; /* past the last row: a missing EOI is not truncation */
 } fd_jpeg_errmgr;
 
 typedef struct {
@@ -63,7 +64,7 @@ static fd_status translate_libjpeg_error(j_common_ptr cinfo, fd_error *err)
     if (code == JERR_OUT_OF_MEMORY)
         st = FD_ERR_NOMEM;
     else if (code == JERR_NO_SOI || code == JERR_BAD_PRECISION || code == JERR_NOT_COMPILED ||
-             code == JERR_NOTIMPL)
+             code == JERR_NOTIMPL || code == JERR_SOF_UNSUPPORTED)
         st = FD_ERR_UNSUPPORTED;
     return fd_fail(err, st, "%s", msg);
 }
@@ -84,7 +85,7 @@ static void on_emit_message(j_common_ptr cinfo, int level)
     if (level >= 0)
         return; /* trace messages */
     m->pub.num_warnings++;
-    if (m->strict || m->pub.msg_code == JWRN_JPEG_EOF) {
+    if (m->strict || (m->pub.msg_code == JWRN_JPEG_EOF && !m->finishing)) {
         char msg[JMSG_LENGTH_MAX];
         (*cinfo->err->format_message)(cinfo, msg);
         if (m->pub.msg_code == JWRN_JPEG_EOF)
@@ -109,6 +110,105 @@ static void on_progress(j_common_ptr cinfo)
                 "JPEG has more than %d scans; refusing a likely decompression bomb",
                 FD_JPEG_MAX_SCANS);
         longjmp(m->jump, 1);
+    }
+}
+
+/* A reused decompress object keeps the Huffman and quantization tables of
+ * the previous file (libjpeg allows tables to carry over between images).
+ * Before each file they are marked stale; after the header, a table the file
+ * did not define gets libjpeg's Annex K default (slots 0-1, what a fresh
+ * object would use) or is made invalid so that using it fails, exactly as an
+ * undefined table would on a fresh object. bits[0] is never read by libjpeg. */
+#define FD_STALE_TABLE 0xA5
+
+static JHUFF_TBL std_dc[2], std_ac[2];
+static int std_ok;
+static pthread_once_t std_once = PTHREAD_ONCE_INIT;
+
+static void std_error_exit(j_common_ptr cinfo)
+{
+    longjmp(*(jmp_buf *)cinfo->client_data, 1);
+}
+
+/* Copies libjpeg's own default tables out of a compressor's defaults. */
+static void std_tables_load(void)
+{
+    struct jpeg_compress_struct cc;
+    struct jpeg_error_mgr jerr;
+    jmp_buf jump;
+    memset(&cc, 0, sizeof(cc));
+    cc.err = jpeg_std_error(&jerr);
+    jerr.error_exit = std_error_exit;
+    jerr.output_message = on_output_message;
+    cc.client_data = &jump;
+    if (setjmp(jump)) {
+        jpeg_destroy_compress(&cc);
+        return;
+    }
+    jpeg_create_compress(&cc);
+    cc.in_color_space = JCS_RGB;
+    cc.input_components = 3;
+    jpeg_set_defaults(&cc);
+    for (int i = 0; i < 2; i++) {
+        if (!cc.dc_huff_tbl_ptrs[i] || !cc.ac_huff_tbl_ptrs[i]) {
+            jpeg_destroy_compress(&cc);
+            return;
+        }
+        std_dc[i] = *cc.dc_huff_tbl_ptrs[i];
+        std_ac[i] = *cc.ac_huff_tbl_ptrs[i];
+    }
+    jpeg_destroy_compress(&cc);
+    std_ok = 1;
+}
+
+static void mark_tables_stale(j_decompress_ptr c)
+{
+    for (int i = 0; i < NUM_HUFF_TBLS; i++) {
+        if (c->dc_huff_tbl_ptrs[i])
+            c->dc_huff_tbl_ptrs[i]->bits[0] = FD_STALE_TABLE;
+        if (c->ac_huff_tbl_ptrs[i])
+            c->ac_huff_tbl_ptrs[i]->bits[0] = FD_STALE_TABLE;
+    }
+    for (int i = 0; i < NUM_QUANT_TBLS; i++)
+        if (c->quant_tbl_ptrs[i])
+            memset(c->quant_tbl_ptrs[i]->quantval, 0, sizeof(c->quant_tbl_ptrs[i]->quantval));
+}
+
+static void repair_huffman(JHUFF_TBL *t, const JHUFF_TBL *std)
+{
+    if (!t || t->bits[0] != FD_STALE_TABLE)
+        return;
+    if (std && std_ok) {
+        memcpy(t->bits, std->bits, sizeof(t->bits));
+        memcpy(t->huffval, std->huffval, sizeof(t->huffval));
+    } else {
+        memset(t->bits + 1, 0xFF, sizeof(t->bits) - 1); /* > 256 codes: "Bogus Huffman table" */
+    }
+    t->bits[0] = FD_STALE_TABLE;
+}
+
+static void repair_stale_tables(j_decompress_ptr c)
+{
+    pthread_once(&std_once, std_tables_load);
+    for (int i = 0; i < NUM_HUFF_TBLS; i++) {
+        repair_huffman(c->dc_huff_tbl_ptrs[i], i < 2 ? &std_dc[i] : NULL);
+        repair_huffman(c->ac_huff_tbl_ptrs[i], i < 2 ? &std_ac[i] : NULL);
+    }
+}
+
+/* After start_decompress every component has latched its table; an
+ * all-zero one was never defined by this file. */
+static void check_quant_tables(j_decompress_ptr c)
+{
+    for (int ci = 0; ci < c->num_components; ci++) {
+        const JQUANT_TBL *q = c->comp_info[ci].quant_table;
+        if (!q)
+            continue;
+        int any = 0;
+        for (int k = 0; k < DCTSIZE2; k++)
+            any |= q->quantval[k];
+        if (!any)
+            ERREXIT1(c, JERR_NO_QUANT_TABLE, c->comp_info[ci].quant_tbl_no);
     }
 }
 
@@ -306,7 +406,9 @@ static fd_color_space color_space_of(J_COLOR_SPACE cs)
 static void begin(fd_jpeg_ctx *ctx, const uint8_t *data, size_t size, int strict)
 {
     jpeg_abort_decompress(&ctx->cinfo);
+    mark_tables_stale(&ctx->cinfo);
     ctx->jerr.strict = strict;
+    ctx->jerr.finishing = 0;
     ctx->jerr.pub.num_warnings = 0;
     jpeg_mem_src(&ctx->cinfo, data, (unsigned long)size);
     jpeg_read_header(&ctx->cinfo, TRUE);
@@ -351,6 +453,7 @@ typedef struct {
     fd_rect src;          /* needed source rect, scaled pixels */
     uint32_t out_h, out_w, out_c;
     int cmyk;             /* decode as CMYK and convert ourselves */
+    int luma;             /* decode as RGB, then Pillow's RGB -> L */
 } fd_jpeg_plan_t;
 
 /* Chooses M/8 and the source rect. cinfo holds a freshly read header. */
@@ -405,6 +508,7 @@ static fd_status make_plan(j_decompress_ptr c, const uint8_t *data, size_t size,
     p->out_w = x1 - x0;
     p->out_c = opt->mode == FD_MODE_L ? 1 : 3;
     p->cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
+    p->luma = opt->mode == FD_MODE_L && !p->cmyk && c->jpeg_color_space != JCS_GRAYSCALE;
     return FD_OK;
 }
 
@@ -473,6 +577,19 @@ static void cmyk_row(const uint8_t *in, uint8_t *out, uint32_t w, int gray)
     }
 }
 
+/* After the last output row. A decode that read the whole image finishes it
+ * as Pillow does, so damage after the last row (bad markers, a second SOF)
+ * is reported; a crop that stopped early just aborts, which is the point of
+ * stopping early. */
+static void end_decode(j_decompress_ptr c, int read_all)
+{
+    if (read_all && c->output_scanline >= c->output_height) {
+        ((fd_jpeg_errmgr *)c->err)->finishing = 1;
+        jpeg_finish_decompress(c);
+    }
+    jpeg_abort_decompress(c);
+}
+
 fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt, uint8_t *out,
                          size_t out_size, fd_error *err)
 {
@@ -501,13 +618,19 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
         return st;
     }
 
+    /* 'L' is Pillow's convert('L') of the RGB image, not libjpeg's Y
+     * channel (they differ by up to ~13 where RGB clips). */
     if (p.cmyk)
         c->out_color_space = JCS_CMYK;
+    else if (opt->mode == FD_MODE_L && !p.luma)
+        c->out_color_space = JCS_GRAYSCALE;
     else
-        c->out_color_space = opt->mode == FD_MODE_L ? JCS_GRAYSCALE : JCS_RGB;
+        c->out_color_space = JCS_RGB;
     c->dct_method = opt->fast ? JDCT_IFAST : JDCT_ISLOW;
     c->do_fancy_upsampling = opt->fast ? FALSE : TRUE;
+    repair_stale_tables(c);
     jpeg_start_decompress(c);
+    check_quant_tables(c);
 
     const uint32_t dec_c = (uint32_t)c->output_components;
     const uint32_t sy0 = (uint32_t)p.src.top, sy1 = (uint32_t)(p.src.top + p.src.height);
@@ -535,12 +658,13 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
         y = (uint32_t)jpeg_skip_scanlines(c, sy0 - imcu_h);
 
     const int oriented = p.orientation != 1;
+    const int read_all = sy1 == c->output_height;
     fd_dest dest = {out, p.out_h, p.out_w, p.out_c, opt->layout, opt->flip};
     const size_t row_in = (size_t)cw * dec_c;
     const size_t row_out = (size_t)p.src.width * p.out_c;
 
     /* Straight into the caller's rows when nothing needs rearranging. */
-    if (!oriented && !p.cmyk && in_skip == 0 && cw == p.src.width && fd_direct_row(&dest, 0)) {
+    if (!oriented && !p.cmyk && !p.luma && in_skip == 0 && cw == p.src.width && fd_direct_row(&dest, 0)) {
         const uint32_t n = sy1 - sy0;
         const size_t rg = (size_t)c->rec_outbuf_height;
         if (!ctx_reserve(ctx, row_in * rg, n)) {
@@ -555,7 +679,7 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
         }
         while (y < sy1)
             y += jpeg_read_scanlines(c, ctx->rows + (y - sy0), sy1 - y);
-        jpeg_abort_decompress(c);
+        end_decode(c, read_all);
         ctx_trim(ctx);
         return FD_OK;
     }
@@ -585,6 +709,10 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
         if (p.cmyk) {
             cmyk_row(src, conv_row, (uint32_t)p.src.width, p.out_c == 1);
             src = conv_row;
+        } else if (p.luma) {
+            for (int64_t x = 0; x < p.src.width; x++)
+                conv_row[x] = fd_luma(src[3 * x], src[3 * x + 1], src[3 * x + 2]);
+            src = conv_row;
         }
         const uint32_t row = y - 1 - sy0;
         if (oriented)
@@ -592,11 +720,12 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
         else
             fd_put_row(&dest, row, src);
     }
-    jpeg_abort_decompress(c);
     if (y < sy1) {
+        jpeg_abort_decompress(c);
         ctx_trim(ctx);
         return fd_fail(err, FD_ERR_DECODE, "decoder stopped at row %u of %u", y, sy1);
     }
+    end_decode(c, read_all);
     if (oriented)
         fd_put_oriented(&dest, p.orientation, image, (uint32_t)p.src.height,
                         (uint32_t)p.src.width);

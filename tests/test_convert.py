@@ -1,0 +1,335 @@
+"""`fastdecode convert` and the command line around it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import fastdecode
+from fastdecode import convert
+from fastdecode.__main__ import main
+
+PACKAGE_PARENT = Path(fastdecode.__file__).resolve().parent.parent
+# (class-relative stem, suffix, height, width, Pillow mode); odd widths make BMP rows padded.
+SOURCES = [
+    ("cat/a", ".jpg", 48, 33, "RGB"),
+    ("cat/b", ".png", 17, 30, "RGB"),
+    ("cat/gray", ".png", 21, 26, "L"),
+    ("dog/c", ".JPEG", 40, 61, "RGB"),
+    ("dog/puppies/d", ".png", 9, 7, "RGB"),
+]
+CONVERTED = sorted(stem for stem, *_ in SOURCES)
+BROKEN = "dog/broken.jpg"
+
+
+def smooth_image(height: int, width: int, mode: str, seed: int) -> Image.Image:
+    """Gradients with mild noise: JPEG keeps them close, resizing keeps them recognisable."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    ramps = [((c + 1) * x / width + (3 - c) * y / height) / 4 for c in range(3)]
+    pixels = 30 + 180 * np.stack(ramps, axis=-1) + rng.integers(0, 8, (height, width, 3))
+    image = Image.fromarray(pixels.astype(np.uint8))
+    return image.convert(mode)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A small ImageFolder: two classes, a nested folder, a corrupt JPEG and files ImageFolder skips."""
+    root = tmp_path / "src"
+    for seed, (stem, suffix, height, width, mode) in enumerate(SOURCES):
+        path = root / f"{stem}{suffix}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        smooth_image(height, width, mode, seed).save(path, format="PNG" if suffix == ".png" else "JPEG")
+    (root / BROKEN).write_bytes(b"\xff\xd8\xff\xe0" + b"not a JPEG after all" * 4)
+    (root / "dog" / "notes.txt").write_text("not an image: ImageFolder skips it")
+    (root / "MANIFEST.tsv").write_text("not in a class folder: ImageFolder skips it")
+    return root
+
+
+def outputs(destination: Path) -> list[str]:
+    return sorted(str(path.relative_to(destination).with_suffix("")).replace(os.sep, "/")
+                  for path in destination.rglob("*") if path.is_file())
+
+
+def source_of(root: Path, stem: str) -> Path:
+    return next(root.glob(f"{stem}.*"))
+
+
+def run_main(capsys, *args: str) -> tuple[int, str, str]:
+    code = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# --- converting ----------------------------------------------------------------
+
+
+def test_bmp_mirrors_the_tree_with_exact_pixels(tree, tmp_path, capsys):
+    destination = tmp_path / "dst"
+    code, out, _ = run_main(capsys, "convert", tree, destination, "--to", "bmp", "--workers", "2",
+                            "--time-sample", "0")
+    assert code == 0
+    assert outputs(destination) == CONVERTED
+    assert all(path.suffix == ".bmp" for path in destination.rglob("*") if path.is_file())
+    assert "converted 5 images" in out and "failed 1" in out
+    for stem in CONVERTED:
+        with Image.open(destination / f"{stem}.bmp") as written:  # an independent BMP reader
+            assert written.mode == "RGB"
+            pixels = np.asarray(written)
+        np.testing.assert_array_equal(pixels, fastdecode.read_image(source_of(tree, stem)))
+
+
+def test_bmp_output_reads_back_with_fastdecode(tree, tmp_path):
+    summary = convert.convert_tree(tree, tmp_path / "dst", to="bmp", workers=1)
+    for stem in CONVERTED:
+        np.testing.assert_array_equal(fastdecode.read_image(tmp_path / "dst" / f"{stem}.bmp"),
+                                      fastdecode.read_image(source_of(tree, stem)))
+    assert summary.timed_images == 5 and summary.decode_ms_after > 0
+
+
+@pytest.mark.parametrize("to", [pytest.param("bmp", id="bmp"), pytest.param("jpeg", id="jpeg")])
+def test_max_side_bounds_the_longer_side(tree, tmp_path, to):
+    destination = tmp_path / "dst"
+    summary = convert.convert_tree(tree, destination, to=to, max_side=32, workers=1, time_sample=0)
+    assert summary.converted == 5
+    for stem, _, height, width, _ in SOURCES:
+        with Image.open(destination / f"{stem}{convert.OUTPUT_SUFFIXES[to]}") as written:
+            out_width, out_height = written.size
+            pixels = np.asarray(written.convert("RGB"), dtype=np.float32)
+        if max(height, width) <= 32:
+            assert (out_height, out_width) == (height, width)
+        else:
+            assert max(out_height, out_width) == 32
+            assert abs(out_height / out_width - height / width) < 0.05
+        with Image.open(source_of(tree, stem)) as source:
+            expected = source.convert("RGB").resize((out_width, out_height), Image.Resampling.LANCZOS)
+        assert np.abs(pixels - np.asarray(expected, dtype=np.float32)).mean() < 4
+
+
+@pytest.mark.parametrize("subsampling", [pytest.param("4:2:0", id="420-default"),
+                                         pytest.param("4:4:4", id="444")])
+def test_jpeg_output_decodes_close_to_the_source(tree, tmp_path, capsys, subsampling):
+    destination = tmp_path / "dst"
+    extra = () if subsampling == "4:2:0" else ("--subsampling", subsampling)
+    code, _, _ = run_main(capsys, "convert", tree, destination, "--to", "jpeg", "--quality", "95",
+                          "--workers", "1", *extra)
+    assert code == 0
+    assert outputs(destination) == CONVERTED
+    for stem in CONVERTED:
+        output = destination / f"{stem}.jpg"
+        assert fastdecode.read_header(output.read_bytes()).subsampling == subsampling
+        source = fastdecode.read_image(source_of(tree, stem)).astype(np.float32)
+        assert np.abs(fastdecode.read_image(output) - source).mean() < 4
+
+
+def test_jpeg_quality_trades_size(tree, tmp_path):
+    low = convert.convert_tree(tree, tmp_path / "q30", to="jpeg", quality=30, workers=1, time_sample=0)
+    high = convert.convert_tree(tree, tmp_path / "q95", to="jpeg", quality=95, workers=1, time_sample=0)
+    assert low.bytes_after < high.bytes_after
+
+
+@pytest.mark.parametrize("to", [pytest.param("bmp", id="bmp"), pytest.param("jpeg", id="jpeg")])
+def test_second_run_skips_and_redoes_a_truncated_output(tree, tmp_path, to):
+    destination = tmp_path / "dst"
+    first = convert.convert_tree(tree, destination, to=to, workers=1, time_sample=0)
+    second = convert.convert_tree(tree, destination, to=to, workers=1, time_sample=0)
+    assert (first.converted, first.skipped) == (5, 0)
+    assert (second.converted, second.skipped) == (0, 5)
+    assert second.bytes_after == first.bytes_after  # skipped outputs still count in the totals
+
+    truncated = destination / f"cat/a{convert.OUTPUT_SUFFIXES[to]}"
+    truncated.write_bytes(truncated.read_bytes()[:-10])
+    third = convert.convert_tree(tree, destination, to=to, workers=1, time_sample=0)
+    assert (third.converted, third.skipped) == (1, 4)
+    assert convert.is_complete(truncated, to)
+
+
+def no_partial_files(destination: Path) -> bool:
+    return not [path for path in destination.rglob("*") if path.name.endswith(convert.PARTIAL_SUFFIX)]
+
+
+def test_interrupt_leaves_only_complete_outputs(tree, tmp_path, capsys, monkeypatch):
+    destination = tmp_path / "dst"
+    calls = []
+
+    def interrupted_on_third_image(file, pixels, options):
+        calls.append(file.name)
+        if len(calls) == 3:
+            file.write(b"BM half an image")
+            raise KeyboardInterrupt
+        convert.write_bmp(file, pixels, options)
+
+    monkeypatch.setitem(convert.WRITERS, "bmp", interrupted_on_third_image)
+    code, _, err = run_main(capsys, "convert", tree, destination, "--to", "bmp", "--workers", "1")
+    assert code == 130 and "run the same command again" in err
+    assert no_partial_files(destination)
+    assert len(outputs(destination)) == 2
+    assert all(convert.is_complete(path, "bmp") for path in destination.rglob("*.bmp"))
+
+    monkeypatch.undo()
+    resumed = convert.convert_tree(tree, destination, to="bmp", workers=1, time_sample=0)
+    assert (resumed.converted, resumed.skipped) == (3, 2)
+    assert outputs(destination) == CONVERTED
+
+
+@pytest.mark.parametrize("strict, expected_code", [pytest.param(False, 0, id="default-exit-0"),
+                                                   pytest.param(True, 1, id="strict-exit-1")])
+def test_failures_are_listed_not_fatal(tree, tmp_path, capsys, strict, expected_code):
+    code, out, _ = run_main(capsys, "convert", tree, tmp_path / "dst", "--to", "bmp",
+                            "--workers", "1", *(["--strict"] if strict else []))
+    assert code == expected_code
+    listed = out.split("failed inputs:\n", 1)[1]
+    assert str(tree / BROKEN) in listed and "DecodeError" in listed
+    assert len(outputs(tmp_path / "dst")) == 5
+
+
+def test_write_error_is_listed_and_leaves_no_partial_file(tree, tmp_path, monkeypatch):
+    def disk_full(file, pixels, options):
+        file.write(b"BM")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setitem(convert.WRITERS, "bmp", disk_full)
+    summary = convert.convert_tree(tree, tmp_path / "dst", to="bmp", workers=1)
+    assert (summary.converted, summary.failed) == (0, 6)
+    assert all("No space left" in failure["error"] for failure in summary.failures
+               if not failure["path"].endswith("broken.jpg"))
+    assert no_partial_files(tmp_path / "dst") and outputs(tmp_path / "dst") == []
+
+
+def test_two_sources_with_one_output_name(tree, tmp_path):
+    smooth_image(8, 8, "RGB", 0).save(tree / "cat" / "a.png")  # next to cat/a.jpg
+    summary = convert.convert_tree(tree, tmp_path / "dst", to="bmp", workers=1, time_sample=0)
+    clash = [f for f in summary.failures if f["path"] == str(tree / "cat" / "a.png")]
+    assert clash and "same output name as" in clash[0]["error"]
+
+
+def test_json_summary(tree, tmp_path, capsys):
+    report = tmp_path / "summary.json"
+    code, _, _ = run_main(capsys, "convert", tree, tmp_path / "dst", "--to", "jpeg",
+                          "--workers", "1", "--json", report)
+    assert code == 0
+    summary = json.loads(report.read_text())
+    assert set(summary) == {
+        "source", "destination", "to", "converted", "skipped", "failed", "failures",
+        "bytes_before", "bytes_after", "seconds", "timed_images", "decode_ms_before",
+        "decode_ms_after", "decode_speedup", "timing_error",
+    }
+    assert (summary["converted"], summary["skipped"], summary["failed"]) == (5, 0, 1)
+    assert summary["failures"][0]["path"] == str(tree / BROKEN)
+    assert summary["bytes_before"] > 0 and summary["bytes_after"] > 0
+    assert summary["timed_images"] == 5 and summary["decode_speedup"] > 0
+
+
+def test_python_m_fastdecode_in_a_subprocess(tree, tmp_path):
+    env = dict(os.environ, PYTHONWARNINGS="error",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(PACKAGE_PARENT),
+                                                        os.environ.get("PYTHONPATH")])))
+    result = subprocess.run(
+        [sys.executable, "-m", "fastdecode", "convert", str(tree), str(tmp_path / "dst"),
+         "--to", "bmp", "--workers", "2", "--time-sample", "0"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "converted 5 images" in result.stdout and "broken.jpg" in result.stdout
+    assert "Warning" not in result.stderr
+    assert outputs(tmp_path / "dst") == CONVERTED
+
+
+# --- checks ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("to", [pytest.param("bmp", id="bmp"), pytest.param("jpeg", id="jpeg")])
+def test_completeness_check(tmp_path, to):
+    path = tmp_path / f"image{convert.OUTPUT_SUFFIXES[to]}"
+    pixels = np.asarray(smooth_image(5, 7, "RGB", 0))
+    convert.write_atomically(path, lambda file: convert.WRITERS[to](file, pixels, convert.Options(to)))
+    data = path.read_bytes()
+    assert convert.is_complete(path, to)
+    for damaged in (data[:-1], data[:20], b""):
+        path.write_bytes(damaged)
+        assert not convert.is_complete(path, to)
+    path.unlink()
+    assert not convert.is_complete(path, to)
+
+
+@pytest.mark.parametrize("height, width, max_side, expected", [
+    pytest.param(100, 50, 40, (40, 20), id="portrait"),
+    pytest.param(375, 500, 256, (192, 256), id="landscape"),
+    pytest.param(10, 10, None, (10, 10), id="no-limit"),
+    pytest.param(10, 10, 64, (10, 10), id="never-enlarges"),
+    pytest.param(3, 1000, 10, (1, 10), id="at-least-one-pixel"),
+])
+def test_fit_within(height, width, max_side, expected):
+    assert convert.fit_within(height, width, max_side) == expected
+
+
+@pytest.mark.parametrize("arguments, message", [
+    pytest.param({"source": "missing"}, "is not a folder", id="missing-source"),
+    pytest.param({"destination": "src/cat/out"}, "is inside the source", id="destination-inside"),
+    pytest.param({"destination": "src"}, "is inside the source", id="destination-is-source"),
+    pytest.param({"to": "png"}, "--to must be one of bmp, jpeg", id="format"),
+    pytest.param({"quality": 0}, r"--quality must be in 1\.\.100", id="quality"),
+    pytest.param({"subsampling": "4:1:1"}, "--subsampling must be one of", id="subsampling"),
+    pytest.param({"max_side": 0}, "--max-side must be at least 1", id="max-side"),
+    pytest.param({"workers": 0}, "--workers must be at least 1", id="workers"),
+    pytest.param({"time_sample": -1}, "--time-sample must be 0 or more", id="time-sample"),
+])
+def test_bad_arguments_raise_value_error(tree, tmp_path, arguments, message):
+    arguments = {"source": tree, "destination": tmp_path / "dst", "to": "bmp", **arguments}
+    for key in ("source", "destination"):
+        arguments[key] = tmp_path / arguments[key]
+    with pytest.raises(ValueError, match=message):
+        convert.convert_tree(**arguments)
+
+
+def test_root_without_class_folders_raises(tmp_path):
+    (tmp_path / "flat").mkdir()
+    smooth_image(4, 4, "RGB", 0).save(tmp_path / "flat" / "a.png")
+    with pytest.raises(ValueError, match="no class folders in"):
+        convert.convert_tree(tmp_path / "flat", tmp_path / "dst", to="bmp")
+
+
+def test_jpeg_output_without_pillow_raises_import_error(tree, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "PIL", None)  # makes `import PIL` fail
+    with pytest.raises(ImportError, match="need Pillow: pip install Pillow"):
+        convert.convert_tree(tree, tmp_path / "dst", to="jpeg")
+
+
+@pytest.mark.parametrize("args, message", [
+    pytest.param(["--quality", "80"], "apply to --to jpeg only", id="quality-with-bmp"),
+    pytest.param(["--max-side", "-3"], "--max-side must be at least 1", id="negative-max-side"),
+])
+def test_bad_arguments_exit_2(tree, tmp_path, capsys, args, message):
+    code, _, err = run_main(capsys, "convert", tree, tmp_path / "dst", "--to", "bmp", *args)
+    assert code == 2 and message in err
+    assert not (tmp_path / "dst").exists()
+
+
+# --- the command line --------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [pytest.param([], id="fastdecode"),
+                                     pytest.param(["convert"], id="convert"),
+                                     pytest.param(["info"], id="info")])
+def test_help_shows_examples(capsys, command):
+    code, out, _ = run_main(capsys, *command, "--help")
+    assert code == 0 and "examples:" in out
+
+
+def test_missing_command_is_a_usage_error(capsys):
+    code, _, err = run_main(capsys)
+    assert code == 2 and "usage: fastdecode" in err
+
+
+def test_info(capsys):
+    code, out, _ = run_main(capsys, "info")
+    assert code == 0 and f"libjpeg_turbo  {fastdecode.info()['libjpeg_turbo']}" in out
+    code, out, _ = run_main(capsys, "info", "--json")
+    assert code == 0 and json.loads(out) == fastdecode.info()
