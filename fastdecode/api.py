@@ -16,7 +16,7 @@ from fastdecode import _fallback, _native
 from fastdecode._native import DEFAULT_MAX_PIXELS, decode_bmp, decode_jpeg
 from fastdecode._types import ImageInfo
 from fastdecode._version import __version__
-from fastdecode.errors import FastDecodeError
+from fastdecode.errors import DecodeError, FastDecodeError, UnsupportedFormatError
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -64,10 +64,22 @@ def decode_image(
     """
     fmt = _native.sniff(data)
     if fmt == "jpeg":
-        return decode_jpeg(
-            data, mode=mode, scale=scale, min_size=min_size, crop=crop, flip=flip,
-            layout=layout, out=out, exif=exif, fast=fast, strict=strict, max_pixels=max_pixels,
-        )
+        try:
+            return decode_jpeg(
+                data, mode=mode, scale=scale, min_size=min_size, crop=crop, flip=flip,
+                layout=layout, out=out, exif=exif, fast=fast, strict=strict,
+                max_pixels=max_pixels,
+            )
+        except UnsupportedFormatError as native_error:
+            # A JPEG variant libjpeg-turbo was built without (lossless, 12-bit):
+            # Pillow's own libjpeg may have it, so a mixed dataset keeps loading.
+            try:
+                return _fallback.decode(
+                    data, fmt=None, mode=mode, scale=scale, min_size=min_size, crop=crop,
+                    flip=flip, layout=layout, out=out, exif=exif, max_pixels=max_pixels,
+                )
+            except DecodeError:
+                raise native_error from None
     if fmt == "bmp" and scale in (None, 1) and min_size is None:
         return decode_bmp(
             data, mode=mode, crop=crop, flip=flip, layout=layout, out=out, max_pixels=max_pixels

@@ -228,7 +228,7 @@ def find_images(root: Path) -> list[Path]:
     classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
     if not classes:
         raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per class)")
-    images = []
+    images: list[Path] = []
     for name in classes:
         for folder, _, files in sorted(os.walk(root / name, followlinks=True)):
             images += [Path(folder, file) for file in sorted(files)
@@ -330,7 +330,8 @@ def check_arguments(
 ) -> None:
     if not source.is_dir():
         raise ValueError(f"source {source} is not a folder")
-    if destination.resolve() == source.resolve() or source.resolve() in destination.resolve().parents:
+    source_dir, destination_dir = source.resolve(), destination.resolve()
+    if destination_dir == source_dir or source_dir in destination_dir.parents:
         raise ValueError(f"destination {destination} is inside the source {source}")
     if options.to not in WRITERS:
         raise ValueError(f"--to must be one of {', '.join(WRITERS)}, got {options.to!r}")
@@ -497,9 +498,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("destination", metavar="DST", type=Path,
                         help="output root (created; must not be inside SRC)")
     parser.add_argument("--to", required=True, choices=tuple(WRITERS), help="output format")
-    parser.add_argument("--quality", type=int, metavar="Q", help="JPEG quality 1-100 (default 90)")
+    parser.add_argument("--quality", type=int, metavar="Q",
+                        help="JPEG quality 1-100 (default 90; --to jpeg only)")
     parser.add_argument("--subsampling", choices=SUBSAMPLINGS,
-                        help="JPEG chroma subsampling (default 4:2:0)")
+                        help="JPEG chroma subsampling (default 4:2:0; --to jpeg only)")
     parser.add_argument("--max-side", type=int, metavar="N",
                         help="shrink so the longer side is at most N pixels (never enlarges)")
     parser.add_argument("--workers", type=int, metavar="N",

@@ -41,12 +41,13 @@ def smooth_image(height: int, width: int, mode: str, seed: int) -> Image.Image:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """A small ImageFolder: two classes, a nested folder, a corrupt JPEG and files ImageFolder skips."""
+    """A small ImageFolder: two classes, a nested folder, a corrupt JPEG, skipped files."""
     root = tmp_path / "src"
     for seed, (stem, suffix, height, width, mode) in enumerate(SOURCES):
         path = root / f"{stem}{suffix}"
         path.parent.mkdir(parents=True, exist_ok=True)
-        smooth_image(height, width, mode, seed).save(path, format="PNG" if suffix == ".png" else "JPEG")
+        image = smooth_image(height, width, mode, seed)
+        image.save(path, format="PNG" if suffix == ".png" else "JPEG")
     (root / BROKEN).write_bytes(b"\xff\xd8\xff\xe0" + b"not a JPEG after all" * 4)
     (root / "dog" / "notes.txt").write_text("not an image: ImageFolder skips it")
     (root / "MANIFEST.tsv").write_text("not in a class folder: ImageFolder skips it")
@@ -109,7 +110,8 @@ def test_max_side_bounds_the_longer_side(tree, tmp_path, to):
             assert max(out_height, out_width) == 32
             assert abs(out_height / out_width - height / width) < 0.05
         with Image.open(source_of(tree, stem)) as source:
-            expected = source.convert("RGB").resize((out_width, out_height), Image.Resampling.LANCZOS)
+            expected = source.convert("RGB").resize((out_width, out_height),
+                                                    Image.Resampling.LANCZOS)
         assert np.abs(pixels - np.asarray(expected, dtype=np.float32)).mean() < 4
 
 
@@ -130,8 +132,8 @@ def test_jpeg_output_decodes_close_to_the_source(tree, tmp_path, capsys, subsamp
 
 
 def test_jpeg_quality_trades_size(tree, tmp_path):
-    low = convert.convert_tree(tree, tmp_path / "q30", to="jpeg", quality=30, workers=1, time_sample=0)
-    high = convert.convert_tree(tree, tmp_path / "q95", to="jpeg", quality=95, workers=1, time_sample=0)
+    low, high = (convert.convert_tree(tree, tmp_path / f"q{quality}", to="jpeg", quality=quality,
+                                      workers=1, time_sample=0) for quality in (30, 95))
     assert low.bytes_after < high.bytes_after
 
 
@@ -152,7 +154,7 @@ def test_second_run_skips_and_redoes_a_truncated_output(tree, tmp_path, to):
 
 
 def no_partial_files(destination: Path) -> bool:
-    return not [path for path in destination.rglob("*") if path.name.endswith(convert.PARTIAL_SUFFIX)]
+    return not any(path.name.endswith(convert.PARTIAL_SUFFIX) for path in destination.rglob("*"))
 
 
 def test_interrupt_leaves_only_complete_outputs(tree, tmp_path, capsys, monkeypatch):
@@ -249,7 +251,8 @@ def test_python_m_fastdecode_in_a_subprocess(tree, tmp_path):
 def test_completeness_check(tmp_path, to):
     path = tmp_path / f"image{convert.OUTPUT_SUFFIXES[to]}"
     pixels = np.asarray(smooth_image(5, 7, "RGB", 0))
-    convert.write_atomically(path, lambda file: convert.WRITERS[to](file, pixels, convert.Options(to)))
+    write = convert.WRITERS[to]
+    convert.write_atomically(path, lambda file: write(file, pixels, convert.Options(to)))
     data = path.read_bytes()
     assert convert.is_complete(path, to)
     for damaged in (data[:-1], data[:20], b""):

@@ -6,6 +6,7 @@ Also run against the ASan/UBSan build by `make test` (test-sanitize).
 from __future__ import annotations
 
 import io
+import os
 import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -636,3 +637,14 @@ def test_info_reports_running_library():
     assert info["libjpeg_turbo"][0].isdigit()
     assert isinstance(info["simd"], bool) and info["openmp"] is False
     assert info["version"] == fd.__version__
+
+
+@pytest.mark.skipif(os.environ.get("FASTDECODE_EXPECT_SANITIZED") != "1",
+                    reason="only in the ASan/UBSan run (make test-sanitize)")
+def test_sanitizer_run_uses_the_sanitized_extension():
+    import ctypes
+
+    import fastdecode._native as native
+
+    assert "asan-pkg" in native.__file__
+    assert hasattr(ctypes.CDLL(None), "__asan_init")

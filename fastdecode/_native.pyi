@@ -1,0 +1,47 @@
+"""Type stubs for the Cython binding (fastdecode/_native.pyx)."""
+
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from fastdecode._types import ImageInfo, Layout, Mode
+
+DEFAULT_MAX_PIXELS: int
+
+def decode_jpeg(
+    data: Any,
+    *,
+    mode: Mode | str = ...,
+    scale: Optional[float] = ...,
+    min_size: Optional[Tuple[int, int]] = ...,
+    crop: Optional[Tuple[int, int, int, int]] = ...,
+    flip: bool = ...,
+    layout: Layout | str = ...,
+    out: Any = ...,
+    exif: bool = ...,
+    fast: bool = ...,
+    strict: bool = ...,
+    max_pixels: Optional[int] = ...,
+) -> np.ndarray: ...
+def decode_bmp(
+    data: Any,
+    *,
+    mode: Mode | str = ...,
+    crop: Optional[Tuple[int, int, int, int]] = ...,
+    flip: bool = ...,
+    layout: Layout | str = ...,
+    out: Any = ...,
+    max_pixels: Optional[int] = ...,
+) -> np.ndarray: ...
+def sniff(data: Any) -> Optional[str]: ...
+def read_native_header(data: Any) -> Optional[ImageInfo]: ...
+def check_options(
+    mode: Mode | str,
+    scale: Optional[float],
+    min_size: Optional[Tuple[int, int]],
+    crop: Optional[Tuple[int, int, int, int]],
+    layout: Layout | str,
+    max_pixels: Optional[int],
+) -> int: ...
+def fill_out(arr: np.ndarray, out: Any) -> Any: ...
+def library_info() -> Tuple[str, bool]: ...
