@@ -81,7 +81,7 @@ def extensions():
         sources=["fastdecode/_native.pyx"] + C_SOURCES,
         include_dirs=["src_c"],
         extra_compile_args=cflags + jpeg_cflags,
-        extra_link_args=ldflags + jpeg_libs,
+        extra_link_args=ldflags + jpeg_libs + ["-lm", "-lpthread"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
     return cythonize(

@@ -1,9 +1,10 @@
 # BMP entry points; included by _native.pyx.
 
 
-def decode_bmp(data, *, mode="RGB", crop=None, flip=False, layout="HWC", out=None,
-               max_pixels=DEFAULT_MAX_PIXELS):
+def decode_bmp(data, *, mode="RGB", crop=None, size=None, interpolation="bilinear", flip=False,
+               layout="HWC", out=None, max_pixels=DEFAULT_MAX_PIXELS):
     cdef fd_options opt
 
     parse_common(&opt, mode, crop, flip, layout, max_pixels)
-    return run_decode(data, out, &opt, fd_bmp_plan, fd_bmp_decode)
+    parse_size(&opt, size, interpolation)
+    return run_decode(data, out, &opt, FD_FORMAT_BMP)

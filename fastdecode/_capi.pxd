@@ -77,6 +77,9 @@ cdef extern from "fd_common.h" nogil:
         int fast
         int strict
         uint64_t max_pixels
+        uint32_t size_height
+        uint32_t size_width
+        int interpolation
 
     ctypedef struct fd_shape:
         uint32_t height
@@ -105,3 +108,34 @@ cdef extern from "fd_bmp.h" nogil:
                           fd_shape *shape, fd_error *err)
     fd_status fd_bmp_decode(const uint8_t *data, size_t size, const fd_options *opt,
                             uint8_t *out, size_t out_size, fd_error *err)
+
+
+cdef extern from "fd_resample.h" nogil:
+    ctypedef enum fd_interp:
+        FD_INTERP_NEAREST
+        FD_INTERP_BILINEAR
+        FD_INTERP_BICUBIC
+
+    ctypedef struct fd_box:
+        double x0
+        double y0
+        double x1
+        double y1
+
+    ctypedef struct fd_dest:
+        uint8_t *base
+        uint32_t height
+        uint32_t width
+        uint32_t channels
+        fd_layout layout
+        int flip
+
+    fd_status fd_resample(const uint8_t *src, size_t stride, uint32_t src_h, uint32_t src_w,
+                          fd_box box, fd_interp interp, const fd_dest *dst, fd_error *err)
+
+
+cdef extern from "fd_pipeline.h" nogil:
+    fd_status fd_plan(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
+                      fd_shape *shape, fd_error *err)
+    fd_status fd_decode(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
+                        uint8_t *out, size_t out_size, fd_error *err)

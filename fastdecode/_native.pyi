@@ -15,6 +15,8 @@ def decode_jpeg(
     scale: Optional[float] = ...,
     min_size: Optional[Tuple[int, int]] = ...,
     crop: Optional[Tuple[int, int, int, int]] = ...,
+    size: Optional[Tuple[int, int]] = ...,
+    interpolation: str = ...,
     flip: bool = ...,
     layout: Layout | str = ...,
     out: Any = ...,
@@ -28,6 +30,8 @@ def decode_bmp(
     *,
     mode: Mode | str = ...,
     crop: Optional[Tuple[int, int, int, int]] = ...,
+    size: Optional[Tuple[int, int]] = ...,
+    interpolation: str = ...,
     flip: bool = ...,
     layout: Layout | str = ...,
     out: Any = ...,
@@ -42,6 +46,18 @@ def check_options(
     crop: Optional[Tuple[int, int, int, int]],
     layout: Layout | str,
     max_pixels: Optional[int],
+    size: Optional[Tuple[int, int]] = ...,
+    interpolation: str = ...,
 ) -> int: ...
 def fill_out(arr: np.ndarray, out: Any) -> Any: ...
 def library_info() -> Tuple[str, bool]: ...
+def resize(
+    image: np.ndarray,
+    size: Tuple[int, int],
+    *,
+    interpolation: str = ...,
+    box: Optional[Tuple[float, float, float, float]] = ...,
+    flip: bool = ...,
+    layout: Layout | str = ...,
+    out: Any = ...,
+) -> np.ndarray: ...

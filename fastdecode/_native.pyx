@@ -16,7 +16,7 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 from cpython.memoryview cimport PyMemoryView_FromObject
-from libc.stdint cimport uint8_t, uint64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
 
 from fastdecode._capi cimport *
 
@@ -102,7 +102,38 @@ cdef int parse_scale(object scale) except -1:
     return int(m)
 
 
+_INTERPOLATIONS = {"nearest": FD_INTERP_NEAREST, "bilinear": FD_INTERP_BILINEAR,
+                   "bicubic": FD_INTERP_BICUBIC}
+
+
+cdef int parse_interpolation(object interpolation) except -1:
+    name = getattr(interpolation, "value", interpolation)  # torchvision InterpolationMode
+    try:
+        return _INTERPOLATIONS[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"interpolation must be 'bilinear', 'bicubic' or 'nearest', got {interpolation!r}"
+        ) from None
+
+
+cdef int parse_size(fd_options *opt, object size, object interpolation) except -1:
+    opt.interpolation = parse_interpolation(interpolation)
+    if size is None:
+        return 0
+    height, width = int_tuple(size, 2, "size")
+    if height <= 0 or width <= 0 or height > 1 << 24 or width > 1 << 24:
+        raise ValueError(f"size must be two positive ints (height, width), got {size!r}")
+    opt.size_height = height
+    opt.size_width = width
+    return 0
+
+
 cdef int parse_scaling(fd_options *opt, object scale, object min_size) except -1:
+    """scale or min_size; with neither, a requested size picks the scale."""
+    if min_size is None and scale is None and opt.size_height:
+        opt.min_height = opt.size_height
+        opt.min_width = opt.size_width
+        return 0
     if min_size is None:
         opt.scale_num = parse_scale(scale)
         return 0
@@ -235,14 +266,7 @@ cdef object info_tuple(const fd_info *info):
 # --------------------------------------------------------------------------
 # Probe, allocate, decode: the same three steps for every native format.
 
-ctypedef fd_status (*plan_fn)(const uint8_t *, size_t, const fd_options *, fd_shape *,
-                              fd_error *) noexcept nogil
-ctypedef fd_status (*decode_fn)(const uint8_t *, size_t, const fd_options *, uint8_t *, size_t,
-                                fd_error *) noexcept nogil
-
-
-cdef object run_decode(object data, object out, const fd_options *opt, plan_fn plan,
-                       decode_fn decode):
+cdef object run_decode(object data, object out, const fd_options *opt, fd_format fmt):
     cdef fd_shape shape
     cdef fd_error err
     cdef fd_status st
@@ -251,14 +275,14 @@ cdef object run_decode(object data, object out, const fd_options *opt, plan_fn p
     get_input(data, &inview)
     try:
         with nogil:
-            st = plan(<const uint8_t *>inview.buf, <size_t>inview.len, opt, &shape, &err)
+            st = fd_plan(fmt, <const uint8_t *>inview.buf, <size_t>inview.len, opt, &shape, &err)
         if st != FD_OK:
             raise_error(&err)
         result = prepare_out(out, &shape, opt.layout, &outview)
         try:
             with nogil:
-                st = decode(<const uint8_t *>inview.buf, <size_t>inview.len, opt,
-                            <uint8_t *>outview.buf, <size_t>outview.len, &err)
+                st = fd_decode(fmt, <const uint8_t *>inview.buf, <size_t>inview.len, opt,
+                               <uint8_t *>outview.buf, <size_t>outview.len, &err)
         finally:
             PyBuffer_Release(&outview)
         if st != FD_OK:
@@ -306,10 +330,12 @@ def read_native_header(data):
     return info_tuple(&info)
 
 
-def check_options(mode, scale, min_size, crop, layout, max_pixels):
+def check_options(mode, scale, min_size, crop, layout, max_pixels, size=None,
+                  interpolation="bilinear"):
     """Validates options for a decoder outside the C core; returns M of M/8."""
     cdef fd_options opt
     parse_common(&opt, mode, crop, False, layout, max_pixels)
+    parse_size(&opt, size, interpolation)
     parse_scaling(&opt, scale, min_size)
     return opt.scale_num
 
@@ -339,3 +365,5 @@ def library_info():
 
 include "_jpeg.pxi"
 include "_bmp.pxi"
+include "_resample.pxi"
+include "_tensor.pxi"

@@ -1,7 +1,9 @@
 #include "fd_common.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void fd_options_init(fd_options *opt)
@@ -184,4 +186,81 @@ fd_format fd_sniff(const uint8_t *data, size_t size)
     if (size >= 2 && data[0] == 'B' && data[1] == 'M')
         return FD_FORMAT_BMP;
     return FD_FORMAT_UNKNOWN;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-thread scratch: grown on demand, reused by every call on the thread,
+ * released when the thread exits (or trimmed when one call needed a lot). */
+
+
+typedef struct {
+    void *ptr[FD_SCRATCH_SLOTS];
+    size_t cap[FD_SCRATCH_SLOTS];
+} fd_scratch_set;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_destroy(void *p)
+{
+    fd_scratch_set *s = p;
+    for (int i = 0; i < FD_SCRATCH_SLOTS; i++)
+        free(s->ptr[i]);
+    free(s);
+}
+
+static void scratch_key_create(void)
+{
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_destroy) == 0;
+}
+
+static fd_scratch_set *scratch_set(void)
+{
+    pthread_once(&scratch_once, scratch_key_create);
+    if (!scratch_key_ok)
+        return NULL;
+    fd_scratch_set *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s)
+            return NULL;
+        if (pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+void *fd_scratch(int slot, size_t n)
+{
+    fd_scratch_set *s = scratch_set();
+    if (!s || slot < 0 || slot >= FD_SCRATCH_SLOTS)
+        return NULL;
+    if (n == 0)
+        n = 1;
+    if (n > s->cap[slot]) {
+        void *p = realloc(s->ptr[slot], n);
+        if (!p)
+            return NULL;
+        s->ptr[slot] = p;
+        s->cap[slot] = n;
+    }
+    return s->ptr[slot];
+}
+
+void fd_scratch_trim(void)
+{
+    pthread_once(&scratch_once, scratch_key_create);
+    fd_scratch_set *s = scratch_key_ok ? pthread_getspecific(scratch_key) : NULL;
+    if (!s)
+        return;
+    for (int i = 0; i < FD_SCRATCH_SLOTS; i++) {
+        if (s->cap[i] > FD_SCRATCH_KEEP) {
+            free(s->ptr[i]);
+            s->ptr[i] = NULL;
+            s->cap[i] = 0;
+        }
+    }
 }

@@ -81,6 +81,9 @@ typedef struct {
     int fast;
     int strict;
     uint64_t max_pixels;
+    uint32_t size_height; /* 0 = no resize; else the crop is resampled to this */
+    uint32_t size_width;
+    int interpolation;    /* fd_interp (fd_resample.h) */
 } fd_options;
 
 /* Output geometry, known before any pixel is decoded. */
@@ -101,6 +104,14 @@ fd_status fd_fail(fd_error *err, fd_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* Per-thread reusable buffers, one per slot, at least n bytes (NULL on
+ * out-of-memory). Contents do not survive a later call with the same slot.
+ * Slots: 0-2 the resampler, 3 the decode-then-resize pipeline. */
+#define FD_SCRATCH_SLOTS 4
+#define FD_SCRATCH_KEEP (16u << 20) /* larger buffers are released by trim */
+void *fd_scratch(int slot, size_t n);
+void fd_scratch_trim(void);
 
 /* Checked size arithmetic: 0 on overflow. */
 int fd_mul_size(size_t a, size_t b, size_t *out);

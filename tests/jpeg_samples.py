@@ -95,3 +95,8 @@ def pillow_rgb(data: bytes) -> np.ndarray:
     """What torchvision's ImageFolder loader gives: open + convert('RGB')."""
     with Image.open(io.BytesIO(data)) as im:
         return np.asarray(im.convert("RGB"))
+
+
+def sample_jpeg(size: tuple[int, int], **kwargs) -> bytes:
+    """encode() with the size as one (height, width) tuple."""
+    return encode(*size, **kwargs)

@@ -1,0 +1,1 @@
+# Float conversion kernels (ToTensor + Normalize in one pass); included by _native.pyx.

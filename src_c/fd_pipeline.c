@@ -1,0 +1,115 @@
+#include "fd_pipeline.h"
+
+#include <math.h>
+
+#include "fd_bmp.h"
+#include "fd_jpeg.h"
+#include "fd_resample.h"
+
+enum { SLOT_REGION = 3 }; /* fd_scratch slot of the decoded, unresized crop */
+
+typedef fd_status (*plan_fn)(const uint8_t *, size_t, const fd_options *, fd_shape *, fd_error *);
+typedef fd_status (*decode_fn)(const uint8_t *, size_t, const fd_options *, uint8_t *, size_t,
+                               fd_error *);
+
+static int pick(fd_format fmt, plan_fn *plan, decode_fn *decode)
+{
+    switch (fmt) {
+    case FD_FORMAT_JPEG: *plan = fd_jpeg_plan; *decode = fd_jpeg_decode; return 1;
+    case FD_FORMAT_BMP: *plan = fd_bmp_plan; *decode = fd_bmp_decode; return 1;
+    default: return 0;
+    }
+}
+
+/* The crop before resizing: unflipped, interleaved, exactly what the format
+ * decoder produces for the same crop and scale. */
+static fd_options region_options(const fd_options *opt)
+{
+    fd_options r = *opt;
+    r.size_height = r.size_width = 0;
+    r.flip = 0;
+    r.layout = FD_LAYOUT_HWC;
+    return r;
+}
+
+fd_status fd_plan(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
+                  fd_shape *shape, fd_error *err)
+{
+    plan_fn plan;
+    decode_fn decode;
+    if (!pick(fmt, &plan, &decode))
+        return fd_fail(err, FD_ERR_UNSUPPORTED, "not a JPEG or BMP");
+    if (!opt->size_height)
+        return plan(data, size, opt, shape, err);
+    fd_options r = region_options(opt);
+    fd_status st = plan(data, size, &r, shape, err);
+    if (st != FD_OK)
+        return st;
+    size_t px;
+    if (!fd_mul_size(opt->size_height, opt->size_width, &px) ||
+        !fd_mul_size(px, shape->channels, &shape->nbytes))
+        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
+    shape->height = opt->size_height;
+    shape->width = opt->size_width;
+    return FD_OK;
+}
+
+/* Sub-pixel source box of the crop inside the decoded region: the region
+ * starts at floor(start * M/8) and the crop spans len * M/8 pixels. */
+static void crop_box(const fd_options *opt, int m, uint32_t region_h, uint32_t region_w,
+                     fd_box *box)
+{
+    box->x0 = box->y0 = 0.0;
+    box->x1 = region_w;
+    box->y1 = region_h;
+    if (!opt->has_crop)
+        return;
+    const double s = m / 8.0;
+    const double y0 = opt->crop.top * s, x0 = opt->crop.left * s;
+    box->y0 = y0 - floor(y0);
+    box->x0 = x0 - floor(x0);
+    box->y1 = fmin(box->y0 + opt->crop.height * s, region_h);
+    box->x1 = fmin(box->x0 + opt->crop.width * s, region_w);
+}
+
+fd_status fd_decode(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
+                    uint8_t *out, size_t out_size, fd_error *err)
+{
+    plan_fn plan;
+    decode_fn decode;
+    if (!pick(fmt, &plan, &decode))
+        return fd_fail(err, FD_ERR_UNSUPPORTED, "not a JPEG or BMP");
+    if (!opt->size_height)
+        return decode(data, size, opt, out, out_size, err);
+
+    fd_options r = region_options(opt);
+    fd_shape region;
+    fd_status st = plan(data, size, &r, &region, err);
+    if (st != FD_OK)
+        return st;
+    size_t px, want;
+    if (!fd_mul_size(opt->size_height, opt->size_width, &px) ||
+        !fd_mul_size(px, region.channels, &want))
+        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
+    if (want != out_size)
+        return fd_fail(err, FD_ERR_ARGUMENT, "output buffer has %zu bytes, expected %zu",
+                       out_size, want);
+    uint8_t *pixels = fd_scratch(SLOT_REGION, region.nbytes);
+    if (!pixels)
+        return fd_fail(err, FD_ERR_NOMEM, "out of memory for a %ux%u crop", region.width,
+                       region.height);
+    /* The scale the plan chose is now fixed, so the decode cannot differ. */
+    r.scale_num = region.scale_num ? region.scale_num : 8;
+    r.min_height = r.min_width = 0;
+    st = decode(data, size, &r, pixels, region.nbytes, err);
+    if (st == FD_OK) {
+        fd_box box;
+        crop_box(opt, r.scale_num, region.height, region.width, &box);
+        fd_dest dest = {out, opt->size_height, opt->size_width, region.channels, opt->layout,
+                        opt->flip};
+        st = fd_resample(pixels, (size_t)region.width * region.channels, region.height,
+                         region.width, box, (fd_interp)opt->interpolation, &dest, err);
+    }
+    fd_scratch_trim();
+    return st;
+}
