@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fastdecode._native import check_options, decode_bmp, fill_out
+from fastdecode._native import check_options, decode_bmp, fill_out, resize
 from fastdecode._types import ImageInfo
 from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
 
@@ -68,9 +68,10 @@ def pick_scale(height: int, width: int, crop, min_size) -> int:
     return 8
 
 
-def decode(data: Any, *, fmt, mode, scale, min_size, crop, flip, layout, out, exif,
-           max_pixels) -> np.ndarray:
-    scale_num = check_options(mode, scale, min_size, crop, layout, max_pixels)
+def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, flip, layout,
+           out, exif, max_pixels) -> np.ndarray:
+    scale_num = check_options(mode, scale, min_size, crop, layout, max_pixels, size,
+                              interpolation)
     mode = getattr(mode, "value", mode)
     if fmt == "bmp":  # native pixels, Pillow only for the rescale
         from PIL import Image
@@ -101,6 +102,11 @@ def decode(data: Any, *, fmt, mode, scale, min_size, crop, flip, layout, out, ex
                 f"crop (top={top}, left={left}, height={ch}, width={cw}) is outside the "
                 f"{width}x{height} image"
             )
+    if size is not None:  # from full resolution: the most faithful for these formats
+        arr = np.asarray(im).reshape(height, width, -1)
+        box = None if crop is None else (crop[1], crop[0], crop[1] + crop[3], crop[0] + crop[2])
+        return resize(arr, size, interpolation=interpolation, box=box, flip=flip,
+                      layout=layout, out=out)
     if min_size is not None:
         scale_num = pick_scale(height, width, crop, min_size)
     if scale_num != 8:

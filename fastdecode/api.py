@@ -48,6 +48,8 @@ def decode_image(
     scale: float | None = None,
     min_size: tuple[int, int] | None = None,
     crop: tuple[int, int, int, int] | None = None,
+    size: tuple[int, int] | None = None,
+    interpolation: str = "bilinear",
     flip: bool = False,
     layout: str = "HWC",
     out: Any = None,
@@ -58,36 +60,29 @@ def decode_image(
 ) -> np.ndarray:
     """Decodes any image, natively for JPEG and BMP, through Pillow otherwise.
 
-    Every option means what it means for :func:`decode_jpeg`; for formats
-    without DCT scaling, ``scale``/``min_size`` box-filter the image to the
-    size libjpeg would have produced.
+    Every option means what it means for :func:`decode_jpeg`. Formats without
+    DCT scaling resize from full resolution when ``size`` is given; without a
+    size, ``scale``/``min_size`` box-filter the image to the size libjpeg would
+    have produced.
     """
+    common = dict(mode=mode, crop=crop, size=size, interpolation=interpolation, flip=flip,
+                  layout=layout, out=out, max_pixels=max_pixels)
     fmt = _native.sniff(data)
     if fmt == "jpeg":
         try:
-            return decode_jpeg(
-                data, mode=mode, scale=scale, min_size=min_size, crop=crop, flip=flip,
-                layout=layout, out=out, exif=exif, fast=fast, strict=strict,
-                max_pixels=max_pixels,
-            )
+            return decode_jpeg(data, scale=scale, min_size=min_size, exif=exif, fast=fast,
+                               strict=strict, **common)
         except UnsupportedFormatError as native_error:
             # A JPEG variant libjpeg-turbo was built without (lossless, 12-bit):
             # Pillow's own libjpeg may have it, so a mixed dataset keeps loading.
             try:
-                return _fallback.decode(
-                    data, fmt=None, mode=mode, scale=scale, min_size=min_size, crop=crop,
-                    flip=flip, layout=layout, out=out, exif=exif, max_pixels=max_pixels,
-                )
+                return _fallback.decode(data, fmt=None, scale=scale, min_size=min_size,
+                                        exif=exif, **common)
             except DecodeError:
                 raise native_error from None
-    if fmt == "bmp" and scale in (None, 1) and min_size is None:
-        return decode_bmp(
-            data, mode=mode, crop=crop, flip=flip, layout=layout, out=out, max_pixels=max_pixels
-        )
-    return _fallback.decode(
-        data, fmt=fmt, mode=mode, scale=scale, min_size=min_size, crop=crop, flip=flip,
-        layout=layout, out=out, exif=exif, max_pixels=max_pixels,
-    )
+    if fmt == "bmp" and (size is not None or (scale in (None, 1) and min_size is None)):
+        return decode_bmp(data, **common)
+    return _fallback.decode(data, fmt=fmt, scale=scale, min_size=min_size, exif=exif, **common)
 
 
 def read_image(path: str | os.PathLike[str], **options: Any) -> np.ndarray:

@@ -1,0 +1,98 @@
+"""decode_image / read_image: format dispatch, the Pillow fallback, file errors."""
+
+from __future__ import annotations
+
+import io
+import pickle
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import fastdecode as fd
+from fastdecode import api
+from jpeg_samples import natural_image, pillow_rgb, sample_jpeg
+
+
+def encoded(fmt: str, size=(45, 67), mode="RGB") -> bytes:
+    arr = natural_image(*size, seed=11)
+    im = Image.fromarray(arr).convert(mode)
+    buf = io.BytesIO()
+    im.save(buf, fmt)
+    return buf.getvalue()
+
+
+FALLBACK_FORMATS = [pytest.param(f, id=f.lower()) for f in ("PNG", "WEBP", "TIFF", "GIF")]
+
+
+@pytest.mark.parametrize("fmt", FALLBACK_FORMATS)
+def test_fallback_formats_equal_pillow(fmt):
+    data = encoded(fmt)
+    with Image.open(io.BytesIO(data)) as im:
+        ref = np.asarray(im.convert("RGB"))
+    np.testing.assert_array_equal(fd.decode_image(data), ref)
+    assert fd.read_header(data).format == fmt.lower()
+
+
+@pytest.mark.parametrize("fmt", FALLBACK_FORMATS)
+def test_fallback_options_mean_what_they_mean_for_jpeg(fmt):
+    data = encoded(fmt)
+    full = fd.decode_image(data)
+    crop = (5, 9, 30, 40)
+    got = fd.decode_image(data, crop=crop, flip=True, layout="CHW")
+    np.testing.assert_array_equal(got, full[5:35, 9:49][:, ::-1].transpose(2, 0, 1))
+    out = np.empty((1, 30, 40), np.uint8)
+    fd.decode_image(data, mode="L", crop=crop, layout="CHW", out=out)
+    with Image.open(io.BytesIO(data)) as im:
+        np.testing.assert_array_equal(out[0], np.asarray(im.convert("L"))[5:35, 9:49])
+    half = fd.decode_image(data, scale=0.5)
+    assert half.shape == (23, 34, 3)
+    resized = fd.decode_image(data, crop=crop, size=(16, 20))
+    np.testing.assert_array_equal(resized, fd._native.resize(full, (16, 20), box=(9, 5, 49, 35)))
+
+
+def test_fallback_errors_are_typed():
+    with pytest.raises(fd.UnsupportedFormatError, match="unrecognized image format"):
+        fd.decode_image(b"definitely not an image")
+    png = encoded("PNG")
+    with pytest.raises(fd.DecodeError, match="cannot decode PNG"):
+        fd.decode_image(png[: len(png) // 2])
+    with pytest.raises(fd.ImageTooLargeError, match="above max_pixels=100"):
+        fd.decode_image(png, max_pixels=100)
+    with pytest.raises(ValueError, match="outside the 67x45 image"):
+        fd.decode_image(png, crop=(0, 0, 46, 5))
+
+
+def test_decode_image_dispatches_jpeg_natively():
+    data = sample_jpeg((45, 67))
+    np.testing.assert_array_equal(fd.decode_image(data, crop=(1, 2, 3, 4)),
+                                  fd.decode_jpeg(data, crop=(1, 2, 3, 4)))
+
+
+def test_read_image_names_the_file_in_errors(tmp_path):
+    path = tmp_path / "broken.jpg"
+    path.write_bytes(sample_jpeg((45, 67))[:300])
+    with pytest.raises(fd.DecodeError, match=r"broken\.jpg: truncated JPEG") as info:
+        fd.read_image(path)
+    assert info.value.path == str(path)
+    # the path survives pickling (DataLoader workers send exceptions back)
+    again = pickle.loads(pickle.dumps(info.value))
+    assert again.path == str(path) and str(again) == str(info.value)
+
+
+def test_read_image_maps_large_files(tmp_path, monkeypatch):
+    data = sample_jpeg((45, 67))
+    path = tmp_path / "a.jpg"
+    path.write_bytes(data)
+    monkeypatch.setattr(api, "MMAP_THRESHOLD", 16)
+    np.testing.assert_array_equal(fd.read_image(path), pillow_rgb(data))
+    monkeypatch.setattr(api, "MMAP_THRESHOLD", 1 << 30)
+    np.testing.assert_array_equal(fd.read_image(path, layout="CHW"), pillow_rgb(data).transpose(2, 0, 1))
+
+
+def test_public_api_is_small_and_typed():
+    assert all(isinstance(name, str) for name in fd.__all__)
+    assert set(fd.__all__) <= set(dir(fd))
+    assert fd.Mode("RGB") is fd.Mode.RGB and fd.Mode.L == "L" and fd.Mode.RGB.channels == 3
+    assert issubclass(fd.DecodeError, ValueError) and issubclass(fd.DecodeError, fd.FastDecodeError)
+    assert issubclass(fd.UnsupportedFormatError, fd.DecodeError)
