@@ -18,8 +18,40 @@ from fastdecode.errors import (
     UnsupportedFormatError,
 )
 
+# torch-dependent parts load on first use, so `import fastdecode` stays light.
+_LAZY = {
+    "FastDatasetFolder": "fastdecode.datasets",
+    "FastImageFolder": "fastdecode.datasets",
+    "FastLoader": "fastdecode.loader",
+    "collate": "fastdecode.loader",
+    "worker_init_fn": "fastdecode.loader",
+    "fuse": "fastdecode.transforms",
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fastdecode' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
     "__version__",
+    "FastDatasetFolder",
+    "FastImageFolder",
+    "FastLoader",
+    "collate",
+    "fuse",
+    "worker_init_fn",
     "DEFAULT_MAX_PIXELS",
     "DecodeError",
     "FastDecodeError",

@@ -70,6 +70,7 @@ cdef extern from "fd_common.h" nogil:
         int scale_num
         uint32_t min_height
         uint32_t min_width
+        int simd_scales_only
         int has_crop
         fd_rect crop
         int flip

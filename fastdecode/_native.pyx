@@ -131,8 +131,11 @@ cdef int parse_size(fd_options *opt, object size, object interpolation) except -
 cdef int parse_scaling(fd_options *opt, object scale, object min_size) except -1:
     """scale or min_size; with neither, a requested size picks the scale."""
     if min_size is None and scale is None and opt.size_height:
+        # The resampler finishes the job, so only the SIMD-accelerated scales
+        # are worth it: faster, and sharper than 3/8..7/8 (DESIGN.md).
         opt.min_height = opt.size_height
         opt.min_width = opt.size_width
+        opt.simd_scales_only = 1
         return 0
     if min_size is None:
         opt.scale_num = parse_scale(scale)

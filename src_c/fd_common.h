@@ -74,6 +74,7 @@ typedef struct {
     int scale_num;      /* M of M/8, 1..8; ignored when min_height/min_width set */
     uint32_t min_height; /* 0 = no min_size: use scale_num */
     uint32_t min_width;
+    int simd_scales_only; /* min_* search among 1/8, 1/4, 1/2, 1 only */
     int has_crop;
     fd_rect crop;       /* full-resolution pixels, in the oriented frame */
     int flip;

@@ -481,6 +481,8 @@ static fd_status make_plan(j_decompress_ptr c, const uint8_t *data, size_t size,
         /* Smallest M/8 whose crop output still covers min_size. */
         for (m = 1; m < 8; m++) {
             uint32_t y0, y1, x0, x1;
+            if (opt->simd_scales_only && (m & (m - 1)) != 0)
+                continue; /* 3/8, 5/8, 6/8, 7/8 run libjpeg-turbo's scalar IDCT */
             fd_scaled_span(crop.top, crop.height, m, fd_scaled_extent(OH, m), &y0, &y1);
             fd_scaled_span(crop.left, crop.width, m, fd_scaled_extent(OW, m), &x0, &x1);
             if (y1 - y0 >= opt->min_height && x1 - x0 >= opt->min_width)

@@ -17,7 +17,8 @@ CJPEG = shutil.which("cjpeg")
 
 
 @functools.lru_cache(maxsize=None)
-def natural_image(height: int, width: int, seed: int = 0, gray: bool = False) -> np.ndarray:
+def natural_image(height: int, width: int, seed: int = 0, gray: bool = False,
+                  noise: float = 0.06) -> np.ndarray:
     """Smooth colour fields plus edges and fine texture: realistic work for
     the entropy decoder and the upsampler, deterministic per seed."""
     rng = np.random.default_rng(seed)
@@ -28,8 +29,8 @@ def natural_image(height: int, width: int, seed: int = 0, gray: bool = False) ->
         fx, fy, phase = rng.uniform(1, 6, 3)
         base = 0.5 + 0.3 * np.sin(2 * np.pi * (fx * x + fy * y) + phase + c)
         edge = (x * rng.uniform(0.5, 2) + y * rng.uniform(0.5, 2) > rng.uniform(0.5, 1.5)) * 0.2
-        noise = rng.normal(0, 0.06, (height, width)).astype(np.float32)
-        channels.append(np.clip(base + edge + noise, 0, 1))
+        grain = rng.normal(0, noise, (height, width)).astype(np.float32)
+        channels.append(np.clip(base + edge + grain, 0, 1))
     arr = (np.stack(channels, axis=-1) * 255).round().astype(np.uint8)
     return arr[:, :, 0] if gray else arr
 

@@ -137,12 +137,21 @@ def test_decode_resize_with_auto_scale_is_close(crop, size):
     assert psnr(ours, crop_resize_reference(data, crop, size)) >= 30
 
 
-def test_auto_scale_picks_the_smallest_covering_scale():
+@pytest.mark.parametrize(
+    "crop,size,m",
+    [
+        pytest.param((10, 20, 300, 400), (70, 90), 2, id="quarter"),
+        pytest.param((10, 20, 300, 400), (80, 90), 4, id="half-not-3of8"),
+        pytest.param((10, 20, 300, 400), (150, 200), 4, id="half"),
+        pytest.param((10, 20, 300, 400), (160, 200), 8, id="full-not-5of8"),
+        pytest.param((0, 0, 480, 640), (60, 80), 1, id="eighth"),
+    ],
+)
+def test_auto_scale_picks_the_smallest_covering_simd_scale(crop, size, m):
+    """Only 1/8, 1/4, 1/2 and 1 (libjpeg-turbo's SIMD IDCTs; PERF-FACTS)."""
     data = sample_jpeg((480, 640))
-    crop, size = (10, 20, 300, 400), (70, 90)
-    # 300x400 at 2/8 is 75x100 >= 70x90; at 1/8 it would be 38x50
     np.testing.assert_array_equal(fd.decode_jpeg(data, crop=crop, size=size),
-                                  fd.decode_jpeg(data, crop=crop, size=size, scale=2 / 8))
+                                  fd.decode_jpeg(data, crop=crop, size=size, scale=m / 8))
 
 
 @pytest.mark.parametrize("mode", ["RGB", "L"])
