@@ -1,0 +1,191 @@
+"""FastLoader, collate, worker_init_fn and the oversubscription guards (CPU-only)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import fastdecode as fd
+from fastdecode import loader as loader_mod
+from trees import make_tree
+
+tv = pytest.importorskip("torchvision")
+from torchvision import transforms as T  # noqa: E402
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+TRAIN = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor(),
+                   T.Normalize(MEAN, STD)])
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    return make_tree(tmp_path_factory.mktemp("loadertree"), per_class=6)
+
+
+@pytest.fixture(autouse=True)
+def fresh_warnings():
+    loader_mod._warned.clear()
+    yield
+
+
+def batches(loader):
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+def reference(tree, **kwargs):
+    ds = fd.FastImageFolder(tree, TRAIN)
+    torch.manual_seed(0)
+    return batches(torch.utils.data.DataLoader(ds, batch_size=5, **kwargs))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        pytest.param({"num_workers": 0}, id="in-process"),
+        pytest.param({"num_workers": 2}, id="two-workers"),
+        pytest.param({"threads": 2, "num_workers": 0}, id="two-threads"),
+    ],
+)
+def test_fast_loader_yields_what_dataloader_yields(tree, kwargs):
+    ds = fd.FastImageFolder(tree, TRAIN)
+    workers = kwargs.get("num_workers", 0)
+    ref = reference(tree, num_workers=workers, shuffle=True,
+                    generator=torch.Generator().manual_seed(5))
+    # threads draw from the global RNG in completion order: values are
+    # compared for deterministic chains in the next test
+    torch.manual_seed(0)
+    got = batches(fd.FastLoader(ds, batch_size=5, shuffle=True,
+                                generator=torch.Generator().manual_seed(5), **kwargs))
+    assert len(got) == len(ref) == 4
+    for (a, ya), (b, yb) in zip(got, ref):
+        assert torch.equal(ya, yb) and a.shape == b.shape and a.dtype == torch.float32
+        if "threads" not in kwargs:
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_threads_are_deterministic_for_deterministic_chains(tree):
+    chain = T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()])
+    ds = fd.FastImageFolder(tree, chain)
+    a = batches(fd.FastLoader(ds, batch_size=4, threads=2))
+    b = batches(torch.utils.data.DataLoader(ds, batch_size=4))
+    for (x, y), (u, v) in zip(a, b):
+        assert torch.equal(x, u) and torch.equal(y, v)
+
+
+def test_worker_batches_arrive_in_shared_memory_without_copy(tree):
+    ds = fd.FastImageFolder(tree, TRAIN)
+    loader = torch.utils.data.DataLoader(ds, batch_size=6, num_workers=1, collate_fn=fd.collate)
+    images, targets = next(iter(loader))
+    assert images.shape == (6, 3, 48, 48) and images.is_shared()
+    assert targets.dtype == torch.int64
+
+
+class ThreadProbe(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return torch.tensor([torch.get_num_threads(), int(os.environ.get("OMP_NUM_THREADS", 0))])
+
+
+def test_worker_init_fn_pins_library_threads_and_chains_the_users():
+    seen = []
+
+    def user_init(worker_id):
+        os.environ["USER_INIT_RAN"] = str(worker_id)
+
+    class Probe(ThreadProbe):
+        def __getitem__(self, i):
+            return torch.tensor([torch.get_num_threads(), int(os.environ["OMP_NUM_THREADS"]),
+                                 int(os.environ["USER_INIT_RAN"]) + 7])
+
+    for batch in fd.FastLoader(Probe(), batch_size=1, num_workers=1, worker_init_fn=user_init):
+        seen.append(batch.tolist())
+    assert seen == [[[1, 1, 7]], [[1, 1, 7]]]
+
+
+def test_oversubscription_warns_once(tree, monkeypatch):
+    monkeypatch.setattr(loader_mod, "usable_cpus", lambda: 2)
+    ds = fd.FastImageFolder(tree, TRAIN)
+    with pytest.warns(RuntimeWarning, match=r"num_workers=3 x 1 thread\(s\) per worker exceeds "
+                                            r"the 2 CPU\(s\)"):
+        fd.FastLoader(ds, batch_size=2, num_workers=3)
+    fd.FastLoader(ds, batch_size=2, num_workers=3)  # once: no second warning (errors would raise)
+
+
+def test_small_dev_shm_warns(tree, monkeypatch):
+    monkeypatch.setattr(loader_mod, "shm_free_bytes", lambda: 1000)
+    monkeypatch.setattr(loader_mod, "usable_cpus", lambda: 8)
+    ds = fd.FastImageFolder(tree, TRAIN)
+    with pytest.warns(RuntimeWarning, match=r"/dev/shm has 0 MiB free.*--shm-size"):
+        fd.FastLoader(ds, batch_size=4, num_workers=2)
+
+
+def test_usable_cpus_reads_the_cgroup_quota(tmp_path):
+    from fastdecode import _system
+
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert _system.cgroup_cpu_limit(tmp_path) == 1.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert _system.cgroup_cpu_limit(tmp_path) is None
+    assert 1 <= _system.usable_cpus() <= (os.cpu_count() or 1)
+
+
+def test_cuda_device_without_cuda_is_an_error(tree):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        fd.FastLoader(fd.FastImageFolder(tree, TRAIN), batch_size=2, device="cuda")
+
+
+def test_pin_memory_degrades_without_cuda(tree):
+    loader = fd.FastLoader(fd.FastImageFolder(tree, TRAIN), batch_size=4, num_workers=0,
+                           pin_memory=True)
+    assert loader.pin_memory == torch.cuda.is_available()
+    images, _ = next(iter(loader))
+    assert images.shape == (4, 3, 48, 48)
+
+
+class Killer(torch.utils.data.Dataset):
+    """Kills its worker on the third sample."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        if i == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return torch.zeros(3, 8, 8)
+
+
+def shm_entries():
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()
+
+
+def test_dead_worker_is_reported_quickly_and_leaks_no_shm():
+    before = shm_entries()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"):
+        for _ in fd.FastLoader(Killer(), batch_size=1, num_workers=2):
+            pass
+    assert time.monotonic() - start < 30
+    leaked = {e for e in shm_entries() - before if e.startswith(("torch_", "psm_"))}
+    assert not leaked
+
+
+def test_collate_passes_other_batches_to_default_collate():
+    batch = [(torch.zeros(2), 1), (torch.ones(2), 0)]
+    images, targets = fd.collate(batch)
+    assert images.shape == (2, 2) and targets.tolist() == [1, 0]
+    base = torch.zeros(3, 2)
+    views = [(base[1], 0), (base[0], 1), (base[2], 2)]  # not in slot order: copied
+    assert fd.collate(views)[0].data_ptr() != base.data_ptr()
+    assert np.array_equal(fd.collate([({"a": 1}, 2)])[1].numpy(), [2])
