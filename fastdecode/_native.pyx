@@ -250,6 +250,13 @@ cdef object prepare_out(object out, const fd_shape *shape, fd_layout layout, Py_
         raise ValueError(
             f"out has {got} bytes, expected {shape.nbytes} bytes (shape {expected}, uint8)"
         )
+    # A flat buffer only needs the size; anything shaped must have the shape,
+    # so a transposed slot cannot be filled with silently scrambled pixels.
+    if view.ndim > 1:
+        got_shape = tuple(view.shape[i] for i in range(view.ndim))
+        if got_shape != expected:
+            PyBuffer_Release(view)
+            raise ValueError(f"out has shape {got_shape}, expected {expected} (uint8)")
     return out
 
 

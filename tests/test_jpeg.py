@@ -316,6 +316,8 @@ def test_out_accepts_a_batch_slot_and_bytearray():
         pytest.param(lambda: np.zeros((61, 93, 4), np.uint8), ValueError,
                      r"out has 22692 bytes, expected 17019 bytes \(shape \(61, 93, 3\)", id="size"),
         pytest.param(lambda: np.zeros((61, 93, 3), np.float32), ValueError, "dtype uint8", id="dtype"),
+        pytest.param(lambda: np.zeros((93, 61, 3), np.uint8), ValueError,
+                     r"out has shape \(93, 61, 3\), expected \(61, 93, 3\)", id="transposed"),
         pytest.param(lambda: np.zeros((61, 93, 3), np.uint8)[:, ::-1], ValueError, "C-contiguous",
                      id="non-contiguous"),
         pytest.param(lambda: bytes(61 * 93 * 3), ValueError, "writable", id="read-only-bytes"),
