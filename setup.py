@@ -3,9 +3,17 @@
 Environment switches (the build is forced when they change):
   FASTDECODE_SANITIZE=1  ASan + UBSan (run Python with libasan preloaded)
   FASTDECODE_DEBUG=1     -O0 -g
+
+libjpeg-turbo is found through pkg-config ('libjpeg'), or, where there is no
+pkg-config (Windows) or to choose another copy, through
+  FASTDECODE_JPEG_INCLUDE  directories (os.pathsep-separated) with jpeglib.h
+                           and jconfig.h
+  FASTDECODE_JPEG_LIB      directory with the library to link
+  FASTDECODE_JPEG_LIBNAME  its name without prefix/suffix (default: jpeg)
 """
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -18,29 +26,70 @@ ROOT = Path(__file__).parent
 C_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "src_c").glob("fd_*.c"))
 
 
-def libjpeg_flags():
-    """Compile and link flags for libjpeg-turbo's libjpeg API, via pkg-config."""
+def check_version(version, source):
+    parts = [int(p) for p in re.findall(r"\d+", version)[:2]] + [0, 0]
+    if tuple(parts[:2]) < (1, 5):
+        sys.exit(f"fastdecode needs libjpeg-turbo >= 1.5, {source} found {version}")
+
+
+def libjpeg_from_env():
+    """Settings from FASTDECODE_JPEG_INCLUDE/_LIB, or None when unset."""
+    include = os.environ.get("FASTDECODE_JPEG_INCLUDE")
+    libdir = os.environ.get("FASTDECODE_JPEG_LIB")
+    if not include and not libdir:
+        return None
+    if not (include and libdir):
+        sys.exit("set both FASTDECODE_JPEG_INCLUDE and FASTDECODE_JPEG_LIB (or neither)")
+    include_dirs = [d for d in include.split(os.pathsep) if d]
+    headers = {
+        name: next((Path(d) / name for d in include_dirs if (Path(d) / name).is_file()), None)
+        for name in ("jpeglib.h", "jconfig.h")
+    }
+    missing = [name for name, path in headers.items() if path is None]
+    if missing:
+        sys.exit(f"FASTDECODE_JPEG_INCLUDE={include}: no {', '.join(missing)} there")
+    if not Path(libdir).is_dir():
+        sys.exit(f"FASTDECODE_JPEG_LIB={libdir}: not a directory")
+    match = re.search(r"#define\s+LIBJPEG_TURBO_VERSION\s+([0-9.]+)",
+                      headers["jconfig.h"].read_text())
+    if not match:
+        sys.exit(f"{headers['jconfig.h']}: not libjpeg-turbo's (no LIBJPEG_TURBO_VERSION)")
+    check_version(match.group(1), headers["jconfig.h"])
+    return dict(include_dirs=include_dirs, library_dirs=[libdir],
+                libraries=[os.environ.get("FASTDECODE_JPEG_LIBNAME", "jpeg")],
+                extra_compile_args=[], extra_link_args=[])
+
+
+def libjpeg_from_pkg_config():
+    def run(*args):
+        return subprocess.run(["pkg-config", *args, "libjpeg"], capture_output=True, text=True,
+                              check=True).stdout
+
     try:
-        version = subprocess.run(
-            ["pkg-config", "--modversion", "libjpeg"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        cflags = subprocess.run(
-            ["pkg-config", "--cflags", "libjpeg"], capture_output=True, text=True, check=True
-        ).stdout
-        libs = subprocess.run(
-            ["pkg-config", "--libs", "libjpeg"], capture_output=True, text=True, check=True
-        ).stdout
+        version, cflags, libs = run("--modversion").strip(), run("--cflags"), run("--libs")
     except (OSError, subprocess.CalledProcessError):
+        return None
+    check_version(version, "pkg-config")
+    return dict(include_dirs=[], library_dirs=[], libraries=[],
+                extra_compile_args=shlex.split(cflags), extra_link_args=shlex.split(libs))
+
+
+def libjpeg_settings():
+    """How to compile and link against libjpeg-turbo's libjpeg API."""
+    settings = libjpeg_from_env() or libjpeg_from_pkg_config()
+    if settings is None:
         sys.exit(
             "fastdecode needs libjpeg-turbo's development files (pkg-config 'libjpeg').\n"
             "  Debian/Ubuntu: apt-get install libjpeg62-turbo-dev pkg-config\n"
             "  Fedora/RHEL:   dnf install libjpeg-turbo-devel pkgconf\n"
-            "  macOS:         brew install jpeg-turbo pkg-config"
+            "  Alpine:        apk add libjpeg-turbo-dev pkgconf\n"
+            "  macOS:         brew install jpeg-turbo pkg-config\n"
+            "  Windows:       vcpkg install libjpeg-turbo:x64-windows, then set\n"
+            "                 FASTDECODE_JPEG_INCLUDE=<vcpkg>\\installed\\x64-windows\\include\n"
+            "                 FASTDECODE_JPEG_LIB=<vcpkg>\\installed\\x64-windows\\lib\n"
+            "  (those two variables also point any platform at another libjpeg-turbo)"
         )
-    major = int(version.split(".")[0] or 0)
-    if major < 1 or version.startswith("1.") and int(version.split(".")[1]) < 5:
-        sys.exit(f"fastdecode needs libjpeg-turbo >= 1.5, pkg-config found {version}")
-    return shlex.split(cflags), shlex.split(libs)
+    return settings
 
 
 def build_flags():
@@ -74,14 +123,16 @@ class BuildExt(build_ext):
 def extensions():
     from Cython.Build import cythonize
 
-    jpeg_cflags, jpeg_libs = libjpeg_flags()
+    jpeg = libjpeg_settings()
     cflags, ldflags = build_flags()
     ext = Extension(
         "fastdecode._native",
         sources=["fastdecode/_native.pyx"] + C_SOURCES,
-        include_dirs=["src_c"],
-        extra_compile_args=cflags + jpeg_cflags,
-        extra_link_args=ldflags + jpeg_libs + ["-lm", "-lpthread"],
+        include_dirs=["src_c"] + jpeg["include_dirs"],
+        library_dirs=jpeg["library_dirs"],
+        libraries=jpeg["libraries"],
+        extra_compile_args=cflags + jpeg["extra_compile_args"],
+        extra_link_args=ldflags + jpeg["extra_link_args"] + ["-lm", "-lpthread"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
     return cythonize(

@@ -16,6 +16,8 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 from cpython.memoryview cimport PyMemoryView_FromObject
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport strlen
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 
 from fastdecode._capi cimport *
@@ -55,7 +57,7 @@ _FORMATS = {FD_FORMAT_JPEG: "jpeg", FD_FORMAT_BMP: "bmp"}
 # The one translator from C status to exception.
 
 cdef int raise_error(const fd_error *err) except -1:
-    message = err.message.decode("utf-8", "replace")
+    message = PyUnicode_DecodeUTF8(err.message, strlen(err.message), "replace")
     cdef fd_status st = err.status
     if st == FD_ERR_TOO_LARGE:
         raise ImageTooLargeError(message)

@@ -410,6 +410,8 @@ static void begin(fd_jpeg_ctx *ctx, const uint8_t *data, size_t size, int strict
     ctx->jerr.strict = strict;
     ctx->jerr.finishing = 0;
     ctx->jerr.pub.num_warnings = 0;
+    if ((unsigned long)size != size) /* 32-bit unsigned long (Windows): never truncate */
+        ERREXIT(&ctx->cinfo, JERR_INPUT_EOF);
     jpeg_mem_src(&ctx->cinfo, data, (unsigned long)size);
     jpeg_read_header(&ctx->cinfo, TRUE);
 }

@@ -6,7 +6,8 @@ import pickle
 
 import numpy as np
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")
 
 import fastdecode as fd
 from fastdecode import datasets

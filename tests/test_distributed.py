@@ -6,7 +6,8 @@ import multiprocessing as mp
 import socket
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")
 
 from trees import make_tree
 

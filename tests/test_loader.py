@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")
 
 import fastdecode as fd
 from fastdecode import loader as loader_mod

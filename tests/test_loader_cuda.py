@@ -4,7 +4,8 @@ normalization. Runs only where CUDA is available (not on the CPU-only CI)."""
 from __future__ import annotations
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")
 
 import fastdecode as fd
 from trees import make_tree
