@@ -49,8 +49,11 @@ $(VENV)/.bench-deps: requirements/bench.txt $(VENV)/.test-deps
 	$(VPY) -m pip install -q -r requirements/bench.txt
 	touch $@
 
+# In-place build; a .pth file puts this checkout on the venv's path so the
+# benchmarks, `python -m fastdecode` and subprocesses import it from anywhere.
 build: sysdeps $(VENV)/.test-deps
 	$(VPY) setup.py -q build_ext --inplace
+	@echo "$(CURDIR)" > "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/fastdecode-checkout.pth"
 
 benchmarks/c_floor: benchmarks/c_floor.c | sysdeps
 	gcc -O3 -std=c99 -Wall -Wextra -pthread -o $@ $< $$(pkg-config --cflags --libs libjpeg) -lm
