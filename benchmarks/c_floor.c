@@ -2,24 +2,29 @@
  * plain C loop, with nothing a Python binding adds.
  *
  * Files are preloaded in memory, one decompress object is reused for all of
- * them, the output is RGB (JCS_RGB, JDCT_ISLOW, fancy upsampling) written
- * straight into one preallocated buffer. Each run first decodes every file
- * once untimed (warming caches, sizing the buffer, finding the files libjpeg
- * cannot decode to RGB), then times --passes passes over the files that
- * decoded.
+ * them (one per thread), the output is RGB (JCS_RGB, JDCT_ISLOW, fancy
+ * upsampling) written straight into one preallocated buffer. Each run first
+ * decodes every file once untimed (warming caches, sizing the buffer,
+ * finding the files libjpeg cannot decode to RGB), then times a pass over
+ * the files that decoded, shared among --threads threads.
  *
- *   c_floor [--min-size N] [--crop-area F] [--passes P] [--check] LIST
+ *   c_floor [--min-size N | --min-size-pow2 N] [--crop-area F] [--threads T]
+ *           [--check | --serve] LIST
  *
  * LIST names one file per line. --min-size N picks the smallest M/8 scale
- * whose output is at least NxN, the rule fastdecode's min_size uses.
+ * whose output is at least NxN, the rule fastdecode's min_size uses;
+ * --min-size-pow2 N picks among 1/8, 1/4, 1/2 and 1 only (Pillow's draft and
+ * OpenCV's IMREAD_REDUCED_*), the factors with SIMD IDCTs.
  * --crop-area F decodes only a centred crop of that share of the area, with
  * jpeg_crop_scanline/jpeg_skip_scanlines and an abort after its last row.
  * Output, one key=value per line: "failed=I<TAB>message" per file that does
- * not decode (with --check, nothing else is timed), then "images=N" and
- * "seconds=S" per timed pass.
+ * not decode (with --check, nothing is timed), then "images=N" and
+ * "seconds=S". With --serve it prints "ready" and then times, instead of
+ * one pass over all, each range "LO HI" of file indices read from stdin.
  */
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200112L
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +43,18 @@ typedef struct {
     jmp_buf jump;
 } error_mgr;
 
+/* A reusable decoder: one decompress object and one output buffer. */
+typedef struct {
+    struct jpeg_decompress_struct cinfo;
+    error_mgr err;
+    unsigned char *buf;
+    size_t buf_size;
+    char msg[JMSG_LENGTH_MAX];
+} decoder_t;
+
 typedef struct {
     int min_size;     /* 0: full size */
+    int pow2;         /* min_size chooses among 1/2^k only */
     double crop_area; /* 0: no crop */
 } options_t;
 
@@ -109,24 +124,47 @@ static file_t *read_list(const char *list_path, size_t *count)
     return files;
 }
 
-/* Smallest M/8 whose output is at least min_size in both directions. */
-static void choose_scale(j_decompress_ptr c, int min_size)
+/* Smallest M/8 (or 1/2^k) whose output is at least min_size both ways. */
+static void choose_scale(j_decompress_ptr c, int min_size, int pow2)
 {
     c->scale_denom = 8;
-    for (c->scale_num = 1; c->scale_num < 8; c->scale_num++) {
+    for (c->scale_num = 1; c->scale_num < 8;
+         c->scale_num = pow2 ? c->scale_num * 2 : c->scale_num + 1) {
         jpeg_calc_output_dimensions(c);
         if ((int)c->output_width >= min_size && (int)c->output_height >= min_size)
             return;
     }
 }
 
-/* Decodes one file into *buf, growing it when a file needs more; returns 0
- * on success, or 1 with libjpeg's message in msg. */
-static int decode(j_decompress_ptr c, error_mgr *err, const file_t *f, const options_t *opt,
-                  unsigned char **buf, size_t *buf_size, char *msg)
+static void decoder_init(decoder_t *d)
 {
-    if (setjmp(err->jump)) {
-        (*c->err->format_message)((j_common_ptr)c, msg);
+    d->cinfo.err = jpeg_std_error(&d->err.pub);
+    d->err.pub.error_exit = on_error;
+    d->err.pub.output_message = on_message;
+    jpeg_create_decompress(&d->cinfo);
+    d->buf = NULL;
+    d->buf_size = 0;
+}
+
+static void decoder_reserve(decoder_t *d, size_t size)
+{
+    if (size <= d->buf_size)
+        return;
+    free(d->buf);
+    d->buf = malloc(size);
+    if (!d->buf)
+        die("malloc");
+    memset(d->buf, 0, size); /* fault the pages in now, not while timing */
+    d->buf_size = size;
+}
+
+/* Decodes one file into d->buf, growing it when a file needs more; returns
+ * 0 on success, or 1 with libjpeg's message in d->msg. */
+static int decode(decoder_t *d, const file_t *f, const options_t *opt)
+{
+    j_decompress_ptr c = &d->cinfo;
+    if (setjmp(d->err.jump)) {
+        (*c->err->format_message)((j_common_ptr)c, d->msg);
         jpeg_abort_decompress(c);
         return 1;
     }
@@ -136,7 +174,7 @@ static int decode(j_decompress_ptr c, error_mgr *err, const file_t *f, const opt
     c->dct_method = JDCT_ISLOW;
     c->do_fancy_upsampling = TRUE;
     if (opt->min_size)
-        choose_scale(c, opt->min_size);
+        choose_scale(c, opt->min_size, opt->pow2);
     jpeg_start_decompress(c);
 
     JDIMENSION rows = c->output_height, top = 0, width = c->output_width;
@@ -149,21 +187,15 @@ static int decode(j_decompress_ptr c, error_mgr *err, const file_t *f, const opt
         top = (c->output_height - rows) / 2;
         jpeg_crop_scanline(c, &left, &width); /* widens to iMCU boundaries */
     }
-    size_t stride = (size_t)width * 3, need = stride * rows;
-    if (need > *buf_size) {
-        free(*buf);
-        *buf = malloc(need);
-        if (!*buf)
-            die("malloc");
-        *buf_size = need;
-    }
+    size_t stride = (size_t)width * 3;
+    decoder_reserve(d, stride * rows);
     if (top)
         jpeg_skip_scanlines(c, top);
     for (JDIMENSION y = 0; y < rows;) {
         JSAMPROW row[16];
         JDIMENSION n = rows - y < 16 ? rows - y : 16;
         for (JDIMENSION i = 0; i < n; i++)
-            row[i] = *buf + (y + i) * stride;
+            row[i] = d->buf + (y + i) * stride;
         y += jpeg_read_scanlines(c, row, n);
     }
     if (c->output_scanline < c->output_height)
@@ -173,65 +205,138 @@ static int decode(j_decompress_ptr c, error_mgr *err, const file_t *f, const opt
     return 0;
 }
 
+/* One timed pass over files[next..end), shared by the worker threads
+ * through a work counter. */
+typedef struct {
+    const file_t *files;
+    const char *decodable;
+    size_t count;
+    const options_t *opt;
+    size_t buf_size;          /* the largest output, from the untimed pass */
+    size_t next, end;         /* the files still to take */
+    pthread_barrier_t start;  /* workers are ready: the clock starts */
+} pass_t;
+
+static void *worker(void *arg)
+{
+    pass_t *pass = arg;
+    decoder_t d;
+    decoder_init(&d);
+    decoder_reserve(&d, pass->buf_size);
+    pthread_barrier_wait(&pass->start);
+    for (;;) {
+        size_t i = __atomic_fetch_add(&pass->next, 1, __ATOMIC_RELAXED);
+        if (i >= pass->end)
+            break;
+        if (pass->decodable[i])
+            decode(&d, &pass->files[i], pass->opt);
+    }
+    jpeg_destroy_decompress(&d.cinfo);
+    free(d.buf);
+    return NULL;
+}
+
+/* Prints how many files of [lo, hi) decoded and the seconds they took. */
+static void timed_pass(pass_t *pass, size_t lo, size_t hi, int threads)
+{
+    pthread_t tid[64];
+    size_t images = 0;
+    for (size_t i = lo; i < hi; i++)
+        images += (size_t)pass->decodable[i];
+    pass->next = lo;
+    pass->end = hi;
+    if (pthread_barrier_init(&pass->start, NULL, (unsigned)threads + 1))
+        die("pthread_barrier_init");
+    for (int t = 0; t < threads; t++)
+        if (pthread_create(&tid[t], NULL, worker, pass))
+            die("pthread_create");
+    pthread_barrier_wait(&pass->start);
+    double t0 = now();
+    for (int t = 0; t < threads; t++)
+        pthread_join(tid[t], NULL);
+    double seconds = now() - t0;
+    pthread_barrier_destroy(&pass->start);
+    printf("images=%zu\nseconds=%.9f\n", images, seconds);
+    fflush(stdout);
+}
+
+/* Times the ranges "LO HI" read from stdin, one per line, so that the
+ * caller can interleave short slices of this floor with other decoders. */
+static void serve(pass_t *pass, int threads)
+{
+    printf("ready\n");
+    fflush(stdout);
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        size_t lo, hi;
+        if (sscanf(line, "%zu %zu", &lo, &hi) != 2 || lo > hi || hi > pass->count) {
+            fprintf(stderr, "c_floor: bad range: %s", line);
+            exit(2);
+        }
+        timed_pass(pass, lo, hi, threads);
+    }
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: c_floor [--min-size N] [--crop-area F] [--passes P] [--check] LIST\n");
+    fprintf(stderr, "usage: c_floor [--min-size N | --min-size-pow2 N] [--crop-area F] "
+                    "[--threads T] [--check | --serve] LIST\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    options_t opt = {0, 0.0};
-    int passes = 1, check = 0;
+    options_t opt = {0, 0, 0.0};
+    int threads = 1, check = 0, serving = 0;
     const char *list = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--min-size") && i + 1 < argc)
             opt.min_size = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-size-pow2") && i + 1 < argc)
+            opt.min_size = atoi(argv[++i]), opt.pow2 = 1;
         else if (!strcmp(argv[i], "--crop-area") && i + 1 < argc)
             opt.crop_area = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--passes") && i + 1 < argc)
-            passes = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--check"))
             check = 1;
+        else if (!strcmp(argv[i], "--serve"))
+            serving = 1;
         else if (argv[i][0] != '-' && !list)
             list = argv[i];
         else
             usage();
     }
-    if (!list || opt.min_size < 0 || opt.crop_area < 0 || opt.crop_area > 1 || passes < 1)
+    if (!list || opt.min_size < 0 || opt.crop_area < 0 || opt.crop_area > 1 || threads < 1
+        || threads > 64 || (check && serving))
         usage();
 
-    size_t n;
-    file_t *files = read_list(list, &n);
-    char *decodable = calloc(n ? n : 1, 1);
-    struct jpeg_decompress_struct c;
-    error_mgr err;
-    c.err = jpeg_std_error(&err.pub);
-    err.pub.error_exit = on_error;
-    err.pub.output_message = on_message;
-    jpeg_create_decompress(&c);
-    unsigned char *buf = NULL;
-    size_t buf_size = 0, ok = 0;
-    char msg[JMSG_LENGTH_MAX];
-
-    for (size_t i = 0; i < n; i++) {
-        if (decode(&c, &err, &files[i], &opt, &buf, &buf_size, msg))
-            printf("failed=%zu\t%s\n", i, msg);
+    pass_t pass = {0};
+    pass.files = read_list(list, &pass.count);
+    char *decodable = calloc(pass.count ? pass.count : 1, 1);
+    if (!decodable)
+        die("calloc");
+    pass.decodable = decodable;
+    pass.opt = &opt;
+    decoder_t d;
+    decoder_init(&d);
+    for (size_t i = 0; i < pass.count; i++) {
+        if (decode(&d, &pass.files[i], &opt))
+            printf("failed=%zu\t%s\n", i, d.msg);
         else
-            decodable[i] = 1, ok++;
+            decodable[i] = 1;
     }
-    for (int p = 0; p < passes && !check; p++) {
-        double t0 = now();
-        for (size_t i = 0; i < n; i++)
-            if (decodable[i])
-                decode(&c, &err, &files[i], &opt, &buf, &buf_size, msg);
-        printf("images=%zu\nseconds=%.9f\n", ok, now() - t0);
-    }
-    jpeg_destroy_decompress(&c);
-    free(buf);
-    for (size_t i = 0; i < n; i++)
-        free(files[i].data);
-    free(files);
+    pass.buf_size = d.buf_size;
+    jpeg_destroy_decompress(&d.cinfo);
+    free(d.buf);
+
+    if (serving)
+        serve(&pass, threads);
+    else if (!check)
+        timed_pass(&pass, 0, pass.count, threads);
+    for (size_t i = 0; i < pass.count; i++)
+        free(pass.files[i].data);
+    free((void *)pass.files);
     free(decodable);
     return 0;
 }

@@ -13,6 +13,7 @@ import sys
 from typing import Callable, Sequence
 
 from fastdecode import convert
+from fastdecode import doctor, tune
 from fastdecode._version import __version__
 from fastdecode.api import info
 
@@ -21,6 +22,8 @@ examples:
   fastdecode info
   fastdecode convert ~/data/train /fast/train-bmp --to bmp
   fastdecode convert --help
+  fastdecode doctor --num-workers 8 --batch-size 256
+  fastdecode tune --data ~/data/train --batch-size 256 --step-time 0.25
 """
 
 
@@ -52,6 +55,8 @@ def register_info(subparsers: argparse._SubParsersAction) -> None:
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     register_info,
     convert.register,
+    doctor.register,
+    tune.register,
 )
 
 

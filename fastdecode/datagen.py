@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -86,7 +87,9 @@ def generate_imagenet_like(
               "n_classes": n_classes, "seed": seed}
     if _marker(root) == params:
         return root
-    if root.exists():
+    if root.is_dir() and not any(root.iterdir()):
+        root.rmdir()  # an empty folder made for the dataset
+    elif root.exists():
         if _marker(root) is None:
             raise FileExistsError(f"{root} exists and is not a fastdecode dataset; not touching it")
         shutil.rmtree(root)  # ours, made with other parameters
@@ -172,15 +175,29 @@ def _draw_size(rng: np.random.Generator) -> tuple[int, int]:
 # How to draw: pixels.
 
 def _render_all(specs: list[ImageSpec], progress: bool) -> None:
-    workers = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                  else os.cpu_count() or 1)
-    done = 0
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for _ in pool.map(write_image, specs, chunksize=8):
-            done += 1
-            if progress and (done % 50 == 0 or done == len(specs)):
-                print(f"\rgenerating ImageNet-like images: {done}/{len(specs)}",
-                      end="\n" if done == len(specs) else "", file=sys.stderr, flush=True)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    # A worker costs ~0.5 s to start; below ~50 images one process is faster.
+    workers = max(1, min(cores or 1, len(specs) // 50))
+    if workers == 1:
+        results = map(write_image, specs)
+        pool = None
+    else:
+        # spawn, not fork: forking a process that runs threads (a DataLoader,
+        # torch) can deadlock.
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        results = pool.map(write_image, specs, chunksize=8)
+    if progress:
+        print(f"generating {len(specs)} ImageNet-like images with {workers} process(es)",
+              file=sys.stderr, flush=True)
+    live = progress and sys.stderr.isatty()  # a log file gets no carriage returns
+    try:
+        for done, _ in enumerate(results, 1):
+            if live and (done % 50 == 0 or done == len(specs)):
+                print(f"\r{done}/{len(specs)}", end="\n" if done == len(specs) else "",
+                      file=sys.stderr, flush=True)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
 
 
 def write_image(spec: ImageSpec) -> None:

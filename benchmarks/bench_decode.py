@@ -1,0 +1,810 @@
+#!/usr/bin/env python3
+"""Single-thread decode throughput of fastdecode, its peers and a C floor.
+
+    benchmarks/bench_decode.py [--data DIR] [--limit N] [--rounds R] [--quick] [--json PATH]
+
+Files are read into memory first, so the numbers measure decoding, not the
+disk. Every library decodes the same files: a first untimed pass finds the
+files each one cannot decode (CMYK, for the libraries that refuse it) and the
+timed rounds use only the files that all of them decode. Inside each round
+the libraries take turns on slices of 50 images (~0.1 s), so that the noise
+of a shared machine hits all of them alike, and each slice counts at its
+best round. Peers that are not installed are listed as skipped, never
+dropped.
+
+Sections: full RGB decode, min_size=(256, 256), a centred crop of half the
+area, 1 vs 2 threads, read_header, and BMP (24-bit files made from the same
+images). The C floor is benchmarks/c_floor (built by `make
+benchmarks/c_floor`), a plain C loop over libjpeg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import json
+import math
+import os
+import platform
+import random
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout's in-place build is what is measured
+import fastdecode  # noqa: E402
+C_FLOOR = ROOT / "benchmarks" / "c_floor"
+JPEG_SUFFIXES = {".jpg", ".jpeg", ".jpe", ".jfif"}
+MIN_SIZE = 256
+CROP_AREA = 0.5
+HEADER_REPEAT = 20  # header reads are ~100x faster than decodes: more per turn
+SLICE = 50  # images per turn: ~0.1 s of decoding, short against the machine's noise
+
+
+# --------------------------------------------------------------------------
+# The files.
+
+@dataclass
+class Sample:
+    path: Path
+    jpeg: bytes
+    info: Any  # fastdecode.ImageInfo
+    bmp: bytes | None = None
+
+    @property
+    def crop(self) -> tuple[int, int, int, int]:
+        """The centred crop of CROP_AREA of the image, as (top, left, h, w);
+        the same arithmetic as c_floor's --crop-area."""
+        side = math.sqrt(CROP_AREA)
+        h, w = int(self.info.height * side), int(self.info.width * side)
+        return (self.info.height - h) // 2, (self.info.width - w) // 2, h, w
+
+
+def find_jpegs(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.suffix.lower() in JPEG_SUFFIXES and p.is_file())
+
+
+def load_samples(root: Path, limit: int) -> tuple[list[Sample], int]:
+    """A deterministic sample of at most `limit` files from all over the
+    folder (not the first classes only); returns it and the unreadable count."""
+    paths = find_jpegs(root)
+    if len(paths) > limit:
+        paths = sorted(random.Random(0).sample(paths, limit))
+    samples, unreadable = [], 0
+    for path in paths:
+        data = path.read_bytes()
+        try:
+            samples.append(Sample(path, data, fastdecode.read_header(data)))
+        except (fastdecode.FastDecodeError, ValueError):
+            unreadable += 1
+    return samples, unreadable
+
+
+def describe_dataset(root: Path, samples: list[Sample], unreadable: int) -> dict:
+    sizes = [len(s.jpeg) for s in samples]
+    flavours: dict[str, int] = {}
+    for s in samples:
+        kind = s.info.subsampling if s.info.color_space in ("ycbcr", "rgb") else s.info.color_space
+        flavours[str(kind)] = flavours.get(str(kind), 0) + 1
+        if s.info.progressive:
+            flavours["progressive"] = flavours.get("progressive", 0) + 1
+    return {
+        "path": str(root),
+        "files": len(samples),
+        "unreadable_files": unreadable,
+        "total_mb": round(sum(sizes) / 1e6, 1),
+        "mean_kb": round(statistics.mean(sizes) / 1024, 1) if sizes else None,
+        "median_width": statistics.median(s.info.width for s in samples) if samples else None,
+        "median_height": statistics.median(s.info.height for s in samples) if samples else None,
+        "flavours": dict(sorted(flavours.items())),
+    }
+
+
+# --------------------------------------------------------------------------
+# What is timed.
+
+Call = Callable[[], Any]
+
+
+def run_sequential(calls: list[Call]) -> None:
+    for call in calls:
+        call()
+
+
+@dataclass
+class Contender:
+    """One row of a table: a way to decode a Sample, or the C floor."""
+
+    name: str
+    bind: Callable[[Sample], Call] | None = None  # untimed: returns the timed call
+    note: str = ""
+    status: str = "ok"  # otherwise why it was not measured
+    runner: Callable[[list[Call]], None] = run_sequential
+    external: CFloor | None = None  # a C floor, which times itself
+    failed: set[int] = field(default_factory=set)  # sample indices it cannot decode
+    seconds: list[list[float]] = field(default_factory=list)  # [round][slice]
+
+    def check(self, samples: list[Sample]) -> None:
+        """Decodes every sample once: finds failures and warms up."""
+        first_error = "no file decoded"
+        if self.external is not None:
+            try:
+                self.failed = self.external.check(samples)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                self.failed, first_error = set(range(len(samples))), str(exc)
+        else:
+            for i, sample in enumerate(samples):
+                try:
+                    self.bind(sample)()
+                except Exception as exc:  # each peer has its own error types
+                    if not self.failed:
+                        first_error = f"{type(exc).__name__}: {exc}"
+                    self.failed.add(i)
+        if samples and len(self.failed) == len(samples):
+            self.status = f"failed: {first_error}"
+
+    def time_slice(self, calls: list[Call], lo: int, hi: int, repeat: int) -> float:
+        if self.external is not None:
+            return self.external.measure(lo, hi) * repeat
+        batch = calls[lo:hi]
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            for _ in range(repeat):
+                self.runner(batch)
+            return time.perf_counter() - start
+        finally:
+            gc.enable()
+
+    def best_seconds(self) -> float:
+        """Each slice at its best round, summed: a burst of noise in one
+        round spoils only the slices it hit, for every library alike."""
+        return sum(map(min, zip(*self.seconds)))
+
+
+class CFloor:
+    """benchmarks/c_floor: a --check run, then a --serve process that times
+    the slices it is asked for, between the other libraries' turns."""
+
+    def __init__(self, binary: Path, options: list[str], workdir: Path):
+        self.binary = binary
+        self.options = options
+        self.workdir = workdir
+        self.process: subprocess.Popen | None = None
+
+    def _listing(self, samples: list[Sample]) -> str:
+        path = self.workdir / f"files-{id(self)}.txt"
+        path.write_text("".join(f"{s.path}\n" for s in samples))
+        return str(path)
+
+    def check(self, samples: list[Sample]) -> set[int]:
+        out = subprocess.run([str(self.binary), *self.options, "--check", self._listing(samples)],
+                             capture_output=True, text=True, check=True).stdout
+        return {int(line.split("=", 1)[1].split("\t")[0]) for line in out.splitlines()
+                if line.startswith("failed=")}
+
+    def start(self, samples: list[Sample]) -> None:
+        self.process = subprocess.Popen(
+            [str(self.binary), *self.options, "--serve", self._listing(samples)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first = self.process.stdout.readline().strip()
+        if first != "ready":  # it failed on a file every other row decoded
+            raise RuntimeError(f"c_floor did not start: {first!r}")
+
+    def measure(self, lo: int, hi: int) -> float:
+        self.process.stdin.write(f"{lo} {hi}\n")
+        self.process.stdin.flush()
+        images = int(self.process.stdout.readline().split("=")[1])
+        seconds = float(self.process.stdout.readline().split("=")[1])
+        if images != hi - lo:
+            raise RuntimeError(f"c_floor decoded {images} of {hi - lo} files")
+        return seconds
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stdin.close()
+            self.process.wait()
+            self.process = None
+
+
+def ensure_c_floor() -> str | None:
+    """Builds the C floor through its Makefile rule; None when usable,
+    else why not."""
+    if (ROOT / "Makefile").exists() and shutil.which("make"):
+        build = subprocess.run(["make", "-s", "-C", str(ROOT), "benchmarks/c_floor"],
+                               capture_output=True, text=True)
+        if build.returncode != 0 and not C_FLOOR.exists():
+            why = (build.stderr.strip().splitlines() or ["make failed"])[-1]
+            return f"skipped (not built: {why})"
+    return None if os.access(C_FLOOR, os.X_OK) else "skipped (benchmarks/c_floor not built)"
+
+
+# --------------------------------------------------------------------------
+# The libraries. Each factory returns {section: (bind, note)}; a section a
+# library has no way to do is absent from its dict.
+
+def fastdecode_peer() -> dict:
+    dj = fastdecode.decode_jpeg
+    return {
+        "full": (lambda s: partial(dj, s.jpeg), "decode_jpeg(data)"),
+        "min_size": (lambda s: partial(dj, s.jpeg, min_size=(MIN_SIZE, MIN_SIZE)),
+                     f"min_size=({MIN_SIZE}, {MIN_SIZE}): smallest M/8 that covers it"),
+        "crop": (lambda s: partial(dj, s.jpeg, crop=s.crop), "crop=(top, left, h, w)"),
+        "header": (lambda s: partial(fastdecode.read_header, s.jpeg), "read_header(data)"),
+        "bmp": (lambda s: partial(fastdecode.decode_bmp, s.bmp), "decode_bmp(data)"),
+    }
+
+
+def pillow_peer() -> dict:
+    from PIL import Image
+
+    def full(s):
+        return lambda: np.asarray(Image.open(io.BytesIO(s.jpeg)).convert("RGB"))
+
+    def min_size(s):
+        def call():
+            image = Image.open(io.BytesIO(s.jpeg))
+            image.draft("RGB", (MIN_SIZE, MIN_SIZE))
+            return np.asarray(image.convert("RGB"))
+        return call
+
+    def crop(s):
+        top, left, h, w = s.crop
+        box = (left, top, left + w, top + h)
+        return lambda: np.asarray(Image.open(io.BytesIO(s.jpeg)).crop(box).convert("RGB"))
+
+    return {
+        "full": (full, "open + convert('RGB') + np.asarray"),
+        "min_size": (min_size, "draft('RGB', size): 1/2^k DCT scaling"),
+        "crop": (crop, "full decode, then crop"),
+        "header": (lambda s: lambda: Image.open(io.BytesIO(s.jpeg)).size, "open(...).size"),
+        "bmp": (lambda s: lambda: np.asarray(Image.open(io.BytesIO(s.bmp)).convert("RGB")),
+                "open + convert('RGB') + np.asarray"),
+    }
+
+
+def simplejpeg_peer() -> dict:
+    import simplejpeg
+
+    decode = partial(simplejpeg.decode_jpeg, colorspace="RGB", fastdct=False, fastupsample=False)
+
+    def crop(s):
+        top, left, h, w = s.crop
+        return lambda: decode(s.jpeg)[top:top + h, left:left + w]
+
+    return {
+        "full": (lambda s: partial(decode, s.jpeg), "decode_jpeg(colorspace='RGB')"),
+        "min_size": (lambda s: partial(decode, s.jpeg, min_height=MIN_SIZE, min_width=MIN_SIZE),
+                     "min_height/min_width"),
+        "crop": (crop, "full decode + slice"),
+        "header": (lambda s: partial(simplejpeg.decode_jpeg_header, s.jpeg),
+                   "decode_jpeg_header"),
+    }
+
+
+def turbojpeg_peer() -> dict:
+    from turbojpeg import TJPF_RGB, TurboJPEG
+
+    turbo = TurboJPEG()  # RuntimeError when libturbojpeg is missing
+    factors = sorted((f for f in turbo.scaling_factors if f[0] <= f[1]),
+                     key=lambda f: f[0] / f[1])
+    decode = partial(turbo.decode, pixel_format=TJPF_RGB, flags=0)  # ISLOW, fancy upsampling
+
+    def scaling(s) -> tuple[int, int]:
+        """Smallest factor whose output covers MIN_SIZE, like fastdecode's."""
+        for num, den in factors:
+            if (min(-(-s.info.width * num // den), -(-s.info.height * num // den))
+                    >= MIN_SIZE):
+                return num, den
+        return 1, 1
+
+    def crop(s):
+        top, left, h, w = s.crop
+        return lambda: decode(s.jpeg)[top:top + h, left:left + w]
+
+    return {
+        "full": (lambda s: partial(decode, s.jpeg), "decode(pixel_format=TJPF_RGB)"),
+        "min_size": (lambda s: partial(decode, s.jpeg, scaling_factor=scaling(s)),
+                     "scaling_factor: smallest M/8 that covers it"),
+        "crop": (crop, "full decode + slice"),
+        "header": (lambda s: partial(turbo.decode_header, s.jpeg), "decode_header"),
+    }
+
+
+def opencv_peer() -> dict:
+    import cv2
+
+    cv2.setNumThreads(1)  # cvtColor would otherwise use both cores
+    color = cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION  # fastdecode ignores EXIF too
+    reduced = {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
+               8: cv2.IMREAD_REDUCED_COLOR_8}
+
+    def decode(buf, flags=color):
+        return cv2.cvtColor(cv2.imdecode(buf, flags), cv2.COLOR_BGR2RGB)
+
+    def min_size(s):
+        flags = color
+        for k in (8, 4, 2):
+            if min(-(-s.info.width // k), -(-s.info.height // k)) >= MIN_SIZE:
+                flags = reduced[k] | cv2.IMREAD_IGNORE_ORIENTATION
+                break
+        return partial(decode, np.frombuffer(s.jpeg, np.uint8), flags)
+
+    def crop(s):
+        top, left, h, w = s.crop
+        buf = np.frombuffer(s.jpeg, np.uint8)
+        return lambda: cv2.cvtColor(cv2.imdecode(buf, color)[top:top + h, left:left + w],
+                                    cv2.COLOR_BGR2RGB)
+
+    return {
+        "full": (lambda s: partial(decode, np.frombuffer(s.jpeg, np.uint8)),
+                 "imdecode(IMREAD_COLOR) + cvtColor(BGR2RGB)"),
+        "min_size": (min_size, "IMREAD_REDUCED_COLOR_2/4/8 + cvtColor"),
+        "crop": (crop, "full decode, slice + cvtColor"),
+        "bmp": (lambda s: partial(decode, np.frombuffer(s.bmp, np.uint8)),
+                "imdecode(IMREAD_COLOR) + cvtColor(BGR2RGB)"),
+    }
+
+
+def torchvision_peer() -> dict:
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    torch.set_num_threads(1)
+
+    def tensor(s):
+        return torch.frombuffer(bytearray(s.jpeg), dtype=torch.uint8)
+
+    def crop(s):
+        top, left, h, w = s.crop
+        data = tensor(s)
+        return lambda: decode_jpeg(data, mode=ImageReadMode.RGB)[:, top:top + h, left:left + w]
+
+    def full(s):
+        return partial(decode_jpeg, tensor(s), mode=ImageReadMode.RGB)
+
+    return {
+        "full": (full, "io.decode_jpeg(mode=RGB), CHW tensor"),
+        "min_size": (full, "no DCT scaling: full decode"),
+        "crop": (crop, "full decode + slice"),
+    }
+
+
+PEERS = {
+    "Pillow": (pillow_peer, "pillow"),
+    "simplejpeg": (simplejpeg_peer, "simplejpeg"),
+    "PyTurboJPEG": (turbojpeg_peer, "PyTurboJPEG"),
+    "OpenCV": (opencv_peer, "opencv-python-headless"),
+    "torchvision": (torchvision_peer, "torchvision"),
+}
+
+
+def load_peers() -> dict[str, dict | str]:
+    """name -> its section dict, or the reason it is skipped."""
+    loaded: dict[str, dict | str] = {"fastdecode": fastdecode_peer()}
+    for name, (factory, _) in PEERS.items():
+        try:
+            loaded[name] = factory()
+        except ImportError:
+            loaded[name] = "skipped (not installed)"
+        except (OSError, RuntimeError):  # PyTurboJPEG without libturbojpeg
+            loaded[name] = "skipped (not installed: its shared library)"
+    return loaded
+
+
+def contenders_for(section: str, peers: dict[str, dict | str]) -> list[Contender]:
+    rows = []
+    for name, peer in peers.items():
+        if isinstance(peer, str):
+            rows.append(Contender(name, status=peer))
+        elif section in peer:
+            bind, note = peer[section]
+            rows.append(Contender(name, bind, note))
+    return rows
+
+
+# --------------------------------------------------------------------------
+# Running a section.
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    contenders: list[Contender]
+    reference: str  # the row the speedups are relative to
+    floor: str | None = None  # the row the "vs floor" column is relative to
+    repeat: int = 1
+    samples: list[Sample] = field(default_factory=list)
+    excluded: int = 0
+
+    def images_per_s(self, name: str) -> float | None:
+        row = next((c for c in self.contenders if c.name == name and c.seconds), None)
+        return len(self.samples) * self.repeat / row.best_seconds() if row else None
+
+
+def run_section(section: Section, samples: list[Sample], rounds: int) -> Section:
+    """Checks every row, then times slices of SLICE images: in each round
+    the rows take turns slice by slice, in an order that rotates."""
+    print(f"-- {section.title}: checking {len(samples)} files", file=sys.stderr, flush=True)
+    active = [c for c in section.contenders if c.status == "ok"]
+    for contender in active:
+        contender.check(samples)
+    active = [c for c in active if c.status == "ok"]
+    failed = set().union(*(c.failed for c in active)) if active else set()
+    section.samples = [s for i, s in enumerate(samples) if i not in failed]
+    section.excluded = len(samples) - len(section.samples)
+    if not section.samples:
+        return section
+    calls = {c.name: [c.bind(s) for s in section.samples] for c in active if c.external is None}
+    n = len(section.samples)
+    slices = [(lo, min(lo + SLICE, n)) for lo in range(0, n, SLICE)]
+    floors = [c.external for c in active if c.external is not None]
+    try:
+        for floor in floors:
+            floor.start(section.samples)
+        for r in range(rounds):
+            print(f"   round {r + 1}/{rounds}", file=sys.stderr, flush=True)
+            for contender in active:
+                contender.seconds.append([0.0] * len(slices))
+            for k, (lo, hi) in enumerate(slices):
+                shift = (r + k) % len(active)  # no row always goes first
+                for contender in active[shift:] + active[:shift]:
+                    contender.seconds[r][k] = contender.time_slice(
+                        calls.get(contender.name, []), lo, hi, section.repeat)
+    finally:
+        for floor in floors:
+            floor.stop()
+    return section
+
+
+def section_result(section: Section) -> dict:
+    ref = section.images_per_s(section.reference)
+    floor = section.images_per_s(section.floor) if section.floor else None
+    work = len(section.samples) * section.repeat
+    rows = []
+    for c in section.contenders:
+        ips = section.images_per_s(c.name)
+        rounds = [sum(r) for r in c.seconds]
+        rows.append({
+            "name": c.name,
+            "status": c.status,
+            "note": c.note,
+            "files_failed": len(c.failed),
+            "images_per_s": ips,
+            "ms_per_image": 1000 / ips if ips else None,
+            "speedup": ref / ips if ref and ips else None,  # reference's speed / this row's
+            "vs_floor": ips / floor if floor and ips else None,
+            "round_seconds": rounds,
+            "median_images_per_s": work / statistics.median(rounds) if rounds else None,
+        })
+    return {
+        "key": section.key,
+        "title": section.title,
+        "images": len(section.samples),
+        "images_excluded": section.excluded,
+        "repeat": section.repeat,
+        "slice": SLICE,
+        "reference": section.reference,
+        "floor": section.floor,
+        "rows": rows,
+    }
+
+
+def markdown_table(result: dict) -> str:
+    floor = result["floor"]
+    lines = [
+        f"### {result['title']}",
+        "",
+        f"{result['images']} images"
+        + (f" ({result['images_excluded']} left out: not decoded by every row)"
+           if result["images_excluded"] else ""),
+        "",
+        f"| library | images/s | ms/image | speedup of {result['reference']} |"
+        + (f" vs {floor} |" if floor else "") + " notes |",
+        "|---|---:|---:|---:|" + ("---:|" if floor else "") + "---|",
+    ]
+    for row in result["rows"]:
+        if row["images_per_s"] is None:
+            lines.append(f"| {row['name']} | {row['status']} | | |" + (" |" if floor else "")
+                         + f" {row['note']} |")
+            continue
+        note = row["note"]
+        if row["files_failed"]:
+            note += f"; could not decode {row['files_failed']} files"
+        cells = [
+            row["name"],
+            f"{row['images_per_s']:,.0f}",
+            f"{row['ms_per_image']:.3g}",
+            f"{row['speedup']:.2f}x" if row["speedup"] else "",
+            *([f"{row['vs_floor']:.2f}x" if row["vs_floor"] else ""] if floor else []),
+            note,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# The sections.
+
+def c_floor_contender(name: str, options: list[str], note: str, status: str | None,
+                      workdir: Path) -> Contender:
+    """A C floor row, or a row saying why there is none."""
+    if status:
+        return Contender(name, note=note, status=status)
+    return Contender(name, note=note, external=CFloor(C_FLOOR, options, workdir))
+
+
+def reused_output(samples: list[Sample]) -> Callable[[Sample], np.ndarray]:
+    """out= arrays for each sample's RGB image, all views of one buffer,
+    as the C floor writes into one buffer: decoding without allocating."""
+    scratch = np.zeros(max(s.info.height * s.info.width * 3 for s in samples), np.uint8)
+    return lambda s: scratch[:s.info.height * s.info.width * 3].reshape(
+        s.info.height, s.info.width, 3)
+
+
+def jpeg_sections(peers: dict, samples: list[Sample], c_status: str | None, workdir: Path,
+                  pool: ThreadPoolExecutor) -> list[Section]:
+    floor = "C floor"
+    decode = fastdecode.decode_jpeg
+    out = reused_output(samples)
+    return [
+        Section("jpeg_full", "JPEG full decode to RGB, one thread",
+                contenders_for("full", peers) + [
+                    Contender("fastdecode, out=", lambda s: partial(decode, s.jpeg, out=out(s)),
+                              "decode_jpeg(data, out=a reused array)"),
+                    c_floor_contender(floor, [], "libjpeg, ISLOW, fancy upsampling, one reused "
+                                      "object and output buffer", c_status, workdir)],
+                reference="fastdecode", floor=floor),
+        Section("jpeg_min_size", f"JPEG min_size=({MIN_SIZE}, {MIN_SIZE}), one thread",
+                contenders_for("min_size", peers) + [
+                    c_floor_contender(floor, ["--min-size", str(MIN_SIZE)],
+                                      "libjpeg, smallest M/8 (fastdecode's rule)",
+                                      c_status, workdir),
+                    c_floor_contender("C floor, 1/2^k", ["--min-size-pow2", str(MIN_SIZE)],
+                                      "libjpeg, smallest of 1, 1/2, 1/4, 1/8 (Pillow's rule)",
+                                      c_status, workdir)],
+                reference="fastdecode", floor=floor),
+        Section("jpeg_crop", f"JPEG centred crop of {CROP_AREA:.0%} of the area, one thread",
+                contenders_for("crop", peers) + [c_floor_contender(
+                    floor, ["--crop-area", str(CROP_AREA)],
+                    "libjpeg, jpeg_crop_scanline + jpeg_skip_scanlines", c_status, workdir)],
+                reference="fastdecode", floor=floor),
+        Section("threads", "fastdecode full decode, 1 vs 2 threads", [
+            Contender("fastdecode, 1 thread", lambda s: partial(decode, s.jpeg), "plain loop"),
+            Contender("fastdecode, 2 threads", lambda s: partial(decode, s.jpeg),
+                      "ThreadPoolExecutor(2).map; the decode releases the GIL",
+                      runner=lambda calls: list(pool.map(_invoke, calls))),
+            c_floor_contender("C floor, 1 thread", [], "one pthread",
+                              c_status, workdir),
+            c_floor_contender("C floor, 2 threads", ["--threads", "2"],
+                              "two pthreads sharing the files", c_status, workdir)],
+                reference="fastdecode, 2 threads", floor="C floor, 2 threads"),
+        Section("header", "read_header", contenders_for("header", peers),
+                reference="fastdecode", repeat=HEADER_REPEAT),
+    ]
+
+
+def _invoke(call: Call) -> Any:
+    return call()
+
+
+def bmp_section(peers: dict, samples: list[Sample]) -> Section:
+    """24-bit BMPs of the images (bottom-up, as Pillow and most tools write
+    them), against fastdecode's own decode of the source JPEGs and a memcpy
+    of the pixel bytes: into a preallocated buffer (the floor), and into a
+    new array, which any decoder that returns one pays for too (page
+    faults on fresh memory)."""
+    from PIL import Image
+
+    for s in samples:
+        buf = io.BytesIO()
+        Image.open(io.BytesIO(s.jpeg)).convert("RGB").save(buf, "BMP")
+        s.bmp = buf.getvalue()
+    scratch = np.empty(max(len(s.bmp) for s in samples), np.uint8)
+
+    out = reused_output(samples)
+
+    def pixels(s):
+        return np.frombuffer(s.bmp, np.uint8, offset=int.from_bytes(s.bmp[10:14], "little"))
+
+    def memcpy(s):
+        src = pixels(s)
+        return partial(np.copyto, scratch[:src.size], src)
+
+    def new_array_memcpy(s):
+        src = pixels(s)
+        return lambda: np.copyto(np.empty(src.size, np.uint8), src)
+
+    rows = contenders_for("bmp", peers)
+    rows += [
+        Contender("fastdecode, out=",
+                  lambda s: partial(fastdecode.decode_bmp, s.bmp, out=out(s)),
+                  "decode_bmp(data, out=a reused array)"),
+        Contender("fastdecode JPEG", lambda s: partial(fastdecode.decode_jpeg, s.jpeg),
+                  "decode_jpeg of the source JPEG"),
+        Contender("memcpy", memcpy, "np.copyto of the pixel bytes into a reused buffer"),
+        Contender("new array + memcpy", new_array_memcpy,
+                  "np.copyto of the pixel bytes into np.empty"),
+    ]
+    return Section("bmp", "BMP 24-bit decode to RGB, one thread", rows,
+                   reference="fastdecode", floor="memcpy")
+
+
+# --------------------------------------------------------------------------
+# Targets, machine and versions.
+
+def targets(results: dict[str, dict]) -> list[dict]:
+    def ips(section: str, name: str) -> float | None:
+        for row in results.get(section, {}).get("rows", []):
+            if row["name"] == name:
+                return row["images_per_s"]
+        return None
+
+    def ratio(a, b):
+        return a / b if a and b else None
+
+    full = results.get("jpeg_full", {}).get("rows", [])
+    fastest_peer = max((r["images_per_s"] for r in full if r["images_per_s"]
+                        and not r["name"].startswith(("fastdecode", "C floor"))), default=None)
+    checks = [
+        ("full decode vs fastest peer", ">= 1.00x",
+         ratio(ips("jpeg_full", "fastdecode"), fastest_peer), 1.0),
+        ("full decode vs C floor", ">= 0.95x",
+         ratio(ips("jpeg_full", "fastdecode"), ips("jpeg_full", "C floor")), 0.95),
+        ("2 threads vs 1 thread", ">= 1.80x",
+         ratio(ips("threads", "fastdecode, 2 threads"), ips("threads", "fastdecode, 1 thread")),
+         1.8),
+        ("(C floor 2 threads vs 1: the machine's own)", "",
+         ratio(ips("threads", "C floor, 2 threads"), ips("threads", "C floor, 1 thread")), None),
+        ("read_header per second", ">= 100,000", ips("header", "fastdecode"), 100_000),
+        ("BMP vs Pillow", ">= 5.00x", ratio(ips("bmp", "fastdecode"), ips("bmp", "Pillow")), 5.0),
+        ("BMP vs fastdecode JPEG", ">= 3.00x",
+         ratio(ips("bmp", "fastdecode"), ips("bmp", "fastdecode JPEG")), 3.0),
+        ("BMP vs memcpy (within 2x)", ">= 0.50x",
+         ratio(ips("bmp", "fastdecode"), ips("bmp", "memcpy")), 0.5),
+    ]
+    return [{"name": name, "target": target, "measured": value,
+             "met": None if value is None or threshold is None else value >= threshold}
+            for name, target, value, threshold in checks]
+
+
+def targets_table(rows: list[dict]) -> str:
+    lines = ["### Targets", "", "| target | wanted | measured | met |", "|---|---|---:|---|"]
+    for t in rows:
+        value = t["measured"]
+        shown = "not measured" if value is None else (
+            f"{value:,.0f}/s" if t["name"].startswith("read_header") else f"{value:.2f}x")
+        met = {True: "yes", False: "**no**", None: ""}[t["met"]]
+        lines.append(f"| {t['name']} | {t['target']} | {shown} | {met} |")
+    return "\n".join(lines)
+
+
+def machine_facts() -> dict:
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu_model": model or platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_start": load_average(),
+    }
+
+
+def load_average() -> list[float] | None:
+    """1, 5 and 15 minute load: a busy machine explains a bad run."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def library_versions(peers: dict) -> dict:
+    info = fastdecode.info()
+    versions = {"fastdecode": info["version"], "fastdecode libjpeg-turbo": info["libjpeg_turbo"],
+                "fastdecode simd": info["simd"], "numpy": np.__version__}
+    for name, (_, dist) in PEERS.items():
+        try:
+            versions[name] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    if not isinstance(peers.get("Pillow"), str):
+        from PIL import features
+        versions["Pillow libjpeg-turbo"] = features.version("libjpeg_turbo")
+    if not isinstance(peers.get("torchvision"), str):
+        versions["torch"] = metadata.version("torch")
+    return versions
+
+
+# --------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path,
+                        help="folder of JPEGs, searched recursively (an ImageFolder); "
+                             "default: a generated ImageNet-like set, made once and cached")
+    parser.add_argument("--limit", type=int, help="at most N images (default 1000; quick 200)")
+    parser.add_argument("--rounds", type=int, help="timed rounds per library (default 5; quick 3)")
+    parser.add_argument("--quick", action="store_true", help="fewer images and rounds")
+    parser.add_argument("--json", type=Path, help="write every number to this file")
+    args = parser.parse_args(argv)
+    args.limit = args.limit or (200 if args.quick else 1000)
+    args.rounds = args.rounds or (3 if args.quick else 5)
+    if args.limit < 1 or args.rounds < 1:
+        parser.error("--limit and --rounds must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.data is None:
+        from fastdecode.datagen import generate_imagenet_like
+        args.data = generate_imagenet_like()
+    samples, unreadable = load_samples(args.data, args.limit)
+    if not samples:
+        sys.exit(f"no decodable JPEG files under {args.data}")
+    peers = load_peers()
+    c_status = ensure_c_floor()
+    command = " ".join(shlex.quote(a) for a in ["benchmarks/bench_decode.py", *sys.argv[1:]])
+    report = {
+        "command": command,
+        "dataset": describe_dataset(args.data, samples, unreadable),
+        "machine": machine_facts(),
+        "versions": library_versions(peers),
+        "settings": {"rounds": args.rounds, "slice": SLICE,
+                     "statistic": "sum over slices of each slice's best round",
+                     "min_size": MIN_SIZE, "crop_area": CROP_AREA},
+        "sections": [],
+    }
+    # The pool is made once, so that starting its threads is never timed.
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
+        sections = jpeg_sections(peers, samples, c_status, Path(tmp), pool)
+        sections.append(bmp_section(peers, samples))
+        for section in sections:
+            report["sections"].append(section_result(run_section(section, samples, args.rounds)))
+    report["targets"] = targets({s["key"]: s for s in report["sections"]})
+    report["machine"]["load_average_end"] = load_average()
+
+    print(render_markdown(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+def render_markdown(report: dict) -> str:
+    d, m = report["dataset"], report["machine"]
+    flavours = ", ".join(f"{k} {v}" for k, v in d["flavours"].items())
+    head = [
+        f"`{report['command']}`",
+        "",
+        f"Data: {d['files']} JPEGs from {d['path']}, mean {d['mean_kb']} KB, median "
+        f"{d['median_width']:.0f}x{d['median_height']:.0f} ({flavours}). "
+        f"Machine: {m['cpu_model']}, {len(m['affinity'] or [])} of {m['cpu_count']} cores; "
+        f"each {SLICE}-image slice at its best of {report['settings']['rounds']} rounds, "
+        f"libraries interleaved slice by slice. "
+        f"'speedup of X' = X's images/s over the row's.",
+    ]
+    body = [markdown_table(s) for s in report["sections"]]
+    return "\n\n".join(["\n".join(head), *body, targets_table(report["targets"])]) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Seed corpora for the fuzz targets.
+
+Files the tests generate (tests/jpeg_samples.py's JPEG variants, EXIF
+orientations, CMYK; Pillow's BMPs plus a few hand-written BMP layouts Pillow
+cannot write: RLE8, RLE4, 16-bit bitfields, OS/2 1.x, top-down; a PNG and a
+GIF for the Pillow fallback), plus ../shared/corpus (jpeg-edge, bmpsuite,
+photos) when present. Option-taking targets get each seed with the
+all-defaults trailer and with one pseudo-random trailer per seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests/: jpeg_samples, conftest
+sys.path.insert(0, str(HERE))
+
+from spec import TAKES_OPTIONS, TRAILER  # noqa: E402
+
+MAX_SEED_BYTES = 64 << 10
+PHOTOS = 8  # the smallest few photos; the rest add time, not new paths
+MAX_OTHER = 12  # files of other formats (Pillow fallback) per target
+
+
+def bmp_file(width, height, bpp, pixels: bytes, *, header=40, compression=0, palette=b"",
+             masks=b"", topdown=False) -> bytes:
+    """A BMP from its parts (rows already padded/encoded by the caller)."""
+    if header == 12:
+        info = struct.pack("<IHHHH", 12, width, height, 1, bpp)
+    else:
+        info = struct.pack("<IiiHHIIiiII", header, width, -height if topdown else height, 1, bpp,
+                           compression, len(pixels), 2835, 2835,
+                           len(palette) // (3 if header == 12 else 4), 0)
+        info += bytes(header - 40)
+    offset = 14 + len(info) + len(masks) + len(palette)
+    return (b"BM" + struct.pack("<IHHI", offset + len(pixels), 0, 0, offset) + info + masks
+            + palette + pixels)
+
+
+def hand_bmps() -> dict[str, bytes]:
+    gray_pal = b"".join(bytes((i, i, i, 0)) for i in range(256))
+    pal16 = b"".join(bytes((16 * i, 255 - 16 * i, 8 * i, 0)) for i in range(16))
+    # runs, an absolute run (padded to a word), a delta, end-of-line, end-of-bitmap
+    rle8 = bytes([3, 7, 4, 2, 0, 0,
+                  0, 3, 1, 2, 3, 0, 4, 9, 0, 0,
+                  0, 2, 2, 0, 5, 200, 0, 0,
+                  7, 5, 0, 1])
+    rle4 = bytes([8, 0x12, 0, 0,
+                  0, 4, 0x34, 0x56, 4, 0x77, 0, 0,
+                  8, 0xAB, 0, 0,
+                  8, 0x0F, 0, 1])
+    px565 = b"".join(struct.pack("<H", (x * 2017 + y * 71) & 0xFFFF) for y in range(5)
+                     for x in range(6))
+    masks565 = struct.pack("<III", 0xF800, 0x07E0, 0x001F)
+    bgr = bytes(range(0, 3 * 4 * 3)) + bytes(0)
+    os2_pal = b"".join(bytes((i * 60 % 256, i * 30, 255 - i * 20)) for i in range(4))
+    return {
+        "hand-rle8.bmp": bmp_file(7, 4, 8, rle8, compression=1, palette=gray_pal),
+        "hand-rle4.bmp": bmp_file(8, 4, 4, rle4, compression=2, palette=pal16),
+        "hand-565.bmp": bmp_file(6, 5, 16, px565, compression=3, masks=masks565),
+        "hand-os2-24.bmp": bmp_file(4, 3, 24, bgr, header=12),
+        "hand-os2-pal2.bmp": bmp_file(8, 2, 2, bytes([0x1B, 0, 0, 0, 0xE4, 0, 0, 0]),
+                                      header=12, palette=os2_pal),
+        "hand-topdown-v5.bmp": bmp_file(4, 3, 24, bgr, header=124, topdown=True),
+    }
+
+
+def generated() -> dict[str, bytes]:
+    from jpeg_samples import CJPEG, encode, natural_image, with_exif_orientation
+
+    files: dict[str, bytes] = {}
+    for ss in ("4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "gray"):
+        for coding in ("baseline", "progressive", "optimized", "restart", "arithmetic"):
+            if CJPEG is None and (coding in ("restart", "arithmetic") or ss in ("4:4:0", "4:1:1")):
+                continue
+            files[f"gen-{ss.replace(':', '')}-{coding}.jpg"] = encode(19, 37, subsampling=ss,
+                                                                     coding=coding)
+    if CJPEG is not None:  # an RGB-coded JPEG (no YCbCr transform): Pillow cannot write one
+        import subprocess
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "in.ppm"
+            Image.fromarray(natural_image(19, 37)).save(src)
+            files["gen-rgb.jpg"] = subprocess.run([CJPEG, "-rgb", str(src)], check=True,
+                                                  capture_output=True).stdout
+    base = encode(24, 40)
+    for o in range(1, 9):
+        files[f"gen-exif{o}.jpg"] = with_exif_orientation(base, o)
+    buf = io.BytesIO()
+    Image.fromarray(natural_image(16, 24)).convert("CMYK").save(buf, "JPEG", quality=90)
+    files["gen-cmyk.jpg"] = buf.getvalue()
+    rgb = Image.fromarray(natural_image(11, 23, seed=3))
+    for mode in ("1", "L", "P", "RGB", "RGBA"):
+        buf = io.BytesIO()
+        im = rgb.convert(mode) if mode != "RGBA" else rgb.convert("RGBA")
+        im.save(buf, "BMP")
+        files[f"gen-pillow-{mode}.bmp"] = buf.getvalue()
+    files.update(hand_bmps())
+    for fmt in ("PNG", "GIF"):
+        buf = io.BytesIO()
+        rgb.save(buf, fmt)
+        files[f"gen.{fmt.lower()}"] = buf.getvalue()
+    return files
+
+
+def shared(corpus: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    photos = []
+    for path in sorted(corpus.rglob("*")):
+        if not path.is_file() or path.suffix.lower() in (".tsv", ".md", ".txt"):
+            continue
+        size = path.stat().st_size
+        if size > MAX_SEED_BYTES:
+            continue
+        rel = path.relative_to(corpus)
+        if rel.parts[0] == "photos":
+            photos.append((size, rel))
+            continue
+        files[str(rel).replace("/", "__")] = path.read_bytes()
+    for _, rel in sorted(photos)[:PHOTOS]:
+        files[str(rel).replace("/", "__")] = (corpus / rel).read_bytes()
+    return files
+
+
+def kind(data: bytes) -> str:
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if data[:2] == b"BM":
+        return "bmp"
+    return "other"
+
+
+def trailers(name: str) -> list[bytes]:
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha1(name.encode()).digest()[:8], "little"))
+    return [bytes(TRAILER), rng.integers(0, 256, TRAILER, dtype=np.uint8).tobytes()]
+
+
+def write(root: Path, corpus: Path | None) -> dict[str, int]:
+    """Writes root/<target>/ for every target; returns files per target."""
+    files = generated()
+    if corpus is not None and corpus.is_dir():
+        files.update(shared(corpus))
+    wanted = {
+        "read_header": ("jpeg", "bmp", "other"),
+        "decode_jpeg": ("jpeg",),
+        "decode_bmp": ("bmp",),
+        "decode_image": ("jpeg", "bmp", "other"),
+    }
+    counts = {}
+    for target, kinds in wanted.items():
+        out = root / target
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.iterdir():
+            old.unlink()
+        n = others = 0
+        for name, data in files.items():
+            k = kind(data)
+            if k not in kinds:
+                continue
+            if k == "other":  # PNG references etc.: a few exercise the fallback
+                others += 1
+                if others > MAX_OTHER:
+                    continue
+            if target in TAKES_OPTIONS:
+                for i, t in enumerate(trailers(name)):
+                    (out / f"{name}.{i}").write_bytes(data + t)
+                    n += 1
+            else:
+                (out / name).write_bytes(data)
+                n += 1
+        counts[target] = n
+    return counts

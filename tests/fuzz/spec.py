@@ -1,0 +1,7 @@
+"""What the driver needs to know about the targets without importing fastdecode
+(the driver itself runs without the sanitizer runtime the fuzz build needs)."""
+
+TARGET_NAMES = ("read_header", "decode_jpeg", "decode_bmp", "decode_image")
+# Targets whose input ends with an option trailer of TRAILER bytes.
+TAKES_OPTIONS = frozenset({"decode_jpeg", "decode_bmp", "decode_image"})
+TRAILER = 12

@@ -1,0 +1,240 @@
+"""The fuzz targets and their oracle, importable without atheris.
+
+Every target takes the raw fuzz input. The option-taking targets read their
+options from a fixed-size trailer at the END of the input (so that a seed
+file keeps its magic bytes at offset 0 and libFuzzer's mutations of the file
+body and of the options are independent); `split` is the one decoder of that
+trailer, shared by the fuzzer, the driver's seed writer and the regression
+tests, which replay a saved input exactly as the fuzzer ran it.
+
+The oracle (`check`) accepts only what the API documents:
+  * fastdecode.DecodeError and its subclasses, for anything the data causes;
+  * ValueError / TypeError that is not a DecodeError only when its message is
+    one of the argument complaints (the trailer can ask for a crop outside the
+    image, a wrong-sized `out=` ...);
+  * a successful decode must have the shape, dtype and layout the options ask
+    for; a crop (without resize) must equal the same slice of the uncropped
+    decode.
+Anything else raises `Finding`, which the fuzz entry point turns into a
+crash (or, in collect mode, records and goes on).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import fastdecode as fd
+from spec import TAKES_OPTIONS, TARGET_NAMES, TRAILER
+
+__all__ = ["TAKES_OPTIONS", "TARGETS", "TRAILER", "Finding", "run", "split"]
+# Fuzzing decodes thousands of inputs a second: a header may declare up to
+# this many pixels before max_pixels refuses it (the API default, 179M,
+# would let one 4-byte mutation allocate half a gigabyte per execution).
+FUZZ_MAX_PIXELS = 1 << 22
+MAX_PIXELS_CHOICES = (FUZZ_MAX_PIXELS, 1 << 12, 64, FUZZ_MAX_PIXELS)
+
+# Messages of argument errors (ValueError/TypeError that are not
+# DecodeError); anything else from a decode is a finding.
+ARGUMENT_MESSAGES = re.compile(
+    r"crop \(top=|crop=|outside the|out has|out must|size must|min_size|scale must|"
+    r"output buffer has"
+)
+
+
+class Finding(Exception):
+    """The oracle's verdict: not a documented outcome."""
+
+
+@dataclass(frozen=True)
+class Options:
+    kwargs: dict
+    out: str  # "none", "exact" (preallocated, right shape) or "wrong" (bytearray)
+
+
+def split(data: bytes) -> tuple[bytes, bytes]:
+    """(image bytes, option trailer); short inputs get the all-defaults trailer."""
+    if len(data) <= TRAILER:
+        return data, bytes(TRAILER)
+    return data[:-TRAILER], data[-TRAILER:]
+
+
+def header_dims(image: bytes, exif: bool) -> tuple[int, int]:
+    """(height, width) in the frame crops are given in; (64, 64) if unknown."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            h = fd.read_header(image)
+    except Exception:  # noqa: BLE001 - any failure here only picks crop numbers
+        return 64, 64
+    height, width = h.height, h.width
+    if exif and h.orientation >= 5:
+        height, width = width, height
+    return max(height, 1), max(width, 1)
+
+
+def options(image: bytes, t: bytes, *, jpeg_only: bool) -> Options:
+    """The keyword options a trailer asks for.
+
+    t[0] bits: flip, CHW, mode L, exif, fast, strict, crop, size
+    t[1]: low nibble 0 -> no scale, 1..8 -> scale M/8, 9..15 -> min_size
+    t[2]: interpolation (bits 0-1), max_pixels (bits 2-3), out= (bits 4-5),
+          crop one pixel too large (bit 6)
+    t[3..6]: crop top/left/height/width as fractions of the header size
+    t[7]: min_size (nibbles x 8); t[8], t[9]: resize height/width - 1
+    t[10], t[11]: spare (mutated, ignored)
+    """
+    flags = t[0]
+    kw: dict[str, Any] = {
+        "flip": bool(flags & 1),
+        "layout": "CHW" if flags & 2 else "HWC",
+        "mode": "L" if flags & 4 else "RGB",
+        "interpolation": ("bilinear", "bicubic", "nearest", "bilinear")[t[2] & 3],
+        "max_pixels": MAX_PIXELS_CHOICES[(t[2] >> 2) & 3],
+    }
+    if jpeg_only:
+        kw["exif"] = bool(flags & 8)
+        kw["fast"] = bool(flags & 16)
+        kw["strict"] = bool(flags & 32)
+        scaling = t[1] & 15
+        if 1 <= scaling <= 8:
+            kw["scale"] = scaling / 8
+        elif scaling >= 9:
+            kw["min_size"] = (1 + (t[7] >> 4) * 8, 1 + (t[7] & 15) * 8)
+    if flags & 64:
+        height, width = header_dims(image, kw.get("exif", False))
+        top = t[3] * height // 256
+        left = t[4] * width // 256
+        ch = max(1, t[5] * (height - top) // 255)
+        cw = max(1, t[6] * (width - left) // 255)
+        if t[2] & 64:
+            ch += 1
+        kw["crop"] = (top, left, ch, cw)
+    if flags & 128:
+        kw["size"] = (1 + t[8], 1 + t[9])
+    out = ("none", "exact", "wrong", "none")[(t[2] >> 4) & 3]
+    return Options(kw, out)
+
+
+def expected_shape(result: np.ndarray, kw: dict) -> None:
+    channels = 1 if kw.get("mode") == "L" else 3
+    if result.dtype != np.uint8 or result.ndim != 3:
+        raise Finding(f"decoded array has dtype {result.dtype} and {result.ndim} dims")
+    c_axis = 0 if kw.get("layout") == "CHW" else 2
+    if result.shape[c_axis] != channels:
+        raise Finding(f"shape {result.shape} has no {channels} channels ({kw})")
+    if "size" in kw:
+        hw = result.shape[1:] if c_axis == 0 else result.shape[:2]
+        if tuple(hw) != tuple(kw["size"]):
+            raise Finding(f"shape {result.shape} is not the requested size {kw['size']}")
+    if "crop" in kw and "size" not in kw and "scale" not in kw and "min_size" not in kw:
+        hw = result.shape[1:] if c_axis == 0 else result.shape[:2]
+        if tuple(hw) != tuple(kw["crop"][2:]):
+            raise Finding(f"shape {result.shape} is not the crop {kw['crop']}")
+
+
+def call_with_out(fn: Callable, image: bytes, opts: Options) -> np.ndarray:
+    kw = dict(opts.kwargs)
+    if opts.out == "none":
+        return fn(image, **kw)
+    if opts.out == "wrong":
+        return fn(image, out=bytearray(7), **kw)
+    first = fn(image, **kw)
+    out = np.full_like(first, 0x5A)
+    got = fn(image, out=out, **kw)
+    if got is not out or not np.array_equal(out, first):
+        raise Finding("decoding into out= differs from decoding into a new array")
+    return first
+
+
+def same_as_slice(fn: Callable, image: bytes, kw: dict, result: np.ndarray) -> None:
+    """A crop without resize is the same slice of the uncropped decode."""
+    if "crop" not in kw or "size" in kw:
+        return
+    full_kw = {k: v for k, v in kw.items() if k != "crop"}
+    full_kw.update(flip=False, layout="HWC")
+    try:
+        full = fn(image, **full_kw)
+    except (fd.DecodeError, ValueError):
+        return  # e.g. damage after the crop's last row; the crop may stop early
+    top, left, ch, cw = kw["crop"]
+    m = round(kw["scale"] * 8) if "scale" in kw else 8
+    if "min_size" in kw:
+        return  # the scale min_size picks for the crop differs from the full image's
+    rows = slice(top * m // 8, min(full.shape[0], -(-(top + ch) * m // 8)))
+    cols = slice(left * m // 8, min(full.shape[1], -(-(left + cw) * m // 8)))
+    want = full[rows, cols]
+    got = result.transpose(1, 2, 0) if kw.get("layout") == "CHW" else result
+    if kw.get("flip"):
+        got = got[:, ::-1]
+    if want.shape != got.shape or not np.array_equal(want, got):
+        raise Finding(f"crop {kw['crop']} differs from the slice of the full decode ({kw})")
+
+
+def check_error(exc: BaseException) -> None:
+    if isinstance(exc, fd.DecodeError):
+        return
+    if isinstance(exc, (ValueError, TypeError)) and ARGUMENT_MESSAGES.search(str(exc)):
+        return
+    raise Finding(f"undocumented {type(exc).__name__}: {exc}") from exc
+
+
+def decode_target(fn: Callable, data: bytes, *, jpeg_only: bool, slice_check: bool) -> None:
+    image, trailer = split(data)
+    opts = options(image, trailer, jpeg_only=jpeg_only)
+    try:
+        result = call_with_out(fn, image, opts)
+    except Finding:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the oracle sorts them
+        check_error(exc)
+        return
+    if opts.out == "wrong":
+        raise Finding("a 7-byte out= was accepted")
+    expected_shape(result, opts.kwargs)
+    if slice_check:
+        same_as_slice(fn, image, opts.kwargs, result)
+
+
+def t_read_header(data: bytes) -> None:
+    try:
+        info = fd.read_header(data)
+    except Exception as exc:  # noqa: BLE001
+        check_error(exc)
+        return
+    if info.format in ("jpeg", "bmp") and not (1 <= info.orientation <= 8):
+        raise Finding(f"orientation {info.orientation} out of range")
+
+
+def t_decode_jpeg(data: bytes) -> None:
+    decode_target(fd.decode_jpeg, data, jpeg_only=True, slice_check=True)
+
+
+def t_decode_bmp(data: bytes) -> None:
+    decode_target(fd.decode_bmp, data, jpeg_only=False, slice_check=True)
+
+
+def t_decode_image(data: bytes) -> None:
+    # The Pillow fallback's slices follow Pillow's own rounding; the native
+    # decoders' crop/slice agreement is checked by the two targets above.
+    decode_target(fd.decode_image, data, jpeg_only=True, slice_check=False)
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "read_header": t_read_header,
+    "decode_jpeg": t_decode_jpeg,
+    "decode_bmp": t_decode_bmp,
+    "decode_image": t_decode_image,
+}
+assert tuple(TARGETS) == TARGET_NAMES
+
+
+def run(target: str, data: bytes) -> None:
+    """Runs one input the way the fuzzer does; raises Finding on a bug."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pillow's bomb / EXIF warnings in the fallback
+        TARGETS[target](data)

@@ -1,0 +1,176 @@
+"""The dataset generator and the benchmark script, on a tiny dataset.
+
+These check structure only: timings on a shared machine say nothing about
+correctness, so no test here ever compares a speed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+import fastdecode
+from fastdecode import datagen
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "bench_decode.py"
+
+SECTIONS = {"jpeg_full", "jpeg_min_size", "jpeg_crop", "threads", "header", "bmp"}
+ROW_KEYS = {"name", "status", "note", "files_failed", "images_per_s", "ms_per_image",
+            "speedup", "vs_floor", "round_seconds", "median_images_per_s"}
+# Row name -> the module that must import for it to be measured.
+PEER_MODULES = {"Pillow": "PIL", "simplejpeg": "simplejpeg", "PyTurboJPEG": "turbojpeg",
+                "OpenCV": "cv2", "torchvision": "torchvision"}
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory) -> Path:
+    return datagen.generate_imagenet_like(tmp_path_factory.mktemp("data") / "set", n_images=12,
+                                          n_classes=3, seed=1, progress=False)
+
+
+def jpeg_files(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.JPEG"))
+
+
+# --------------------------------------------------------------------------
+# The generator.
+
+def test_generator_writes_an_image_folder(tiny_dataset):
+    files = jpeg_files(tiny_dataset)
+    assert len(files) == 12
+    assert {f.parent.name for f in files} == {"n00000000", "n00000001", "n00000002"}
+    for f in files:
+        image = fastdecode.decode_image(f.read_bytes())
+        assert image.ndim == 3 and image.shape[2] == 3
+        assert image.std() > 10  # not flat colour
+    assert not [p for p in tiny_dataset.parent.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_generator_is_deterministic_and_reuses_a_finished_set(tiny_dataset, tmp_path):
+    stamps = {f: f.stat().st_mtime_ns for f in jpeg_files(tiny_dataset)}
+    again = datagen.generate_imagenet_like(tiny_dataset, n_images=12, n_classes=3, seed=1,
+                                           progress=False)
+    assert again == tiny_dataset
+    assert {f: f.stat().st_mtime_ns for f in jpeg_files(tiny_dataset)} == stamps  # not rewritten
+
+    copy = datagen.generate_imagenet_like(tmp_path / "copy", n_images=12, n_classes=3, seed=1,
+                                          progress=False)
+    assert [f.read_bytes() for f in jpeg_files(copy)] == [f.read_bytes() for f in stamps]
+
+
+def test_generator_remakes_its_own_set_with_other_parameters(tmp_path):
+    root = datagen.generate_imagenet_like(tmp_path / "set", n_images=2, n_classes=1,
+                                          progress=False)
+    datagen.generate_imagenet_like(root, n_images=3, n_classes=1, progress=False)
+    assert len(jpeg_files(root)) == 3
+
+
+def test_generator_leaves_other_folders_alone(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError):
+        datagen.generate_imagenet_like(tmp_path / "mine", n_images=2, progress=False)
+    assert (tmp_path / "mine" / "keep.txt").exists()
+
+
+def test_default_dir_is_under_the_user_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = datagen.default_dataset_dir(n_images=10, n_classes=2, seed=3)
+    assert path.parent == tmp_path / "fastdecode"
+    assert "n10" in path.name and "c2" in path.name and "s3" in path.name
+
+
+def test_planned_sizes_and_flavours_follow_imagenet(tmp_path):
+    specs = datagen.plan_dataset(tmp_path, n_images=2000, n_classes=100, seed=0)
+    assert statistics.median(s.width for s in specs) == 500
+    assert statistics.median(s.height for s in specs) == 375
+    assert max(max(s.width, s.height) for s in specs) <= 2000
+    assert min(min(s.width, s.height) for s in specs) < 200
+    assert 0.15 < sum(s.height > s.width for s in specs) / len(specs) < 0.35  # portraits
+    shares = {kind: sum(s.flavour == kind for s in specs) / len(specs)
+              for kind in ("420", "444", "gray", "cmyk")}
+    assert shares["420"] > 0.7
+    assert 0.1 < shares["444"] < 0.2
+    assert 0.01 < shares["gray"] < 0.06 and 0.005 < shares["cmyk"] < 0.05
+    assert 0.02 < sum(s.progressive for s in specs) / len(specs) < 0.1
+    assert all(75 <= s.quality <= 95 for s in specs)
+
+
+@pytest.mark.parametrize("flavour, mode", [("gray", "L"), ("cmyk", "CMYK"), ("444", "RGB")])
+def test_each_flavour_encodes_as_planned(flavour, mode):
+    spec = datagen.ImageSpec(path="unused", width=64, height=48, quality=90, flavour=flavour,
+                             progressive=True, seed=(0, 0))
+    image = Image.open(io.BytesIO(datagen.encode_image(spec)))
+    assert image.mode == mode and image.size == (64, 48)
+    assert image.info.get("progressive")
+
+
+# --------------------------------------------------------------------------
+# The benchmark script.
+
+@pytest.fixture(scope="module")
+def bench_run(tiny_dataset, tmp_path_factory) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("bench") / "result.json"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--data", str(tiny_dataset), "--quick", "--rounds", "1",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(out.read_text()), run.stdout
+
+
+def test_bench_json_has_every_section_and_fact(bench_run):
+    result, _ = bench_run
+    assert {s["key"] for s in result["sections"]} == SECTIONS
+    assert result["dataset"]["files"] == 12
+    assert result["machine"]["cpu_count"] >= 1 and result["machine"]["affinity"]
+    assert result["versions"]["fastdecode"] == fastdecode.__version__
+    assert result["settings"]["rounds"] == 1
+    assert {t["name"] for t in result["targets"]} >= {"full decode vs C floor",
+                                                      "read_header per second"}
+
+
+def test_bench_rows_are_measured_or_say_why_not(bench_run):
+    result, _ = bench_run
+    for section in result["sections"]:
+        assert section["images"] > 0, section["key"]
+        for row in section["rows"]:
+            assert set(row) == ROW_KEYS
+            if row["status"] == "ok":
+                assert row["images_per_s"] > 0 and row["ms_per_image"] > 0
+                assert row["speedup"] > 0
+                assert len(row["round_seconds"]) == 1
+            else:
+                assert row["status"].startswith(("skipped", "failed")), row
+                assert row["images_per_s"] is None
+
+
+def test_bench_measures_fastdecode_and_every_installed_peer(bench_run):
+    result, _ = bench_run
+    section = next(s for s in result["sections"] if s["key"] == "jpeg_full")
+    full = {row["name"]: row for row in section["rows"]}
+    assert full["fastdecode"]["status"] == "ok" and full["fastdecode"]["speedup"] == 1.0
+    for name, module in PEER_MODULES.items():
+        installed = importlib.util.find_spec(module) is not None
+        if not installed:
+            assert full[name]["status"] == "skipped (not installed)"
+        elif name != "PyTurboJPEG":  # may also lack its shared library
+            assert full[name]["status"] == "ok", full[name]
+    assert full["C floor"]["status"] == "ok" or full["C floor"]["status"].startswith("skipped")
+
+
+def test_bench_prints_a_markdown_table_per_section(bench_run):
+    result, stdout = bench_run
+    for section in result["sections"]:
+        assert f"### {section['title']}" in stdout
+    assert "| fastdecode |" in stdout and "### Targets" in stdout
