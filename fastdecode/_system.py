@@ -53,7 +53,8 @@ def shm_free_bytes(path: str = "/dev/shm") -> int | None:
 
 def loaded_thread_runtimes() -> list[str]:
     """OpenMP / BLAS / OpenCV runtimes mapped into this process."""
-    names = ("libgomp", "libiomp", "libomp", "libopenblas", "libmkl", "libcv2", "libopencv")
+    names = ("libgomp", "libiomp", "libomp", "libopenblas", "libscipy_openblas", "libmkl",
+             "libcv2", "libopencv")
     found = set()
     try:
         with open("/proc/self/maps") as maps:

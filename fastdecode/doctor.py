@@ -205,7 +205,10 @@ def check_start_method(facts: dict) -> Check:
     finding = f"start method '{method}'" + (", CUDA initialized in this process"
                                             if cuda_initialized else "")
     if method == "fork" and cuda_initialized:
-        return Check("start_method", "fail", finding + ": a forked worker crashes as soon as "
+        # A warning, not a failure: forked workers that never touch CUDA (as
+        # fastdecode's do not) run fine, and model.cuda() before the loader
+        # is the usual order.
+        return Check("start_method", "warn", finding + ": a forked worker crashes as soon as "
                      "it touches CUDA (a CUDA tensor in the dataset, a GPU transform)",
                      "create the DataLoader with multiprocessing_context='forkserver' (or "
                      "'spawn'), or start its workers before the first CUDA call")
