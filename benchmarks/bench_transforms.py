@@ -271,7 +271,11 @@ class SimdWorker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
         )
-        hello = self._read()
+        try:
+            hello = self._read()
+        except (RuntimeError, ValueError):
+            self.close()
+            raise
         self.version = hello["pil_version"]
 
     def _read(self) -> dict:
@@ -290,13 +294,12 @@ class SimdWorker:
         return reply
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+        """Ends the helper (EOF on its stdin) and closes every pipe."""
+        try:
+            self.proc.communicate(timeout=30)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.communicate()
 
 
 def worker_main(files_json: Path) -> int:

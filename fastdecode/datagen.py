@@ -287,7 +287,8 @@ def _smooth_field(rng: np.random.Generator, height: int, width: int, alpha: floa
     return np.asarray(Image.fromarray(small).resize((width, height), Image.BICUBIC))
 
 
-def _tiled_texture(rng: np.random.Generator, height: int, width: int, tile: int = 128) -> np.ndarray:
+def _tiled_texture(rng: np.random.Generator, height: int, width: int,
+                   tile: int = 128) -> np.ndarray:
     """Fine texture, tiled: JPEG's 8x8 blocks cannot exploit the repetition,
     so this costs the decoder as much as texture that never repeats."""
     patch = _noise_field(rng, tile, tile, alpha=rng.uniform(0.8, 1.6))
