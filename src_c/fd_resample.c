@@ -125,18 +125,33 @@ static void horizontal_row(const uint8_t *in, uint8_t *out, uint32_t out_w, uint
     }
 }
 
-/* One output row from the rows `first` .. `first + n` of `in`. */
+/* Same target-clone rule as fd_bmp_rows.c: AVX2 has a 32-bit multiply that
+ * vectorizes the accumulation below; the baseline ISA does not. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6 && defined(__x86_64__) && \
+    defined(__GLIBC__) && !defined(FD_BMP_NO_CLONES)
+#define FD_RESAMPLE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define FD_RESAMPLE_CLONES
+#endif
+
+/* One output row from the rows `first` .. `first + n` of `in`: taps outer,
+ * pixels inner, so the inner loop is a straight vectorizable multiply-add
+ * over the row (acc holds row_bytes int32 sums). */
+FD_RESAMPLE_CLONES
 static void vertical_row(const uint8_t *in, size_t stride, uint8_t *out, size_t row_bytes,
-                         int first, int n, const int32_t *k)
+                         int first, int n, const int32_t *k, int32_t *acc)
 {
     const int32_t half = 1 << (PRECISION_BITS - 1);
-    for (size_t i = 0; i < row_bytes; i++) {
-        int32_t s = half;
-        const uint8_t *p = in + (size_t)first * stride + i;
-        for (int y = 0; y < n; y++, p += stride)
-            s += *p * k[y];
-        out[i] = clip8(s);
+    for (size_t i = 0; i < row_bytes; i++)
+        acc[i] = half;
+    for (int y = 0; y < n; y++) {
+        const uint8_t *p = in + (size_t)(first + y) * stride;
+        const int32_t w = k[y];
+        for (size_t i = 0; i < row_bytes; i++)
+            acc[i] += (int32_t)p[i] * w;
     }
+    for (size_t i = 0; i < row_bytes; i++)
+        out[i] = clip8(acc[i]);
 }
 
 /* Pillow resizes with NEAREST through its affine scaler: positions are
@@ -212,7 +227,10 @@ fd_status fd_resample(const uint8_t *src, size_t stride, uint32_t src_h, uint32_
     compute_coeffs(src_h, box.y0, box.y1, oh, filter, support, &vc, pre);
 
     const size_t out_row = (size_t)ow * ch;
-    uint8_t *row = fd_scratch(SLOT_ROW, out_row);
+    /* the output row, then the vertical pass's int32 sums (aligned) */
+    const size_t row_room = (out_row + 63) & ~(size_t)63;
+    uint8_t *row = fd_scratch(SLOT_ROW, row_room + out_row * sizeof(int32_t));
+    int32_t *acc = (int32_t *)(row + row_room);
     if (!row)
         return fd_fail(err, FD_ERR_NOMEM, "out of memory for resampling");
 
@@ -237,7 +255,7 @@ fd_status fd_resample(const uint8_t *src, size_t stride, uint32_t src_h, uint32_
     for (uint32_t y = 0; y < oh; y++) {
         if (need_v) {
             vertical_row(vin, vstride, row, out_row, vc.bounds[y * 2] - y_first,
-                         vc.bounds[y * 2 + 1], vc.kk + (size_t)y * vc.ksize);
+                         vc.bounds[y * 2 + 1], vc.kk + (size_t)y * vc.ksize, acc);
             fd_put_row(dst, y, row);
         } else {
             fd_put_row(dst, y, vin + (size_t)y * vstride);
