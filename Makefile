@@ -69,7 +69,8 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	cd $(ASAN_PKG) && FASTDECODE_EXPECT_SANITIZED=1 LD_PRELOAD=$(ASAN_LIB) \
 	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    ../../$(VPY) -m pytest -q -p no:cacheprovider -m "not no_sanitize" \
-	    $(wildcard $(CURDIR)/tests/test_jpeg.py $(CURDIR)/tests/test_bmp.py)
+	    $(addprefix $(CURDIR)/tests/,test_jpeg.py test_bmp.py test_resample.py test_mutations.py \
+	      test_bombs.py test_regressions.py)
 
 clean:
 	rm -rf build dist *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor

@@ -30,11 +30,18 @@ def _open(data: Any):
         return Image.open(io.BytesIO(memoryview(data).cast("B").tobytes()))
     except UnidentifiedImageError as exc:
         raise UnsupportedFormatError(f"unrecognized image format: {exc}") from None
+    except Image.DecompressionBombError as exc:
+        raise ImageTooLargeError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - Pillow's plugins raise anything on bad data
+        raise DecodeError(f"cannot read image header: {type(exc).__name__}: {exc}") from None
 
 
 def read_header(data: Any) -> ImageInfo:
     with _open(data) as im:
-        orientation = im.getexif().get(0x0112, 1)
+        try:
+            orientation = im.getexif().get(0x0112, 1)
+        except Exception as exc:  # noqa: BLE001 - a broken EXIF block, a closed file
+            raise DecodeError(f"cannot read image header: {type(exc).__name__}: {exc}") from None
         return ImageInfo(
             format=(im.format or "unknown").lower(),
             width=im.width,
@@ -79,6 +86,8 @@ def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, 
         arr = decode_bmp(data, mode=mode, max_pixels=max_pixels)
         im = Image.fromarray(arr[:, :, 0] if mode == "L" else arr)
     else:
+        from PIL import Image
+
         im = _open(data)
         if max_pixels and im.width * im.height > max_pixels:
             raise ImageTooLargeError(
@@ -92,7 +101,9 @@ def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, 
 
                 im = ImageOps.exif_transpose(im)
             im = im.convert(mode)
-        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        except Image.DecompressionBombError as exc:
+            raise ImageTooLargeError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - Pillow's decoders raise anything on bad data
             raise DecodeError(f"cannot decode {im.format or 'image'}: {exc}") from None
     height, width = im.height, im.width
     if crop is not None:

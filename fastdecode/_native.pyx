@@ -242,23 +242,23 @@ cdef object prepare_out(object out, const fd_shape *shape, fd_layout layout, Py_
             f"out must support the buffer protocol (a numpy array, or tensor.numpy()), "
             f"got {type(out).__name__}"
         ) from None
-    fmt = view.format.decode("ascii") if view.format != NULL else "B"
-    if view.itemsize != 1 or fmt not in ("B", "=B", "<B", ">B", "@B"):
+    try:
+        fmt = view.format.decode("ascii", "replace") if view.format != NULL else "B"
+        if view.itemsize != 1 or fmt not in ("B", "=B", "<B", ">B", "@B"):
+            raise ValueError(f"out must have dtype uint8 (format 'B'), got format {fmt!r}")
+        if <size_t>view.len != shape.nbytes:
+            raise ValueError(
+                f"out has {view.len} bytes, expected {shape.nbytes} bytes (shape {expected}, uint8)"
+            )
+        # A flat buffer only needs the size; anything shaped must have the shape,
+        # so a transposed slot cannot be filled with silently scrambled pixels.
+        if view.ndim > 1:
+            got_shape = tuple(view.shape[i] for i in range(view.ndim))
+            if got_shape != expected:
+                raise ValueError(f"out has shape {got_shape}, expected {expected} (uint8)")
+    except BaseException:
         PyBuffer_Release(view)
-        raise ValueError(f"out must have dtype uint8 (format 'B'), got format {fmt!r}")
-    if <size_t>view.len != shape.nbytes:
-        got = view.len
-        PyBuffer_Release(view)
-        raise ValueError(
-            f"out has {got} bytes, expected {shape.nbytes} bytes (shape {expected}, uint8)"
-        )
-    # A flat buffer only needs the size; anything shaped must have the shape,
-    # so a transposed slot cannot be filled with silently scrambled pixels.
-    if view.ndim > 1:
-        got_shape = tuple(view.shape[i] for i in range(view.ndim))
-        if got_shape != expected:
-            PyBuffer_Release(view)
-            raise ValueError(f"out has shape {got_shape}, expected {expected} (uint8)")
+        raise
     return out
 
 

@@ -227,9 +227,14 @@ fd_status fd_resample(const uint8_t *src, size_t stride, uint32_t src_h, uint32_
     compute_coeffs(src_h, box.y0, box.y1, oh, filter, support, &vc, pre);
 
     const size_t out_row = (size_t)ow * ch;
+    /* Columns of the source the horizontal pass reads. */
+    const size_t x_last = need_h ? (size_t)hc.bounds[(ow - 1) * 2] + hc.bounds[(ow - 1) * 2 + 1]
+                                 : (size_t)src_w;
+    const size_t wide_row = x_last * ch;
     /* the output row, then the vertical pass's int32 sums (aligned) */
     const size_t row_room = (out_row + 63) & ~(size_t)63;
-    uint8_t *row = fd_scratch(SLOT_ROW, row_room + out_row * sizeof(int32_t));
+    const size_t acc_n = wide_row > out_row ? wide_row : out_row;
+    uint8_t *row = fd_scratch(SLOT_ROW, row_room + acc_n * sizeof(int32_t));
     int32_t *acc = (int32_t *)(row + row_room);
     if (!row)
         return fd_fail(err, FD_ERR_NOMEM, "out of memory for resampling");
@@ -238,6 +243,26 @@ fd_status fd_resample(const uint8_t *src, size_t stride, uint32_t src_h, uint32_
     const int y_first = need_v ? vc.bounds[0] : (int)box.y0;
     const int y_last = need_v ? vc.bounds[(oh - 1) * 2] + vc.bounds[(oh - 1) * 2 + 1]
                               : (int)box.y0 + (int)oh;
+    /* Either order is one rounding step away from Pillow's (which itself
+     * switches order): run the cheaper one, so a tall strip resized to a
+     * small square does not first widen every one of its rows. */
+    if (need_h && need_v) {
+        const double hv = (double)(y_last - y_first) * ow * hc.ksize + (double)oh * ow * vc.ksize;
+        const double vh = (double)oh * x_last * vc.ksize + (double)oh * ow * hc.ksize;
+        if (vh < hv) {
+            uint8_t *temp = fd_scratch(SLOT_TEMP, (size_t)oh * wide_row);
+            if (!temp)
+                return fd_fail(err, FD_ERR_NOMEM, "out of memory for resampling");
+            for (uint32_t y = 0; y < oh; y++)
+                vertical_row(src, stride, temp + (size_t)y * wide_row, wide_row, vc.bounds[y * 2],
+                             vc.bounds[y * 2 + 1], vc.kk + (size_t)y * vc.ksize, acc);
+            for (uint32_t y = 0; y < oh; y++) {
+                horizontal_row(temp + (size_t)y * wide_row, row, ow, ch, &hc);
+                fd_put_row(dst, y, row);
+            }
+            return FD_OK;
+        }
+    }
     const uint8_t *vin = src + (size_t)y_first * stride;
     size_t vstride = stride;
     if (need_h) {

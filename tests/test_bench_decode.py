@@ -25,7 +25,7 @@ SCRIPT = ROOT / "benchmarks" / "bench_decode.py"
 
 SECTIONS = {"jpeg_full", "jpeg_min_size", "jpeg_crop", "threads", "header", "bmp"}
 ROW_KEYS = {"name", "status", "note", "files_failed", "images_per_s", "ms_per_image",
-            "speedup", "vs_floor", "round_seconds", "median_images_per_s"}
+            "speedup", "vs_floor", "round_seconds", "median_images_per_s", "cpu_ms_per_image"}
 # Row name -> the module that must import for it to be measured.
 PEER_MODULES = {"Pillow": "PIL", "simplejpeg": "simplejpeg", "PyTurboJPEG": "turbojpeg",
                 "OpenCV": "cv2", "torchvision": "torchvision"}

@@ -239,8 +239,6 @@ def test_100k_decodes_through_every_path_do_not_leak():
     assert blocks_growth < 1000, f"{blocks_growth} more Python blocks after {n} calls"
 
 
-@pytest.mark.xfail(strict=True, reason="prepare_out (_native.pyx) leaks the view of an out= "
-                   "whose buffer format is not ASCII; fix in tests/fuzz/RESULTS.md")
 def test_out_with_non_ascii_buffer_format_is_released():
     """A structured dtype with a non-ASCII field name has format 'T{B:é:}':
     the out= check must refuse it with ValueError and release its view (the

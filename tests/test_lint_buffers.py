@@ -370,16 +370,7 @@ def package_sources() -> dict[str, str]:
 # Functions with violations found in the package and reported
 # (tests/fuzz/RESULTS.md), by (file, function). Remove an entry once fixed:
 # this test then fails with "fixed", so the list cannot go stale.
-KNOWN_UNFIXED = {
-    # prepare_out validates `out` between acquiring its view and handing it
-    # over: view.format.decode("ascii") raises UnicodeDecodeError for a
-    # non-ASCII buffer format (e.g. a structured dtype with a field named
-    # 'é'), leaking the view and a reference to `out` (see test_leaks.py);
-    # tuple(...) of the shape can raise MemoryError the same way. Fix: one
-    # `try: ... except BaseException: PyBuffer_Release(view); raise` around
-    # the validation.
-    ("_native.pyx", "prepare_out"),
-}
+KNOWN_UNFIXED: set[tuple[str, str]] = set()
 
 
 def test_package_releases_every_buffer():

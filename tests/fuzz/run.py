@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 import seeds  # noqa: E402
 from spec import TARGET_NAMES as TARGETS, TRAILER  # noqa: E402
 
-TIMEOUT_S = 10  # one input; libFuzzer's timeout- artifact beyond this
+TIMEOUT_S = 20  # one input; libFuzzer's timeout- artifact beyond this
 RSS_LIMIT_MB = 3072
 RESTARTS = 3  # after a native crash, fuzz on for the remaining time
 
@@ -106,6 +106,12 @@ def fuzz_target(target: str, seconds: int, pkg: Path, work: Path, max_len: int) 
         total += executions(proc.stderr)
         if proc.returncode == 0:
             break
+        # A unit that crashes, hangs or runs out of memory while the corpus
+        # loads would end every restart at once: keep it out of the corpus
+        # (libFuzzer names corpus files by the SHA-1 it puts in the artifact's
+        # name; the artifact itself stays).
+        for unit in re.findall(r"Test unit written to \S*?-([0-9a-f]{40})\b", proc.stderr):
+            (corpus / unit).unlink(missing_ok=True)
     (logs / f"{target}.log").write_text(log_text)
     new = sorted({Path(p).name for p in re.findall(r"Test unit written to (\S+)", log_text)})
     cov, ft = coverage(log_text)
