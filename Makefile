@@ -24,7 +24,8 @@ bench: build $(VENV)/.bench-deps benchmarks/c_floor
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0; \
 	fi
-	$(VPY) benchmarks/bench_decode.py $(BENCH_ARGS)
+	-bash benchmarks/setup_pillow_simd.sh
+	$(VPY) -m fastdecode bench --json bench.json --plot bench.png $(BENCH_ARGS)
 
 # System packages: the libjpeg-turbo headers, pkg-config, a compiler, venv;
 # cjpeg/jpegtran (libjpeg-turbo-progs) write the test JPEGs Pillow cannot:

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from fastdecode import convert
+from fastdecode import bench, convert
 from fastdecode import doctor, tune
 from fastdecode._version import __version__
 from fastdecode.api import info
@@ -51,10 +51,10 @@ def register_info(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run_info)
 
 
-# Later subcommands (bench, doctor, tune) are added here the same way.
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     register_info,
     convert.register,
+    bench.register,
     doctor.register,
     tune.register,
 )

@@ -1,0 +1,1 @@
+"""The bundled benchmarks (`fastdecode bench`); each script also runs on its own."""

@@ -1,0 +1,45 @@
+"""`fastdecode bench` on a tiny tree: sections run, one JSON report, the plot."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fastdecode.__main__ import main
+from trees import make_tree
+
+pytest.importorskip("torchvision")
+
+
+@pytest.mark.slow
+@pytest.mark.no_sanitize
+def test_bench_loader_section_writes_report_and_plot(tmp_path, capsys):
+    root = make_tree(tmp_path / "tree", per_class=3)
+    report_path, plot_path = tmp_path / "bench.json", tmp_path / "bench.png"
+    code = main(["bench", "--sections", "loader", "--quick", "--data", str(root),
+                 "--json", str(report_path), "--plot", str(plot_path)])
+    assert code == 0
+    report = json.loads(report_path.read_text())
+    assert report["data"] == str(root) and report["quick"] is True
+    assert report["machine"]["usable_cpus"] >= 1 and "libjpeg_turbo" in report["machine"]["fastdecode"]
+    loader = report["sections"]["loader"]
+    rows = loader["chains"]["train"]["rows"]
+    assert {r["loader"] for r in rows} == {"ImageFolder+PIL", "FastImageFolder", "FastLoader"}
+    assert {r["num_workers"] for r in rows} == {0, 2}
+    assert all(r["images_per_s"] > 0 and "speedup" in r for r in rows)
+    assert {r["dataset"] for r in loader["file_list"]} == {"ImageFolder", "FastImageFolder"}
+    pytest.importorskip("matplotlib")
+    assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = capsys.readouterr().out
+    assert "| loader | workers | images/s |" in out
+
+
+def test_bench_rejects_a_missing_folder(tmp_path, capsys):
+    assert main(["bench", "--data", str(tmp_path / "nope"), "--sections", "loader"]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_bench_help_has_examples(capsys):
+    assert main(["bench", "--help"]) == 0
+    assert "fastdecode bench --quick" in capsys.readouterr().out
