@@ -53,7 +53,7 @@ def section_argv(name: str, data: Path, quick: bool, json_path: Path) -> list[st
     if quick:
         argv.append("--quick")
         if name == "loader":  # the sweep dominates: keep --quick under two minutes
-            argv += ["--workers", "0", "2", "--samples", "128", "--entries", "100000"]
+            argv += ["--workers", "0", "2", "--batch-size", "32", "--entries", "100000"]
         if name == "transforms":
             argv += ["--no-simd"]
     return argv
