@@ -9,6 +9,7 @@ same tensors, several times faster. torchvision is not needed to import this.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -228,6 +229,7 @@ class FastDatasetFolder(Dataset):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_fused"] = None
+        state.pop("_local", None)  # per-thread buffers stay with their threads
         return state
 
     # -- loading ------------------------------------------------------------
@@ -346,13 +348,27 @@ class FastDatasetFolder(Dataset):
         fused = self._batch_fused()
         if fused is None:
             return [self[i] for i in indices]
-        pixels = _new_batch((len(indices), *fused.output_shape), torch.uint8)
-        targets = self.decode_batch_into(indices, pixels)
-        if fused.tail.identity:
+        shape = (len(indices), *fused.output_shape)
+        if fused.tail.identity:  # the uint8 pixels are the result: a fresh batch
+            pixels = _new_batch(shape, torch.uint8)
+            targets = self.decode_batch_into(indices, pixels)
             batch = fused.finish(pixels)
-        else:
-            batch = fused.finish(pixels, out=_new_batch(tuple(pixels.shape), fused.tail.dtype))
+        else:  # the pixels are consumed at once: reuse this thread's buffer
+            pixels = self._pixel_scratch(shape)
+            targets = self.decode_batch_into(indices, pixels)
+            batch = fused.finish(pixels, out=_new_batch(shape, fused.tail.dtype))
         return list(zip(batch.unbind(0), targets))
+
+    def _pixel_scratch(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """A uint8 buffer per thread, kept between batches: fresh memory costs
+        a page fault per 4 KiB, which on some VMs rivals the decode itself."""
+        local = self.__dict__.get("_local")
+        if local is None:
+            local = self.__dict__.setdefault("_local", threading.local())
+        buf = getattr(local, "pixels", None)
+        if buf is None or tuple(buf.shape) != shape:
+            buf = local.pixels = torch.empty(shape, dtype=torch.uint8)
+        return buf
 
 
 class FastImageFolder(FastDatasetFolder):
