@@ -243,13 +243,14 @@ fd_status fd_resample(const uint8_t *src, size_t stride, uint32_t src_h, uint32_
     const int y_first = need_v ? vc.bounds[0] : (int)box.y0;
     const int y_last = need_v ? vc.bounds[(oh - 1) * 2] + vc.bounds[(oh - 1) * 2 + 1]
                               : (int)box.y0 + (int)oh;
-    /* Either order is one rounding step away from Pillow's (which itself
-     * switches order): run the cheaper one, so a tall strip resized to a
-     * small square does not first widen every one of its rows. */
+    /* Pillow runs the horizontal pass first in the common cases (which
+     * keeps fused chains bit-exact); only when the other order is far
+     * cheaper (a tall strip resized to a small square would first widen
+     * every one of its rows) run vertical first, one rounding step away. */
     if (need_h && need_v) {
         const double hv = (double)(y_last - y_first) * ow * hc.ksize + (double)oh * ow * vc.ksize;
         const double vh = (double)oh * x_last * vc.ksize + (double)oh * ow * hc.ksize;
-        if (vh < hv) {
+        if (4 * vh < hv) {
             uint8_t *temp = fd_scratch(SLOT_TEMP, (size_t)oh * wide_row);
             if (!temp)
                 return fd_fail(err, FD_ERR_NOMEM, "out of memory for resampling");
