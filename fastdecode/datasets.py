@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -103,6 +104,17 @@ def make_dataset(
 def _read_bytes(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+@contextmanager
+def _naming(path: str, index: int):
+    """Errors inside name the sample: its index and file."""
+    try:
+        yield
+    except FastDecodeError as exc:
+        raise type(exc)(f"sample {index}: {exc.reason}", path=path) from exc
+    except OSError as exc:
+        raise DecodeError(f"sample {index}: cannot read file: {exc}", path=path) from exc
 
 
 def _to_pil(array: np.ndarray):
@@ -249,15 +261,11 @@ class FastDatasetFolder(Dataset):
         if self.loader is not None:
             sample = self.loader(path)
             return self._transform(sample) if self._transform is not None else sample
-        try:
+        with _naming(path, index):
             data = _read_bytes(path)
             if self._transform is None:
                 return _to_pil(decode_image(data))
             return self._fused_transform()(data)
-        except FastDecodeError as exc:
-            raise type(exc)(f"sample {index}: {exc.reason}", path=path) from exc
-        except OSError as exc:
-            raise DecodeError(f"sample {index}: cannot read file: {exc}", path=path) from exc
 
     def _replacement(self, index: int, attempt: int) -> int:
         """Deterministic stand-in for a broken sample: same index, same
@@ -328,12 +336,8 @@ class FastDatasetFolder(Dataset):
 
             def load_into(i: int, slot: int = slot) -> None:
                 path = self._store.path(i)
-                try:
+                with _naming(path, i):
                     fused.decode_into(_read_bytes(path), slots[slot])
-                except FastDecodeError as exc:
-                    raise type(exc)(f"sample {i}: {exc.reason}", path=path) from exc
-                except OSError as exc:
-                    raise DecodeError(f"sample {i}: cannot read file: {exc}", path=path) from exc
 
             used, _ = self._with_policy(index, load_into)
             target = self._store.target(used)

@@ -254,9 +254,9 @@ class FastLoader:
         self._table: Optional[torch.Tensor] = None
         self._generator = generator
 
+        shape = self._fixed_shape()
         if self.num_workers:
             check_oversubscription(self.num_workers)
-            shape = self._fixed_shape()
             if shape is not None:
                 check_shm(self.num_workers, prefetch_factor,
                           batch_size * math.prod(shape))
@@ -267,7 +267,6 @@ class FastLoader:
             prefetch_factor=prefetch_factor if self.num_workers else None,
             persistent_workers=persistent_workers and self.num_workers > 0,
         )
-        shape = self._fixed_shape()
         if self._use_ring(shape):
             slots = self.num_workers * prefetch_factor + 2
             self._ring = _CudaRing(slots, (batch_size, *shape))

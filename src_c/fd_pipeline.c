@@ -32,6 +32,20 @@ static fd_options region_options(const fd_options *opt)
     return r;
 }
 
+/* The shape of `region` resampled to opt's size. */
+static fd_status resized_shape(const fd_options *opt, const fd_shape *region, fd_shape *out,
+                               fd_error *err)
+{
+    size_t px;
+    *out = *region;
+    if (!fd_mul_size(opt->size_height, opt->size_width, &px) ||
+        !fd_mul_size(px, region->channels, &out->nbytes))
+        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
+    out->height = opt->size_height;
+    out->width = opt->size_width;
+    return FD_OK;
+}
+
 fd_status fd_plan(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
                   fd_shape *shape, fd_error *err)
 {
@@ -42,16 +56,9 @@ fd_status fd_plan(fd_format fmt, const uint8_t *data, size_t size, const fd_opti
     if (!opt->size_height)
         return plan(data, size, opt, shape, err);
     fd_options r = region_options(opt);
-    fd_status st = plan(data, size, &r, shape, err);
-    if (st != FD_OK)
-        return st;
-    size_t px;
-    if (!fd_mul_size(opt->size_height, opt->size_width, &px) ||
-        !fd_mul_size(px, shape->channels, &shape->nbytes))
-        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
-    shape->height = opt->size_height;
-    shape->width = opt->size_width;
-    return FD_OK;
+    fd_shape region;
+    fd_status st = plan(data, size, &r, &region, err);
+    return st == FD_OK ? resized_shape(opt, &region, shape, err) : st;
 }
 
 /* Sub-pixel source box of the crop inside the decoded region: the region
@@ -87,13 +94,13 @@ fd_status fd_decode(fd_format fmt, const uint8_t *data, size_t size, const fd_op
     fd_status st = plan(data, size, &r, &region, err);
     if (st != FD_OK)
         return st;
-    size_t px, want;
-    if (!fd_mul_size(opt->size_height, opt->size_width, &px) ||
-        !fd_mul_size(px, region.channels, &want))
-        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
-    if (want != out_size)
+    fd_shape final;
+    st = resized_shape(opt, &region, &final, err);
+    if (st != FD_OK)
+        return st;
+    if (final.nbytes != out_size)
         return fd_fail(err, FD_ERR_ARGUMENT, "output buffer has %zu bytes, expected %zu",
-                       out_size, want);
+                       out_size, final.nbytes);
     uint8_t *pixels = fd_scratch(SLOT_REGION, region.nbytes);
     if (!pixels)
         return fd_fail(err, FD_ERR_NOMEM, "out of memory for a %ux%u crop", region.width,
