@@ -137,6 +137,65 @@ def _new_batch(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(0, dtype=dtype).set_(storage).view(shape)
 
 
+# How many tensors share a storage; private in torch, so optional: without
+# it no batch that leaves __getitems__ is reused.
+_storage_use_count = getattr(torch._C, "_storage_Use_Count", None)
+
+
+def _holders(tensor: torch.Tensor) -> int:
+    return _storage_use_count(tensor.untyped_storage()._cdata) if _storage_use_count else 0
+
+
+_taken_whole = threading.local()
+
+
+def note_batch_taken_whole() -> None:
+    """fastdecode.collate hands this thread's batch on as it is, so the next
+    batches must be fresh (in shared memory, in a worker), never reused."""
+    _taken_whole.flag = True
+
+
+class _BatchBuffers(threading.local):
+    """This thread's batch buffers, reused from one batch to the next when
+    nothing else holds them: fresh memory costs a page fault per 4 KiB,
+    which on some VMs rivals the decode itself.
+
+    A buffer is reused only when no tensor outside this cache still views
+    it (the stock collate has copied the samples and dropped them) and it
+    was never moved to shared memory (pickling a tensor to another process
+    does that in place). A worker's first batch is born in shared memory,
+    as every batch was before this cache, because the collate might take it
+    whole; once fastdecode.collate has said it does, or a batch that left
+    was sent as it is, this thread hands out only such fresh batches."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, tuple[torch.Tensor, int]] = {}
+        self.sent = False
+        self.handed_out = 0
+
+    def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype,
+            leaves: bool = True) -> torch.Tensor:
+        """A (shape, dtype) buffer; ``leaves`` when it goes out to the
+        caller, rather than being consumed inside __getitems__."""
+        kept = self.kept.pop(name, None)
+        if leaves:
+            self.handed_out += 1
+            self.sent = (self.sent or getattr(_taken_whole, "flag", False)
+                         or _storage_use_count is None
+                         or (kept is not None and kept[0].is_shared()))
+            if self.sent or (self.handed_out == 1 and _in_worker()):
+                return _new_batch(shape, dtype)
+        if kept is not None:
+            buf, holders = kept
+            if (tuple(buf.shape) == shape and buf.dtype == dtype and not buf.is_shared()
+                    and _holders(buf) == holders):
+                self.kept[name] = kept
+                return buf
+        buf = torch.empty(shape, dtype=dtype)
+        self.kept[name] = (buf, _holders(buf))
+        return buf
+
+
 class FastDatasetFolder(Dataset):
     """torchvision's ``DatasetFolder`` with fused decoding.
 
@@ -241,7 +300,7 @@ class FastDatasetFolder(Dataset):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_fused"] = None
-        state.pop("_local", None)  # per-thread buffers stay with their threads
+        state.pop("_buffers", None)  # per-thread buffers stay with their threads
         return state
 
     # -- loading ------------------------------------------------------------
@@ -353,26 +412,22 @@ class FastDatasetFolder(Dataset):
         if fused is None:
             return [self[i] for i in indices]
         shape = (len(indices), *fused.output_shape)
-        if fused.tail.identity:  # the uint8 pixels are the result: a fresh batch
-            pixels = _new_batch(shape, torch.uint8)
+        buffers = self._batch_buffers()
+        if fused.tail.identity:  # the uint8 pixels are the result
+            pixels = buffers.get("batch", shape, torch.uint8)
             targets = self.decode_batch_into(indices, pixels)
             batch = fused.finish(pixels)
-        else:  # the pixels are consumed at once: reuse this thread's buffer
-            pixels = self._pixel_scratch(shape)
+        else:  # the pixels are consumed at once, by the chain's tensor step
+            pixels = buffers.get("pixels", shape, torch.uint8, leaves=False)
             targets = self.decode_batch_into(indices, pixels)
-            batch = fused.finish(pixels, out=_new_batch(shape, fused.tail.dtype))
+            batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.tail.dtype))
         return list(zip(batch.unbind(0), targets))
 
-    def _pixel_scratch(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """A uint8 buffer per thread, kept between batches: fresh memory costs
-        a page fault per 4 KiB, which on some VMs rivals the decode itself."""
-        local = self.__dict__.get("_local")
-        if local is None:
-            local = self.__dict__.setdefault("_local", threading.local())
-        buf = getattr(local, "pixels", None)
-        if buf is None or tuple(buf.shape) != shape:
-            buf = local.pixels = torch.empty(shape, dtype=torch.uint8)
-        return buf
+    def _batch_buffers(self) -> _BatchBuffers:
+        buffers = self.__dict__.get("_buffers")
+        if buffers is None:
+            buffers = self.__dict__.setdefault("_buffers", _BatchBuffers())
+        return buffers
 
 
 class FastImageFolder(FastDatasetFolder):

@@ -26,6 +26,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from torch.utils.data._utils.collate import default_collate
 
 from fastdecode._system import limit_threads_to_one, shm_free_bytes, usable_cpus
+from fastdecode.datasets import note_batch_taken_whole
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
@@ -55,6 +56,7 @@ def collate(batch: Sequence[Any]) -> Any:
     if batch and isinstance(batch[0], tuple) and len(batch[0]) == 2:
         base = _whole_base([b[0] for b in batch])
         if base is not None:
+            note_batch_taken_whole()
             return [base, default_collate([b[1] for b in batch])]
     return default_collate(batch)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import weakref
 
 import numpy as np
 import pytest
@@ -240,6 +241,68 @@ def test_getitems_is_one_batch_that_collate_takes_whole(tree):
     assert torch.equal(targets, torch.tensor([0, 0, 0, 0]))
     stock = torch.utils.data.default_collate(batch)
     assert torch.equal(stock[0], images) and stock[0].data_ptr() != images.data_ptr()
+
+
+TAILS = [
+    pytest.param(lambda: eval_chain(1), id="float"),
+    pytest.param(lambda: T.Compose([T.Resize(72), T.CenterCrop(64), T.PILToTensor()]),
+                 id="uint8"),
+]
+
+
+@pytest.fixture
+def batch_buffers_fresh(monkeypatch):
+    """This thread has not seen fastdecode.collate take a batch whole."""
+    monkeypatch.setattr(datasets._taken_whole, "flag", False, raising=False)
+
+
+@pytest.mark.parametrize("chain", TAILS)
+def test_getitems_reuses_its_batch_once_the_stock_collate_let_go(tree, chain,
+                                                                batch_buffers_fresh):
+    ds = fd.FastImageFolder(tree, chain())
+    batch = ds.__getitems__([0, 1, 2])
+    base = weakref.ref(batch[0][0]._base)
+    torch.utils.data.default_collate(batch)
+    del batch
+    again = ds.__getitems__([3, 4, 5])
+    assert again[0][0]._base is base() is not None
+    for (image, target), i in zip(again, [3, 4, 5]):
+        expected, expected_target = ds[i]
+        assert target == expected_target and torch.equal(image, expected)
+
+
+@pytest.mark.parametrize("chain", TAILS)
+def test_getitems_never_writes_over_a_sample_still_held(tree, chain, batch_buffers_fresh):
+    ds = fd.FastImageFolder(tree, chain())
+    held = ds.__getitems__([0, 1, 2])[1][0]
+    snapshot = held.clone()
+    again = ds.__getitems__([3, 4, 5])
+    assert again[0][0].untyped_storage().data_ptr() != held.untyped_storage().data_ptr()
+    assert torch.equal(held, snapshot)
+
+
+def test_a_batch_sent_to_another_process_is_never_reused(tree, batch_buffers_fresh):
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401  (registers the tensor reductions)
+
+    ds = fd.FastImageFolder(tree, eval_chain(1))
+    batch = ds.__getitems__([0, 1, 2])
+    ForkingPickler.dumps(batch[0][0])  # moves the storage to shared memory, in place
+    assert batch[0][0].is_shared()
+    del batch
+    ds.__getitems__([3, 4, 5])
+    buffers = ds._batch_buffers()
+    assert buffers.sent and "batch" not in buffers.kept
+
+
+def test_collate_that_takes_batches_whole_gets_fresh_ones(tree, batch_buffers_fresh):
+    ds = fd.FastImageFolder(tree, eval_chain(1))
+    images, _ = collate(ds.__getitems__([0, 1, 2]))
+    del images
+    ds.__getitems__([3, 4, 5])
+    buffers = ds._batch_buffers()
+    assert buffers.sent and "batch" not in buffers.kept
 
 
 def test_variable_size_chains_fall_back_to_items(tree):
