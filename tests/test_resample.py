@@ -57,6 +57,16 @@ def test_single_pass_resize_is_bit_exact(size, interpolation):
                                   pil_resize(src, size, interpolation))
 
 
+@pytest.mark.parametrize("width", [pytest.param(w, id=f"w{w}") for w in (1, 10, 180, 203, 229, 812)])
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+def test_horizontal_pass_is_bit_exact_at_every_tap_count(width, interpolation):
+    """From 1 tap pair to ~50 taps per pixel: the SIMD pass (two taps per step,
+    exact loads at the end of the buffer) gives Pillow's integers."""
+    src = natural_image(23, 203, seed=width)
+    np.testing.assert_array_equal(_native.resize(src, (23, width), interpolation=interpolation),
+                                  pil_resize(src, (23, width), interpolation))
+
+
 @pytest.mark.parametrize("factor", [pytest.param(f, id=f"x{f}") for f in (0.1, 0.5, 1.7, 4.0)])
 def test_nearest_is_bit_exact(factor):
     src = natural_image(57, 83, seed=5)
