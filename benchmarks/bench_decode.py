@@ -10,7 +10,10 @@ timed rounds use only the files that all of them decode. Inside each round
 the libraries take turns on slices of 50 images (~0.1 s), so that the noise
 of a shared machine hits all of them alike, and each slice counts at its
 best round. Peers that are not installed are listed as skipped, never
-dropped.
+dropped. Each row also reports the CPU time it used per image, its speedup
+over the baseline (Pillow open + convert + np.asarray, what torchvision's
+ImageFolder does; fastdecode on one thread in the threads section), and the
+process's peak RSS over one more, untimed, pass.
 
 Sections: full RGB decode, min_size=(256, 256), a centred crop of half the
 area, 1 vs 2 threads, read_header, and BMP (24-bit files made from the same
@@ -20,15 +23,12 @@ benchmarks/c_floor`), a plain C loop over libjpeg.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import io
 import json
 import math
 import os
-import platform
 import random
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -38,17 +38,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if (ROOT / "fastdecode" / "__init__.py").exists():  # a checkout: measure its in-place build
-    sys.path.insert(0, str(ROOT))
-import fastdecode  # noqa: E402
-C_FLOOR = ROOT / "benchmarks" / "c_floor"
+if __package__:  # benchmarks.bench_decode, or fastdecode.benchmarks.bench_decode
+    from . import _common as common
+else:  # run as a file: benchmarks/ is sys.path[0]
+    import _common as common
+import fastdecode  # noqa: E402  (after _common, which puts a checkout first)
+
+ROOT = common.ROOT
+C_FLOOR = Path(__file__).resolve().parent / "c_floor"
 JPEG_SUFFIXES = {".jpg", ".jpeg", ".jpe", ".jfif"}
 MIN_SIZE = 256
 CROP_AREA = 0.5
@@ -138,7 +140,8 @@ class Contender:
     external: CFloor | None = None  # a C floor, which times itself
     failed: set[int] = field(default_factory=set)  # sample indices it cannot decode
     seconds: list[list[float]] = field(default_factory=list)  # [round][slice]
-    cpu_seconds: float = 0.0  # this process's CPU time (all threads) over all rounds
+    cpu_seconds: float = 0.0  # CPU time (all threads) over all rounds
+    peak_rss_mib: float | None = None  # the process's, over one untimed pass
 
     def check(self, samples: list[Sample]) -> None:
         """Decodes every sample once: finds failures and warms up."""
@@ -161,7 +164,9 @@ class Contender:
 
     def time_slice(self, calls: list[Call], lo: int, hi: int, repeat: int) -> float:
         if self.external is not None:
-            return self.external.measure(lo, hi) * repeat
+            seconds, cpu = self.external.measure(lo, hi)
+            self.cpu_seconds += cpu * repeat
+            return seconds * repeat
         batch = calls[lo:hi]
         gc.disable()
         try:
@@ -173,6 +178,14 @@ class Contender:
             return elapsed
         finally:
             gc.enable()
+
+    def measure_peak_rss(self, calls: list[Call]) -> None:
+        """After the timed rounds: the C floor's own peak (its VmHWM), or this
+        process's over one more pass of every call."""
+        if self.external is not None:
+            self.peak_rss_mib = self.external.peak_rss_mib
+        else:
+            self.peak_rss_mib = common.peak_rss_mib(partial(self.runner, calls))
 
     def best_seconds(self) -> float:
         """Each slice at its best round, summed: a burst of noise in one
@@ -189,6 +202,7 @@ class CFloor:
         self.options = options
         self.workdir = workdir
         self.process: subprocess.Popen | None = None
+        self.peak_rss_mib: float | None = None  # as of the last slice
 
     def _listing(self, samples: list[Sample]) -> str:
         path = self.workdir / f"files-{id(self)}.txt"
@@ -209,19 +223,20 @@ class CFloor:
         if first != "ready":  # it failed on a file every other row decoded
             raise RuntimeError(f"c_floor did not start: {first!r}")
 
-    def measure(self, lo: int, hi: int) -> float:
+    def measure(self, lo: int, hi: int) -> tuple[float, float]:
+        """The wall and CPU seconds of decoding files [lo, hi)."""
         self.process.stdin.write(f"{lo} {hi}\n")
         self.process.stdin.flush()
-        images = int(self.process.stdout.readline().split("=")[1])
-        seconds = float(self.process.stdout.readline().split("=")[1])
-        if images != hi - lo:
-            raise RuntimeError(f"c_floor decoded {images} of {hi - lo} files")
-        return seconds
+        reply = dict(self.process.stdout.readline().strip().split("=", 1) for _ in range(4))
+        if int(reply["images"]) != hi - lo:
+            raise RuntimeError(f"c_floor decoded {reply['images']} of {hi - lo} files")
+        kib = int(reply["peak_rss_kib"])
+        self.peak_rss_mib = kib / 1024 if kib >= 0 else None
+        return float(reply["seconds"]), float(reply["cpu_seconds"])
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.stdin.close()
-            self.process.wait()
+            self.process.communicate()  # EOF on its stdin ends it; closes both pipes
             self.process = None
 
 
@@ -389,18 +404,18 @@ def torchvision_peer() -> dict:
 
 
 PEERS = {
-    "Pillow": (pillow_peer, "pillow"),
-    "simplejpeg": (simplejpeg_peer, "simplejpeg"),
-    "PyTurboJPEG": (turbojpeg_peer, "PyTurboJPEG"),
-    "OpenCV": (opencv_peer, "opencv-python-headless"),
-    "torchvision": (torchvision_peer, "torchvision"),
+    "Pillow": pillow_peer,
+    "simplejpeg": simplejpeg_peer,
+    "PyTurboJPEG": turbojpeg_peer,
+    "OpenCV": opencv_peer,
+    "torchvision": torchvision_peer,
 }
 
 
 def load_peers() -> dict[str, dict | str]:
     """name -> its section dict, or the reason it is skipped."""
     loaded: dict[str, dict | str] = {"fastdecode": fastdecode_peer()}
-    for name, (factory, _) in PEERS.items():
+    for name, factory in PEERS.items():
         try:
             loaded[name] = factory()
         except ImportError:
@@ -429,10 +444,10 @@ class Section:
     key: str
     title: str
     contenders: list[Contender]
-    reference: str  # the row the speedups are relative to
+    reference: str  # the fastdecode row whose speedup over each row is shown
+    baseline: str = "Pillow"  # the row each row's speedup is over
     floor: str | None = None  # the row the "vs floor" column is relative to
     repeat: int = 1
-    show_cpu: bool = False  # a CPU-time column: what threads cost beyond the wall clock
     samples: list[Sample] = field(default_factory=list)
     excluded: int = 0
 
@@ -442,42 +457,56 @@ class Section:
 
 
 def run_section(section: Section, samples: list[Sample], rounds: int) -> Section:
-    """Checks every row, then times slices of SLICE images: in each round
-    the rows take turns slice by slice, in an order that rotates."""
-    print(f"-- {section.title}: checking {len(samples)} files", file=sys.stderr, flush=True)
+    """Checks every row, times them, then measures each row's peak RSS; a
+    progress bar counts the steps."""
     active = [c for c in section.contenders if c.status == "ok"]
-    for contender in active:
-        contender.check(samples)
-    active = [c for c in active if c.status == "ok"]
-    failed = set().union(*(c.failed for c in active)) if active else set()
-    section.samples = [s for i, s in enumerate(samples) if i not in failed]
-    section.excluded = len(samples) - len(section.samples)
-    if not section.samples:
-        return section
-    calls = {c.name: [c.bind(s) for s in section.samples] for c in active if c.external is None}
-    n = len(section.samples)
-    slices = [(lo, min(lo + SLICE, n)) for lo in range(0, n, SLICE)]
+    with common.progress(section.title, total=len(active)) as bar:
+        for contender in active:
+            contender.check(samples)
+            bar.update()
+        active = [c for c in active if c.status == "ok"]
+        failed = set().union(*(c.failed for c in active))
+        section.samples = [s for i, s in enumerate(samples) if i not in failed]
+        section.excluded = len(samples) - len(section.samples)
+        if not section.samples or not active:
+            return section
+        calls = {c.name: [c.bind(s) for s in section.samples] for c in active if c.external is None}
+        n = len(section.samples)
+        slices = [(lo, min(lo + SLICE, n)) for lo in range(0, n, SLICE)]
+        bar.total += (rounds * len(slices) + 1) * len(active)
+        bar.refresh()
+        time_rounds(section, active, calls, slices, rounds, bar)
+        for contender in active:
+            contender.measure_peak_rss(calls.get(contender.name, []))
+            bar.update()
+    return section
+
+
+def time_rounds(section: Section, active: list[Contender], calls: dict[str, list[Call]],
+                slices: list[tuple[int, int]], rounds: int, bar) -> None:
+    """Times slices of SLICE images: in each round the rows take turns slice
+    by slice, in an order that rotates so that no row always goes first."""
     floors = [c.external for c in active if c.external is not None]
     try:
         for floor in floors:
             floor.start(section.samples)
         for r in range(rounds):
-            print(f"   round {r + 1}/{rounds}", file=sys.stderr, flush=True)
             for contender in active:
                 contender.seconds.append([0.0] * len(slices))
             for k, (lo, hi) in enumerate(slices):
-                shift = (r + k) % len(active)  # no row always goes first
+                shift = (r + k) % len(active)
                 for contender in active[shift:] + active[:shift]:
                     contender.seconds[r][k] = contender.time_slice(
                         calls.get(contender.name, []), lo, hi, section.repeat)
+                    bar.update()
     finally:
         for floor in floors:
             floor.stop()
-    return section
 
 
 def section_result(section: Section) -> dict:
     ref = section.images_per_s(section.reference)
+    base = section.images_per_s(section.baseline)
     floor = section.images_per_s(section.floor) if section.floor else None
     work = len(section.samples) * section.repeat
     rows = []
@@ -491,12 +520,13 @@ def section_result(section: Section) -> dict:
             "files_failed": len(c.failed),
             "images_per_s": ips,
             "ms_per_image": 1000 / ips if ips else None,
-            "speedup": ref / ips if ref and ips else None,  # reference's speed / this row's
+            "cpu_ms_per_image": 1000 * c.cpu_seconds / (work * len(rounds)) if rounds else None,
+            "speedup": ips / base if base and ips else None,  # this row's speed / baseline's
+            "fastdecode_speedup": ref / ips if ref and ips else None,  # reference's / this row's
             "vs_floor": ips / floor if floor and ips else None,
+            "peak_rss_mib": c.peak_rss_mib,
             "round_seconds": rounds,
             "median_images_per_s": work / statistics.median(rounds) if rounds else None,
-            "cpu_ms_per_image": (1000 * c.cpu_seconds / (work * len(rounds))
-                                 if rounds and c.external is None else None),
         })
     return {
         "key": section.key,
@@ -505,19 +535,19 @@ def section_result(section: Section) -> dict:
         "images_excluded": section.excluded,
         "repeat": section.repeat,
         "slice": SLICE,
+        "baseline": section.baseline,
         "reference": section.reference,
         "floor": section.floor,
-        "show_cpu": section.show_cpu,
         "rows": rows,
     }
 
 
 def markdown_table(result: dict) -> str:
-    """One row per library; the floor and CPU-time columns only where the
-    section has them."""
-    floor, cpu = result["floor"], result["show_cpu"]
-    header = ["library", "images/s", "ms/image", f"speedup of {result['reference']}"]
-    header += [f"vs {floor}"] * bool(floor) + ["CPU ms/image"] * cpu + ["notes"]
+    """One row per library; the floor column only where the section has one."""
+    floor = result["floor"]
+    header = ["library", "images/s", "ms/image", "CPU ms/image", f"speedup vs {result['baseline']}",
+              f"speedup of {result['reference']}"]
+    header += [f"vs {floor}"] * bool(floor) + ["peak RSS MiB", "notes"]
     lines = [
         f"### {result['title']}",
         "",
@@ -536,11 +566,16 @@ def markdown_table(result: dict) -> str:
             cells = [row["status"]] + [""] * (len(header) - 3)
         else:
             cells = [f"{row['images_per_s']:,.0f}", f"{row['ms_per_image']:.3g}",
-                     f"{row['speedup']:.2f}x" if row["speedup"] else ""]
-            cells += [f"{row['vs_floor']:.2f}x" if row["vs_floor"] else ""] * bool(floor)
-            cells += [f"{row['cpu_ms_per_image']:.3g}" if row["cpu_ms_per_image"] else ""] * cpu
+                     cell(row["cpu_ms_per_image"], "{:.3g}"), cell(row["speedup"], "{:.2f}x"),
+                     cell(row["fastdecode_speedup"], "{:.2f}x")]
+            cells += [cell(row["vs_floor"], "{:.2f}x")] * bool(floor)
+            cells += [cell(row["peak_rss_mib"], "{:,.0f}", missing="n/a")]
         lines.append("| " + " | ".join([row["name"], *cells, note]) + " |")
     return "\n".join(lines)
+
+
+def cell(value: float | None, spec: str, missing: str = "") -> str:
+    return missing if value is None else spec.format(value)
 
 
 # --------------------------------------------------------------------------
@@ -598,7 +633,8 @@ def jpeg_sections(peers: dict, samples: list[Sample], c_status: str | None, work
                               c_status, workdir),
             c_floor_contender("C floor, 2 threads", ["--threads", "2"],
                               "two pthreads sharing the files", c_status, workdir)],
-                reference="fastdecode, 2 threads", floor="C floor, 2 threads", show_cpu=True),
+                reference="fastdecode, 2 threads", baseline="fastdecode, 1 thread",
+                floor="C floor, 2 threads"),
         Section("header", "read_header", contenders_for("header", peers),
                 reference="fastdecode", repeat=HEADER_REPEAT),
     ]
@@ -640,7 +676,7 @@ def bmp_section(peers: dict, samples: list[Sample]) -> Section:
 
 
 # --------------------------------------------------------------------------
-# Targets, machine and versions.
+# Targets.
 
 def targets(results: dict[str, dict]) -> list[dict]:
     def ips(section: str, name: str) -> float | None:
@@ -688,121 +724,70 @@ def targets_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def machine_facts() -> dict:
-    model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu_model": model or platform.processor(),
-        "cpu_count": os.cpu_count(),
-        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "load_average_start": load_average(),
-    }
-
-
-def load_average() -> list[float] | None:
-    """1, 5 and 15 minute load: a busy machine explains a bad run."""
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
-
-
-def library_versions(peers: dict) -> dict:
-    info = fastdecode.info()
-    versions = {"fastdecode": info["version"], "fastdecode libjpeg-turbo": info["libjpeg_turbo"],
-                "fastdecode simd": info["simd"], "numpy": np.__version__}
-    for name, (_, dist) in PEERS.items():
-        try:
-            versions[name] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    if not isinstance(peers.get("Pillow"), str):
-        from PIL import features
-        versions["Pillow libjpeg-turbo"] = features.version("libjpeg_turbo")
-    if not isinstance(peers.get("torchvision"), str):
-        versions["torch"] = metadata.version("torch")
-    return versions
-
-
-# --------------------------------------------------------------------------
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path,
-                        help="folder of JPEGs, searched recursively (an ImageFolder); "
-                             "default: a generated ImageNet-like set, made once and cached")
-    parser.add_argument("--limit", type=int, help="at most N images (default 1000; quick 200)")
-    parser.add_argument("--rounds", type=int,
-                        help="timed rounds per library (default 3; quick 2)")
-    parser.add_argument("--quick", action="store_true", help="fewer images and rounds")
-    parser.add_argument("--json", type=Path, help="write every number to this file")
-    args = parser.parse_args(argv)
-    if args.limit is None:
-        args.limit = 200 if args.quick else 1000
-    if args.rounds is None:
-        args.rounds = 2 if args.quick else 3
-    if args.limit < 1 or args.rounds < 1:
-        parser.error("--limit and --rounds must be >= 1")
-    return args
+def parse_args(argv: list[str] | None):
+    return common.BenchParser(__doc__, "folder of JPEGs, searched recursively (an ImageFolder)", {
+        "limit": ("at most N images", 1000, 200),
+        "rounds": ("timed rounds per library", 3, 2),
+    }).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.data is None:
-        from fastdecode.datagen import generate_imagenet_like
-        args.data = generate_imagenet_like()
+        args.data = common.default_data()
     samples, unreadable = load_samples(args.data, args.limit)
     if not samples:
         sys.exit(f"no decodable JPEG files under {args.data}")
     peers = load_peers()
     c_status = ensure_c_floor()
-    given = sys.argv[1:] if argv is None else argv
-    command = " ".join(shlex.quote(a) for a in ["benchmarks/bench_decode.py", *given])
     report = {
-        "command": command,
+        "command": common.command_line(__file__, argv),
         "dataset": describe_dataset(args.data, samples, unreadable),
-        "machine": machine_facts(),
-        "versions": library_versions(peers),
+        "machine": common.machine_facts(),
+        "versions": common.library_versions(),
         "settings": {"rounds": args.rounds, "slice": SLICE,
                      "statistic": "sum over slices of each slice's best round",
                      "min_size": MIN_SIZE, "crop_area": CROP_AREA},
         "sections": [],
     }
+    common.emit(render_head(report) + "\n")
     # The pool is made once, so that starting its threads is never timed.
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
         sections = jpeg_sections(peers, samples, c_status, Path(tmp), pool)
         sections.append(bmp_section(peers, samples))
-        for section in sections:
-            report["sections"].append(section_result(run_section(section, samples, args.rounds)))
+        for section in sections:  # each: its progress bar, then its table
+            result = section_result(run_section(section, samples, args.rounds))
+            report["sections"].append(result)
+            common.emit(markdown_table(result) + "\n")
     report["targets"] = targets({s["key"]: s for s in report["sections"]})
-    report["machine"]["load_average_end"] = load_average()
+    report["machine"]["load_average_end"] = common.load_average()
 
-    print(render_markdown(report))
+    common.emit(targets_table(report["targets"]))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
 
-def render_markdown(report: dict) -> str:
+def render_head(report: dict) -> str:
     d, m = report["dataset"], report["machine"]
     flavours = ", ".join(f"{k} {v}" for k, v in d["flavours"].items())
-    head = [
+    return "\n".join([
         f"`{report['command']}`",
         "",
         f"Data: {d['files']} JPEGs from {d['path']}, mean {d['mean_kb']} KB, median "
         f"{d['median_width']:.0f}x{d['median_height']:.0f} ({flavours}). "
         f"Machine: {m['cpu_model']}, {len(m['affinity'] or [])} of {m['cpu_count']} cores; "
         f"each {SLICE}-image slice at its best of {report['settings']['rounds']} rounds, "
-        f"libraries interleaved slice by slice. "
-        f"'speedup of X' = X's images/s over the row's.",
-    ]
-    body = [markdown_table(s) for s in report["sections"]]
-    return "\n\n".join(["\n".join(head), *body, targets_table(report["targets"])]) + "\n"
+        "libraries interleaved slice by slice.",
+        "",
+        "Columns: 'CPU ms/image' = CPU time (every thread of the process; for the C floor, "
+        "its decoding threads) per image over the timed rounds. 'speedup vs B' = the row's "
+        "images/s over B's, where B is Pillow (open + convert + np.asarray: the decode of "
+        "torchvision's ImageFolder) or, in the threads section, fastdecode on 1 thread. "
+        "'speedup of X' = X's images/s over the row's. 'peak RSS MiB' = the "
+        f"{common.PEAK_RSS_NOTE}; the C floor's rows give that program's own peak "
+        "(VmHWM), a small process holding only its files and buffers.",
+    ])
 
 
 if __name__ == "__main__":

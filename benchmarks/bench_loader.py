@@ -12,7 +12,6 @@ rerun rather than trust one figure.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -22,12 +21,16 @@ import time
 import warnings
 from pathlib import Path
 
-import torch
-from torch.utils.data import DataLoader, RandomSampler
+if __package__:  # benchmarks.bench_loader, or fastdecode.benchmarks.bench_loader
+    from . import _common as common
+else:  # run as a file: benchmarks/ is sys.path[0]
+    import _common as common
+import torch  # noqa: E402
+from torch.utils.data import DataLoader, RandomSampler  # noqa: E402
 
-import fastdecode as fd
-from fastdecode._system import usable_cpus
+import fastdecode as fd  # noqa: E402  (after _common, which puts a checkout first)
 
+LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
@@ -208,62 +211,78 @@ def table(rows: list[dict], baseline_best: float) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, help="an ImageFolder (default: the generated set)")
-    parser.add_argument("--quick", action="store_true", help="smaller batches and sweep")
-    parser.add_argument("--workers", type=int, nargs="+", help="num_workers values")
+def parse_args(argv):
+    parser = common.BenchParser(__doc__, "an ImageFolder")
+    parser.add_argument("--workers", type=int, nargs="+",
+                        help="num_workers values (default 0 1 2 4 8; quick 0 1 2 4)")
     parser.add_argument("--batch-size", type=int, help="default 256 (quick: 64)")
-    parser.add_argument("--samples", type=int, help="images per measurement")
-    parser.add_argument("--entries", type=int, help="file-list entries (default 1,000,000)")
-    parser.add_argument("--json", type=Path, help="write every number here")
-    args = parser.parse_args(argv)
+    parser.add_argument("--samples", type=int, help="images per measurement (default 8 batches)")
+    parser.add_argument("--entries", type=int,
+                        help="file-list entries (default 1,000,000; quick 200,000)")
+    return parser.parse_args(argv)
 
-    if args.data is None:
-        from fastdecode.datagen import default_dataset_dir, generate_imagenet_like
 
-        args.data = generate_imagenet_like(default_dataset_dir())
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    data = args.data or common.default_data()
     workers = args.workers or ([0, 1, 2, 4] if args.quick else [0, 1, 2, 4, 8])
     batch = args.batch_size or (64 if args.quick else 256)
     samples = args.samples or batch * 8
     entries = args.entries or (200_000 if args.quick else 1_000_000)
 
-    report = {"data": str(args.data), "batch_size": batch, "samples": samples,
-              "usable_cpus": usable_cpus(), "chains": {}}
-    for name, chain in chains().items():
-        rows = []
-        for w in workers:
-            for kind in ("ImageFolder+PIL", "FastImageFolder", "FastLoader"):
-                print(f"[{name}] {kind} num_workers={w} ...", file=sys.stderr, flush=True)
-                rows.append(measure(kind, args.data, chain, w, batch, samples))
-        best = {k: max(r["images_per_s"] for r in rows if r["loader"] == k)
-                for k in ("ImageFolder+PIL", "FastImageFolder", "FastLoader")}
-        for r in rows:
-            r["speedup"] = r["images_per_s"] / best["ImageFolder+PIL"]
-        at8 = [r for r in rows if r["num_workers"] == max(workers) and r["loader"] == "FastImageFolder"]
-        summary = {
-            "best_images_per_s": best,
-            "best_speedup_fastimagefolder": best["FastImageFolder"] / best["ImageFolder+PIL"],
-            "best_speedup_fastloader": best["FastLoader"] / best["ImageFolder+PIL"],
-            "max_workers_vs_best_fastimagefolder":
-                at8[0]["images_per_s"] / best["FastImageFolder"] if at8 else None,
-        }
-        report["chains"][name] = {"rows": rows, "summary": summary}
-        print(f"\n### {name} chain, batch {batch}, {samples} images per run\n")
-        print(table(rows, best["ImageFolder+PIL"]))
-        print(f"\nbest: FastImageFolder {summary['best_speedup_fastimagefolder']:.2f}x, "
-              f"FastLoader {summary['best_speedup_fastloader']:.2f}x ImageFolder's best; "
-              f"FastImageFolder at {max(workers)} workers = "
-              f"{summary['max_workers_vs_best_fastimagefolder']:.0%} of its best")
-    print(f"\n### file list of {entries:,} entries, 8 workers\n", flush=True)
-    memory = file_list_memory(entries, 8)
-    report["file_list"] = memory
-    print("| dataset | peak PSS MiB (main + 8 workers) |\n|---|---:|")
-    for r in memory:
-        print(f"| {r['dataset']} | {r['peak_pss_mib']:.0f} |")
+    report = {"command": common.command_line(__file__, argv), "data": str(data),
+              "batch_size": batch, "samples": samples, "machine": common.machine_facts(),
+              "versions": common.library_versions(), "chains": {}}
+    all_chains = chains()
+    # One tick per measurement, and one for the file list.
+    with common.progress("loader sweep", len(all_chains) * len(workers) * len(LOADERS) + 1) as bar:
+        for name, chain in all_chains.items():
+            rows = []
+            for w in workers:
+                for kind in LOADERS:
+                    bar.set_postfix_str(f"{name} {kind} num_workers={w}")
+                    rows.append(measure(kind, data, chain, w, batch, samples))
+                    bar.update()
+            report["chains"][name] = chain_result(rows, workers)
+            common.emit(f"\n### {name} chain, batch {batch}, {samples} images per run\n\n"
+                        + chain_markdown(report["chains"][name], workers))
+        bar.set_postfix_str(f"file list of {entries:,} entries")
+        report["file_list"] = file_list_memory(entries, 8)
+        bar.update()
+    report["machine"]["load_average_end"] = common.load_average()
+    common.emit("\n".join([f"\n### file list of {entries:,} entries, 8 workers\n",
+                            "| dataset | peak PSS MiB (main + 8 workers) |", "|---|---:|"]
+                           + [f"| {r['dataset']} | {r['peak_pss_mib']:.0f} |"
+                              for r in report["file_list"]]))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0
+
+
+def chain_result(rows: list[dict], workers: list[int]) -> dict:
+    """Each row's speedup over ImageFolder+PIL's best num_workers, and a summary."""
+    best = {k: max(r["images_per_s"] for r in rows if r["loader"] == k) for k in LOADERS}
+    for r in rows:
+        r["speedup"] = r["images_per_s"] / best["ImageFolder+PIL"]
+    at_max = [r for r in rows
+              if r["num_workers"] == max(workers) and r["loader"] == "FastImageFolder"]
+    summary = {
+        "best_images_per_s": best,
+        "best_speedup_fastimagefolder": best["FastImageFolder"] / best["ImageFolder+PIL"],
+        "best_speedup_fastloader": best["FastLoader"] / best["ImageFolder+PIL"],
+        "max_workers_vs_best_fastimagefolder":
+            at_max[0]["images_per_s"] / best["FastImageFolder"] if at_max else None,
+    }
+    return {"rows": rows, "summary": summary}
+
+
+def chain_markdown(result: dict, workers: list[int]) -> str:
+    summary = result["summary"]
+    return (table(result["rows"], summary["best_images_per_s"]["ImageFolder+PIL"])
+            + f"\n\nbest: FastImageFolder {summary['best_speedup_fastimagefolder']:.2f}x, "
+            f"FastLoader {summary['best_speedup_fastloader']:.2f}x ImageFolder's best; "
+            f"FastImageFolder at {max(workers)} workers = "
+            f"{summary['max_workers_vs_best_fastimagefolder']:.0%} of its best")
 
 
 if __name__ == "__main__":

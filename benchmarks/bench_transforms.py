@@ -23,10 +23,11 @@ Methods:
   full decode + OpenCV AREA  FFCV's method: full decode, crop, cv2.resize INTER_AREA
 
 The methods take turns inside each round (so the noise of a shared machine hits
-them alike); each reports its best round. A first untimed pass checks every
-method on every file, records PSNR against torchvision + PIL (uint8 output),
-and the timed rounds use only the files every method decodes. torch and
-OpenCV run single-threaded, as in DataLoader workers.
+them alike); each reports its best round, the CPU time it used per image over
+all rounds, and the process's peak RSS over one more, untimed, pass. A first
+untimed pass checks every method on every file, records PSNR against
+torchvision + PIL (uint8 output), and the timed rounds use only the files every
+method decodes. torch and OpenCV run single-threaded, as in DataLoader workers.
 """
 
 from __future__ import annotations
@@ -37,22 +38,22 @@ import io
 import json
 import math
 import os
-import platform
-import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the checkout's in-place build is what is measured
+if __package__:  # benchmarks.bench_transforms, or fastdecode.benchmarks.bench_transforms
+    from . import _common as common
+else:  # run as a file (also the pillow-simd helper): benchmarks/ is sys.path[0]
+    import _common as common
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp"}
 MEAN = [0.485, 0.456, 0.406]
@@ -62,9 +63,10 @@ RESIZE = 256
 TARGET_SPEEDUP = 3.0
 CHAINS = ("train", "eval")
 OUTPUTS = ("uint8", "float")
+KEYS = [(c, o) for c in CHAINS for o in OUTPUTS]  # a table each
 BASELINE = "torchvision + PIL"
 SIMD = "torchvision + pillow-simd"
-DEFAULT_SIMD_VENV = ROOT / ".venv-simd"
+DEFAULT_SIMD_VENV = common.ROOT / ".venv-simd"
 
 
 # --------------------------------------------------------------------------
@@ -81,34 +83,6 @@ def pick(paths: list[Path], limit: int) -> list[Path]:
         return paths
     step = len(paths) / limit
     return [paths[int(i * step)] for i in range(limit)]
-
-
-def default_data() -> tuple[Path, str]:
-    try:
-        from fastdecode.datagen import generate_imagenet_like
-
-        return generate_imagenet_like(progress=False), "fastdecode.datagen ImageNet-like set"
-    except ImportError:
-        pass
-    photos = ROOT.parent / "shared" / "corpus" / "photos"
-    if photos.is_dir():
-        return photos, "shared corpus photos"
-    return generated_fallback(), "generated images (no datagen, no corpus)"
-
-
-def generated_fallback() -> Path:
-    from PIL import Image
-
-    root = Path(tempfile.mkdtemp(prefix="fd-bench-"))
-    rng = np.random.default_rng(0)
-    for i in range(64):
-        h, w = int(rng.integers(240, 640)), int(rng.integers(240, 640))
-        y, x = np.mgrid[0:h, 0:w].astype(np.float32)
-        base = np.stack([np.sin(x / rng.uniform(5, 40) + c) * np.cos(y / rng.uniform(5, 40))
-                         for c in range(3)], axis=-1)
-        arr = np.clip(127 + 90 * base + rng.normal(0, 12, (h, w, 3)), 0, 255).astype(np.uint8)
-        Image.fromarray(arr).save(root / f"{i:03d}.jpg", quality=90)
-    return root
 
 
 # --------------------------------------------------------------------------
@@ -313,32 +287,51 @@ def worker_main(files_json: Path) -> int:
     print(json.dumps({"pil_version": PIL.__version__}), flush=True)
     for line in sys.stdin:
         try:
-            req = json.loads(line)
-            fn = methods[(req["chain"], req["output"])]
-            chosen = [files[i] for i in req["indices"]]
-            if req["op"] == "check":
-                outs = []
-                for i, data in zip(req["indices"], chosen):
-                    torch.manual_seed(req["seed"] + i)
-                    outs.append(fn(data).numpy())
-                np.savez(req["path"], *outs)
-                reply = {"ok": True}
-            else:
-                torch.manual_seed(req["seed"])
-                gc.disable()
-                start = time.perf_counter()
-                for data in chosen:
-                    fn(data)
-                reply = {"seconds": time.perf_counter() - start}
-                gc.enable()
+            reply = worker_reply(json.loads(line), methods, files)
         except Exception as exc:  # report, keep serving
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(reply), flush=True)
     return 0
 
 
+def worker_reply(req: dict, methods: dict, files: list[bytes]) -> dict:
+    """One request: "check" saves the outputs, "time" times a round (wall and
+    this process's CPU seconds), "peak" gives this process's peak RSS."""
+    import torch
+
+    fn = methods[(req["chain"], req["output"])]
+    chosen = [files[i] for i in req["indices"]]
+    if req["op"] == "check":
+        outs = []
+        for i, data in zip(req["indices"], chosen):
+            torch.manual_seed(req["seed"] + i)
+            outs.append(fn(data).numpy())
+        np.savez(req["path"], *outs)
+        return {"ok": True}
+    if req["op"] == "peak":
+        return {"peak_rss_mib": common.peak_rss_mib(partial(timed_pass, fn, chosen, req["seed"]))}
+    seconds, cpu = timed_pass(fn, chosen, req["seed"])
+    return {"seconds": seconds, "cpu_seconds": cpu}
+
+
 # --------------------------------------------------------------------------
 # Timing.
+
+
+def timed_pass(fn, chosen: list[bytes], seed: int) -> tuple[float, float]:
+    """Wall and process CPU seconds of one method over the files, its draws
+    seeded, without the collector (its pauses would land on whoever runs)."""
+    import torch
+
+    torch.manual_seed(seed)
+    gc.disable()
+    try:
+        cpu, start = time.process_time(), time.perf_counter()
+        for data in chosen:
+            fn(data)
+        return time.perf_counter() - start, time.process_time() - cpu
+    finally:
+        gc.enable()
 
 
 @dataclass
@@ -351,6 +344,29 @@ class Method:
     failed: dict = field(default_factory=dict)  # key -> set of file indices
     psnr: dict = field(default_factory=dict)  # key -> list of dB
     seconds: dict = field(default_factory=dict)  # key -> [round seconds]
+    cpu_seconds: dict = field(default_factory=dict)  # key -> CPU seconds over all rounds
+    peak_rss: dict = field(default_factory=dict)  # key -> MiB (None: not measurable)
+
+    def time(self, key, indices: list[int], files: list[bytes], seed: int) -> None:
+        """One timed round over files[indices] (pillow-simd: in its helper)."""
+        if self.worker is not None:
+            reply = self.worker.ask(op="time", chain=key[0], output=key[1], indices=indices,
+                                    seed=seed)
+            seconds, cpu = reply["seconds"], reply["cpu_seconds"]
+        else:
+            seconds, cpu = timed_pass(self.fns[key], [files[i] for i in indices], seed)
+        self.seconds.setdefault(key, []).append(seconds)
+        self.cpu_seconds[key] = self.cpu_seconds.get(key, 0.0) + cpu
+
+    def measure_peak_rss(self, key, indices: list[int], files: list[bytes], seed: int) -> None:
+        """The peak RSS of the process that runs the method, over one pass."""
+        if self.worker is not None:
+            self.peak_rss[key] = self.worker.ask(op="peak", chain=key[0], output=key[1],
+                                                 indices=indices, seed=seed)["peak_rss_mib"]
+        else:
+            chosen = [files[i] for i in indices]
+            self.peak_rss[key] = common.peak_rss_mib(
+                partial(timed_pass, self.fns[key], chosen, seed))
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -358,12 +374,12 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     return 99.0 if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
 
 
-def check(methods: list[Method], files: list[bytes], seed: int, tmp: Path) -> None:
+def check(methods: list[Method], files: list[bytes], seed: int, tmp: Path, bar) -> None:
     """Untimed: every method on every file once; failures, warm-up, PSNR."""
     import torch
 
     base = next(m for m in methods if m.name == BASELINE)
-    for key in [(c, o) for c in CHAINS for o in OUTPUTS]:
+    for key in KEYS:
         reference = []
         for i, data in enumerate(files):
             torch.manual_seed(seed + i)
@@ -397,37 +413,25 @@ def check(methods: list[Method], files: list[bytes], seed: int, tmp: Path) -> No
                     m.psnr[key].append(psnr(out_px, ref_px))
                 else:
                     m.psnr[key].append(psnr(out, ref))
+            bar.update()
 
 
-def time_rounds(methods: list[Method], files: list[bytes], rounds: int, seed: int) -> dict:
-    import torch
-
+def time_rounds(methods: list[Method], files: list[bytes], rounds: int, seed: int, bar) -> dict:
+    """Per (chain, output), the methods take turns round by round (the order
+    reversed every other round), then each makes one pass for its peak RSS.
+    Returns, per key, the indices of the files every method decoded."""
     usable = {}
-    for key in [(c, o) for c in CHAINS for o in OUTPUTS]:
-        bad = set().union(*(m.failed.get(key, set()) for m in methods if m.status == "ok"))
-        indices = [i for i in range(len(files)) if i not in bad]
-        usable[key] = indices
-        chosen = [files[i] for i in indices]
+    active = [m for m in methods if m.status == "ok"]
+    for key in KEYS:
+        bad = set().union(*(m.failed.get(key, set()) for m in active))
+        usable[key] = [i for i in range(len(files)) if i not in bad]
         for r in range(rounds):
-            order = methods if r % 2 == 0 else methods[::-1]
-            for m in order:
-                if m.status != "ok":
-                    continue
-                if m.worker is not None:
-                    reply = m.worker.ask(op="time", chain=key[0], output=key[1],
-                                         indices=indices, seed=seed + r)
-                    m.seconds.setdefault(key, []).append(reply["seconds"])
-                    continue
-                fn = m.fns[key]
-                torch.manual_seed(seed + r)
-                gc.disable()
-                try:
-                    start = time.perf_counter()
-                    for data in chosen:
-                        fn(data)
-                    m.seconds.setdefault(key, []).append(time.perf_counter() - start)
-                finally:
-                    gc.enable()
+            for m in active if r % 2 == 0 else active[::-1]:
+                m.time(key, usable[key], files, seed + r)
+                bar.update()
+        for m in active:
+            m.measure_peak_rss(key, usable[key], files, seed)
+            bar.update()
     return usable
 
 
@@ -492,7 +496,9 @@ def section_result(methods: list[Method], key, n_files: int) -> dict:
                 images_per_s=round(n_files / best, 1),
                 ms_per_image=round(best / n_files * 1e3, 3),
                 median_images_per_s=round(n_files / statistics.median(secs), 1),
+                cpu_ms_per_image=round(m.cpu_seconds[key] / (n_files * len(secs)) * 1e3, 3),
                 speedup=round(base_best / best, 2) if base_best else None,
+                peak_rss_mib=m.peak_rss.get(key),
                 round_seconds=[round(s, 4) for s in secs],
                 files_failed=len(m.failed.get(key, ())),
             )
@@ -514,17 +520,19 @@ TITLES = {
 
 def markdown_table(section: dict) -> str:
     lines = [f"### {section['title']} ({section['files']} images)", "",
-             "| method | images/s | ms/image | speedup vs torchvision + PIL | PSNR vs torchvision "
-             "mean / min (dB) |",
-             "|---|---:|---:|---:|---:|"]
+             f"| method | images/s | ms/image | CPU ms/image | speedup vs {BASELINE} | "
+             "peak RSS MiB | PSNR vs torchvision mean / min (dB) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for row in section["rows"]:
         if "images_per_s" not in row:
-            lines.append(f"| {row['name']} | - | - | - | {row['status']} |")
+            lines.append(f"| {row['name']} | - | - | - | - | - | {row['status']} |")
             continue
         quality = (f"{row['psnr_mean']:.1f} / {row['psnr_min']:.1f}" if "psnr_mean" in row
                    else "reference")
+        peak = "n/a" if row["peak_rss_mib"] is None else f"{row['peak_rss_mib']:,.0f}"
         lines.append(f"| {row['name']} | {row['images_per_s']:.0f} | {row['ms_per_image']:.2f} | "
-                     f"{row['speedup']:.2f}x | {quality} |")
+                     f"{row['cpu_ms_per_image']:.2f} | {row['speedup']:.2f}x | {peak} | "
+                     f"{quality} |")
     return "\n".join(lines)
 
 
@@ -563,36 +571,6 @@ def targets_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def machine_facts() -> dict:
-    model = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"cpu_model": model, "cpu_count": os.cpu_count(), "affinity": affinity,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "load_average_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
-
-
-def versions() -> dict:
-    out = {}
-    for dist in ("fastdecode", "torch", "torchvision", "pillow", "numpy", "simplejpeg",
-                 "opencv-python-headless"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    import fastdecode
-
-    out["fastdecode"] = fastdecode.__version__
-    out["libjpeg_turbo"] = fastdecode.info()["libjpeg_turbo"]
-    return out
-
-
 def describe(files: list[Path], blobs: list[bytes], source: str, root: Path) -> dict:
     import fastdecode
 
@@ -617,6 +595,11 @@ def render_markdown(report: dict) -> str:
         f"{d['median_width']:.0f}x{d['median_height']:.0f} ({kinds}). Machine: {m['cpu_model']}, "
         f"{len(m['affinity'] or [])} of {m['cpu_count']} cores, one thread per method; best of "
         f"{report['settings']['rounds']} interleaved rounds, same random boxes for every method.",
+        "",
+        "Columns: 'CPU ms/image' = the CPU time of the process running the method (pillow-simd: "
+        f"its helper process) per image over all rounds. 'peak RSS MiB' = the "
+        f"{common.PEAK_RSS_NOTE}; pillow-simd's is that of its helper process, which imports "
+        "torch, torchvision and pillow-simd but no other peer.",
     ]
     notes = ["Methods:"] + [f"- {r['name']}: {r['note']}" + (
         "" if r["status"] == "ok" else f" ({r['status']})") for r in report["sections"][0]["rows"]]
@@ -626,13 +609,10 @@ def render_markdown(report: dict) -> str:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, help="folder of images, searched recursively "
-                        "(default: fastdecode.datagen's ImageNet-like set, made once and cached)")
-    parser.add_argument("--limit", type=int, help="at most N images (default 500; quick 100)")
-    parser.add_argument("--rounds", type=int, help="timed rounds (default 5; quick 2)")
-    parser.add_argument("--quick", action="store_true", help="fewer images and rounds")
-    parser.add_argument("--json", type=Path, help="write every number to this file")
+    parser = common.BenchParser(__doc__, "folder of images, searched recursively", {
+        "limit": ("at most N images", 500, 100),
+        "rounds": ("timed rounds", 5, 2),
+    })
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", help="comma-separated substrings: measure only the methods "
                         "whose name contains one (the baseline always runs)")
@@ -641,14 +621,7 @@ def parse_args(argv):
                       help="python of the pillow-simd venv (default .venv-simd/bin/python)")
     simd.add_argument("--no-simd", action="store_true", help="skip the pillow-simd row")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.limit is None:
-        args.limit = 100 if args.quick else 500
-    if args.rounds is None:
-        args.rounds = 2 if args.quick else 5
-    if args.limit < 1 or args.rounds < 1:
-        parser.error("--limit and --rounds must be >= 1")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
@@ -658,49 +631,57 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    if args.data is None:
-        root, source = default_data()
-    else:
-        root, source = args.data, "--data"
+    root, source = (args.data, "--data") if args.data else (
+        common.default_data(), "fastdecode.datagen ImageNet-like set")
     files = pick(find_images(root), args.limit)
     if not files:
         sys.exit(f"no images under {root}")
     blobs = [p.read_bytes() for p in files]
-    command = " ".join(shlex.quote(a) for a in ["benchmarks/bench_transforms.py", *sys.argv[1:]])
+    report = {
+        "command": common.command_line(__file__, argv),
+        "dataset": describe(files, blobs, source, root),
+        "machine": common.machine_facts(),
+        "versions": common.library_versions(),
+        "settings": {"rounds": args.rounds, "statistic": "best round", "seed": args.seed,
+                     "threads": 1, "size": SIZE, "resize": RESIZE},
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        files_json = tmp / "files.json"
-        files_json.write_text(json.dumps([str(p.resolve()) for p in files]))
-        wanted = [w.strip() for w in (args.methods or "").split(",") if w.strip()]
-        simd_python = None if args.no_simd or (wanted and not any(w in SIMD for w in wanted)) \
-            else args.simd_python
-        methods = load_methods(simd_python, files_json)
-        if wanted:
-            methods = [m for m in methods
-                       if m.name == BASELINE or any(w in m.name for w in wanted)]
+        methods = chosen_methods(args, files, Path(tmp))
         try:
-            check(methods, blobs, args.seed, tmp)
-            usable = time_rounds(methods, blobs, args.rounds, args.seed)
+            usable = measure(methods, blobs, args, Path(tmp))
         finally:
             for m in methods:
                 if m.worker is not None:
                     m.worker.close()
-    sections = [section_result(methods, key, len(usable[key])) for key in usable]
-    report = {
-        "command": command,
-        "dataset": describe(files, blobs, source, root),
-        "machine": machine_facts(),
-        "versions": versions(),
-        "settings": {"rounds": args.rounds, "statistic": "best round", "seed": args.seed,
-                     "threads": 1, "size": SIZE, "resize": RESIZE},
-        "sections": sections,
-    }
-    report["targets"] = targets(sections)
-    report["machine"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    print(render_markdown(report))
+    report["sections"] = [section_result(methods, key, len(usable[key])) for key in usable]
+    report["targets"] = targets(report["sections"])
+    report["machine"]["load_average_end"] = common.load_average()
+    common.emit(render_markdown(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 0
+
+
+def chosen_methods(args, files: list[Path], tmp: Path) -> list[Method]:
+    """The baseline and the methods --methods names; the pillow-simd helper
+    is started only when its row is wanted."""
+    files_json = tmp / "files.json"
+    files_json.write_text(json.dumps([str(p.resolve()) for p in files]))
+    wanted = [w.strip() for w in (args.methods or "").split(",") if w.strip()]
+    simd_python = None if args.no_simd or (wanted and not any(w in SIMD for w in wanted)) \
+        else args.simd_python
+    methods = load_methods(simd_python, files_json)
+    if wanted:
+        methods = [m for m in methods if m.name == BASELINE or any(w in m.name for w in wanted)]
+    return methods
+
+
+def measure(methods: list[Method], blobs: list[bytes], args, tmp: Path) -> dict:
+    """The check pass, then the timed rounds, under one progress bar."""
+    active = sum(m.status == "ok" for m in methods)
+    with common.progress("transforms", total=len(KEYS) * active * (args.rounds + 2)) as bar:
+        check(methods, blobs, args.seed, tmp, bar)
+        return time_rounds(methods, blobs, args.rounds, args.seed, bar)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,12 @@
  * --crop-area F decodes only a centred crop of that share of the area, with
  * jpeg_crop_scanline/jpeg_skip_scanlines and an abort after its last row.
  * Output, one key=value per line: "failed=I<TAB>message" per file that does
- * not decode (with --check, nothing is timed), then "images=N" and
- * "seconds=S". With --serve it prints "ready" and then times, instead of
- * one pass over all, each range "LO HI" of file indices read from stdin.
+ * not decode (with --check, nothing is timed), then "images=N",
+ * "seconds=S" (wall clock), "cpu_seconds=C" (the decoding threads' CPU time
+ * over the same span) and "peak_rss_kib=K" (this process's peak RSS so far,
+ * its VmHWM; -1 where /proc does not say). With --serve it prints "ready"
+ * and then times, instead of one pass over all, each range "LO HI" of file
+ * indices read from stdin, answering each with those four lines.
  */
 #define _POSIX_C_SOURCE 200112L
 #include <math.h>
@@ -75,10 +78,10 @@ static void die(const char *what)
     exit(2);
 }
 
-static double now(void)
+static double clock_seconds(clockid_t clock)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -217,13 +220,37 @@ typedef struct {
     pthread_barrier_t start;  /* workers are ready: the clock starts */
 } pass_t;
 
+/* VmHWM from /proc/self/status, not getrusage's ru_maxrss: that one keeps,
+ * across exec, the peak of the process that spawned this one. */
+static long peak_rss_kib(void)
+{
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (status && fgets(line, sizeof line, status))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    if (status)
+        fclose(status);
+    return kib;
+}
+
+/* A worker thread and the CPU time it spent decoding. */
+typedef struct {
+    pass_t *pass;
+    double cpu_seconds;
+} worker_t;
+
 static void *worker(void *arg)
 {
-    pass_t *pass = arg;
+    worker_t *w = arg;
+    pass_t *pass = w->pass;
     decoder_t d;
     decoder_init(&d);
     decoder_reserve(&d, pass->buf_size);
     pthread_barrier_wait(&pass->start);
+    /* Per thread, from the barrier on: its set-up is not timed either. */
+    double cpu0 = clock_seconds(CLOCK_THREAD_CPUTIME_ID);
     for (;;) {
         size_t i = __atomic_fetch_add(&pass->next, 1, __ATOMIC_RELAXED);
         if (i >= pass->end)
@@ -231,15 +258,18 @@ static void *worker(void *arg)
         if (pass->decodable[i])
             decode(&d, &pass->files[i], pass->opt);
     }
+    w->cpu_seconds = clock_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     jpeg_destroy_decompress(&d.cinfo);
     free(d.buf);
     return NULL;
 }
 
-/* Prints how many files of [lo, hi) decoded and the seconds they took. */
+/* Prints how many files of [lo, hi) decoded, the seconds and CPU seconds
+ * they took, and the peak RSS. */
 static void timed_pass(pass_t *pass, size_t lo, size_t hi, int threads)
 {
     pthread_t tid[64];
+    worker_t workers[64];
     size_t images = 0;
     for (size_t i = lo; i < hi; i++)
         images += (size_t)pass->decodable[i];
@@ -247,16 +277,21 @@ static void timed_pass(pass_t *pass, size_t lo, size_t hi, int threads)
     pass->end = hi;
     if (pthread_barrier_init(&pass->start, NULL, (unsigned)threads + 1))
         die("pthread_barrier_init");
-    for (int t = 0; t < threads; t++)
-        if (pthread_create(&tid[t], NULL, worker, pass))
+    for (int t = 0; t < threads; t++) {
+        workers[t] = (worker_t){pass, 0.0};
+        if (pthread_create(&tid[t], NULL, worker, &workers[t]))
             die("pthread_create");
+    }
     pthread_barrier_wait(&pass->start);
-    double t0 = now();
-    for (int t = 0; t < threads; t++)
+    double t0 = clock_seconds(CLOCK_MONOTONIC), cpu_seconds = 0.0;
+    for (int t = 0; t < threads; t++) {
         pthread_join(tid[t], NULL);
-    double seconds = now() - t0;
+        cpu_seconds += workers[t].cpu_seconds;
+    }
+    double seconds = clock_seconds(CLOCK_MONOTONIC) - t0;
     pthread_barrier_destroy(&pass->start);
-    printf("images=%zu\nseconds=%.9f\n", images, seconds);
+    printf("images=%zu\nseconds=%.9f\ncpu_seconds=%.9f\npeak_rss_kib=%ld\n", images, seconds,
+           cpu_seconds, peak_rss_kib());
     fflush(stdout);
 }
 

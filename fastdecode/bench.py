@@ -4,9 +4,10 @@ ImageNet-like set.
 The sections are the scripts in ``benchmarks/`` (shipped in the wheel as
 ``fastdecode.benchmarks``): decode-only per library (and BMP vs JPEG), fused
 transforms per library, and the end-to-end loader sweep over num_workers.
-Each prints its Markdown tables as it finishes; this command runs them in
-turn on one dataset, then writes one JSON report and a PNG plot of images/s
-against num_workers per loader.
+Each shows a progress bar on stderr and prints its Markdown tables as it
+finishes; this command runs them in turn on one dataset, then writes one JSON
+report (every section's numbers, the machine, the library versions) and a PNG
+plot of images/s against num_workers per loader.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -37,15 +36,15 @@ examples:
 """
 
 
-def section_module(name: str):
-    """The benchmark script as a module: from the wheel, or from a checkout."""
+def benchmark_module(module: str):
+    """A module of benchmarks/: from the wheel, or from a checkout."""
     for package in ("fastdecode.benchmarks", "benchmarks"):
         try:
-            return importlib.import_module(f"{package}.{SECTIONS[name]}")
+            return importlib.import_module(f"{package}.{module}")
         except ModuleNotFoundError as exc:
-            if exc.name not in (package, f"{package}.{SECTIONS[name]}", package.split(".")[0]):
+            if exc.name not in (package, f"{package}.{module}", package.split(".")[0]):
                 raise
-    raise ModuleNotFoundError(f"benchmark section {name!r} ({SECTIONS[name]}) is not installed")
+    raise ModuleNotFoundError(f"benchmark module {module!r} is not installed")
 
 
 def section_argv(name: str, data: Path, quick: bool, json_path: Path) -> list[str]:
@@ -57,22 +56,6 @@ def section_argv(name: str, data: Path, quick: bool, json_path: Path) -> list[st
         if name == "transforms":
             argv += ["--no-simd"]
     return argv
-
-
-def machine_facts() -> dict[str, Any]:
-    from fastdecode._system import usable_cpus
-    from fastdecode.api import info
-
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"cpu": model or platform.processor(), "usable_cpus": usable_cpus(),
-            "cpu_count": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "fastdecode": info()}
 
 
 def plot_loader(loader_report: dict, path: Path) -> str:
@@ -108,17 +91,20 @@ def plot_loader(loader_report: dict, path: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    data = args.data
-    if data is None:
-        from fastdecode.datagen import default_dataset_dir, generate_imagenet_like
-
-        data = generate_imagenet_like(default_dataset_dir())
+    try:
+        common = benchmark_module("_common")
+    except ModuleNotFoundError as exc:
+        print(f"fastdecode bench: {exc}", file=sys.stderr)
+        return 2
+    data = args.data or common.default_data()
     if not Path(data).is_dir():
         print(f"fastdecode bench: --data {data} is not a folder", file=sys.stderr)
         return 2
     sections = args.sections or list(SECTIONS)
     report: dict[str, Any] = {"data": str(data), "quick": args.quick,
-                              "machine": machine_facts(), "sections": {}, "skipped": {}}
+                              "machine": common.machine_facts(),
+                              "versions": common.library_versions(), "sections": {},
+                              "skipped": {}}
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         bar = tqdm(sections, desc="fastdecode bench", unit="section", file=sys.stderr)
@@ -127,12 +113,12 @@ def run(args: argparse.Namespace) -> int:
             json_path = Path(tmp) / f"{name}.json"
             start = time.perf_counter()
             try:
-                module = section_module(name)
+                module = benchmark_module(SECTIONS[name])
             except ModuleNotFoundError as exc:
                 report["skipped"][name] = str(exc)
-                print(f"\n## {name}: skipped ({exc})\n")
+                common.emit(f"\n## {name}: skipped ({exc})\n")
                 continue
-            print(f"\n## {name}\n", flush=True)
+            common.emit(f"\n## {name}\n")
             rc = module.main(section_argv(name, Path(data), args.quick, json_path))
             if rc != 0 or not json_path.exists():
                 failed = True

@@ -22,17 +22,23 @@ def test_bench_loader_section_writes_report_and_plot(tmp_path, capsys):
     assert code == 0
     report = json.loads(report_path.read_text())
     assert report["data"] == str(root) and report["quick"] is True
-    assert report["machine"]["usable_cpus"] >= 1 and "libjpeg_turbo" in report["machine"]["fastdecode"]
+    assert report["machine"]["usable_cpus"] >= 1 and report["machine"]["cpu_count"] >= 1
+    assert report["versions"]["fastdecode libjpeg-turbo"] and report["versions"]["torch"]
     loader = report["sections"]["loader"]
+    assert loader["machine"]["usable_cpus"] >= 1 and loader["versions"]["torchvision"]
     rows = loader["chains"]["train"]["rows"]
     assert {r["loader"] for r in rows} == {"ImageFolder+PIL", "FastImageFolder", "FastLoader"}
     assert {r["num_workers"] for r in rows} == {0, 2}
-    assert all(r["images_per_s"] > 0 and "speedup" in r for r in rows)
+    for r in rows:
+        assert r["images_per_s"] > 0 and r["speedup"] > 0
+        assert r["cpu_s_per_image"] > 0 and r["peak_pss_mib"] > 0
     assert {r["dataset"] for r in loader["file_list"]} == {"ImageFolder", "FastImageFolder"}
+    captured = capsys.readouterr()
+    assert ("| loader | workers | images/s | CPU-s/image | speedup vs ImageFolder best | "
+            "peak PSS MiB |") in captured.out
+    assert "loader sweep: " in captured.err and "\r" not in captured.out  # the bar: stderr only
     pytest.importorskip("matplotlib")
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    out = capsys.readouterr().out
-    assert "| loader | workers | images/s |" in out
 
 
 def test_bench_rejects_a_missing_folder(tmp_path, capsys):

@@ -6,10 +6,11 @@ compares a speed; the quality column is checked where it is deterministic.
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
+import importlib
+import io
 import json
-import sys
-from pathlib import Path
+import os
 
 import pytest
 
@@ -18,21 +19,15 @@ pytest.importorskip("torchvision")
 
 from fastdecode import datagen  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "bench_transforms.py"
+# Where the kernel refuses to reset the peak RSS, no row has one.
+PEAK_RSS_RESETTABLE = os.access("/proc/self/clear_refs", os.W_OK)
 
 
 def load_bench():
-    """The script as a module, run in this process (a fresh one would spend
-    ~10 s importing torch); only its pillow-simd helper gets a process."""
-    spec = importlib.util.spec_from_file_location("bench_transforms", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    """The script as a module of the benchmarks package, run in this process
+    (a fresh one would spend ~10 s importing torch); only its pillow-simd
+    helper gets a process, which runs the script as a file."""
+    return importlib.import_module("benchmarks.bench_transforms")
 
 
 def run_bench(argv: list[str], capsys) -> str:
@@ -47,8 +42,8 @@ SECTIONS = {"train_uint8", "train_float", "eval_uint8", "eval_float"}
 METHODS = ["torchvision + PIL", "torchvision + pillow-simd", "fastdecode fuse",
            "fastdecode decode_into", "fastdecode fuse exact", "simplejpeg + OpenCV",
            "full decode + OpenCV AREA"]
-TIMED_KEYS = {"images_per_s", "ms_per_image", "median_images_per_s", "speedup",
-              "round_seconds", "files_failed"}
+TIMED_KEYS = {"images_per_s", "ms_per_image", "median_images_per_s", "cpu_ms_per_image",
+              "speedup", "peak_rss_mib", "round_seconds", "files_failed"}
 
 
 @pytest.fixture(scope="module")
@@ -57,18 +52,16 @@ def report(tmp_path_factory) -> dict:
     data = datagen.generate_imagenet_like(tmp / "set", n_images=5, n_classes=2, seed=3,
                                           progress=False)
     out = tmp / "result.json"
-    with pytest.MonkeyPatch.context() as mp:
-        captured = []
-        mp.setattr("builtins.print", lambda *a, **k: captured.append(" ".join(map(str, a))))
-        module = load_bench()
-        threads = torch.get_num_threads()
-        try:
-            assert module.main(["--quick", "--limit", "5", "--rounds", "1", "--data", str(data),
-                                "--json", str(out)]) == 0
-        finally:
-            torch.set_num_threads(threads)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    threads = torch.get_num_threads()
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            assert load_bench().main(["--quick", "--limit", "5", "--rounds", "1", "--data",
+                                      str(data), "--json", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
     result = json.loads(out.read_text())
-    result["_stdout"] = "\n".join(captured)
+    result["_stdout"], result["_stderr"] = stdout.getvalue(), stderr.getvalue()
     return result
 
 
@@ -83,6 +76,11 @@ def test_sections_and_rows(report):
             if row["status"] == "ok":
                 assert TIMED_KEYS <= set(row), row
                 assert row["images_per_s"] > 0 and row["speedup"] > 0
+                assert row["cpu_ms_per_image"] > 0  # pillow-simd's: its helper's
+                if PEAK_RSS_RESETTABLE:
+                    assert row["peak_rss_mib"] > 0, row
+                else:
+                    assert row["peak_rss_mib"] is None
                 assert len(row["round_seconds"]) == 1
             else:
                 assert row["status"].startswith("skipped"), row  # always says why
@@ -104,13 +102,17 @@ def test_markdown_and_metadata(report):
     text = report["_stdout"]
     for title in ("### train:", "### eval:", "### Targets (fastdecode fuse)"):
         assert title in text
-    assert "| torchvision + PIL |" in text and "speedup vs torchvision + PIL" in text
+    assert "| torchvision + PIL |" in text
+    for column in ("images/s", "CPU ms/image", "speedup vs torchvision + PIL", "peak RSS MiB"):
+        assert f"| {column} |" in text
+    assert "\r" not in text and "transforms: " in report["_stderr"]  # the bar is on stderr
     assert report["settings"]["threads"] == 1
     assert report["dataset"]["files"] == 5
     assert "Methods:" in text and "pillow-simd" in text  # measured, or why not
     assert {t["section"] for t in report["targets"]} == SECTIONS
-    for key in ("torch", "torchvision", "pillow", "libjpeg_turbo"):
-        assert key in report["versions"]
+    for key in ("torch", "torchvision", "pillow", "fastdecode libjpeg-turbo"):
+        assert report["versions"][key]
+    assert report["machine"]["usable_cpus"] >= 1
 
 
 @pytest.mark.no_sanitize

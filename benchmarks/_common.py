@@ -1,0 +1,167 @@
+"""What the benchmark sections share: the command line, the default data,
+machine facts and library versions, progress bars and peak RSS.
+
+Imported as benchmarks._common (a checkout), as fastdecode.benchmarks._common
+(the wheel), and as plain _common when a script runs as a file (its folder is
+then sys.path[0]). Only the standard library is imported up front: the
+pillow-simd helper of bench_transforms imports this module in a venv of its
+own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import re
+import shlex
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+if not __package__ and (ROOT / "fastdecode" / "__init__.py").exists():
+    # A script run from a checkout measures that checkout's in-place build.
+    sys.path.insert(0, str(ROOT))
+
+# Distributions whose versions every report names: the peers of any section.
+DISTRIBUTIONS = ("numpy", "pillow", "simplejpeg", "PyTurboJPEG", "opencv-python-headless",
+                 "torch", "torchvision", "tqdm")
+PEAK_RSS_NOTE = ("peak RSS: the whole process's high-water mark over one untimed pass of the "
+                 "row, reset just before it; it includes what every row shares (Python, the "
+                 "libraries, the files in memory), so compare rows by their differences")
+
+
+# --------------------------------------------------------------------------
+# The command line.
+
+class BenchParser(argparse.ArgumentParser):
+    """--data, --quick and --json, which every section takes; `sizes` adds
+    integer options (--limit, --rounds) whose default --quick lowers."""
+
+    def __init__(self, doc: str, data_help: str,
+                 sizes: dict[str, tuple[str, int, int]] | None = None):
+        super().__init__(description=doc.split("\n\n")[0])
+        self.sizes = sizes or {}
+        self.add_argument("--data", type=Path,
+                          help=f"{data_help} (default: a generated ImageNet-like set, made "
+                               "once and cached)")
+        self.add_argument("--quick", action="store_true", help="a reduced run")
+        self.add_argument("--json", type=Path, help="write every number to this file")
+        for name, (what, full, quick) in self.sizes.items():
+            self.add_argument(f"--{name}", type=int,
+                              help=f"{what} (default {full}; quick {quick})")
+
+    def parse_args(self, args=None, namespace=None) -> argparse.Namespace:
+        parsed = super().parse_args(args, namespace)
+        for name, (_, full, quick) in self.sizes.items():
+            if getattr(parsed, name) is None:
+                setattr(parsed, name, quick if parsed.quick else full)
+        if any(getattr(parsed, name) < 1 for name in self.sizes):
+            self.error(" and ".join(f"--{name}" for name in self.sizes) + " must be >= 1")
+        return parsed
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    """How to run this section again, for the report's first line."""
+    given = sys.argv[1:] if argv is None else argv
+    return " ".join(shlex.quote(a) for a in [f"benchmarks/{Path(script).name}", *given])
+
+
+def default_data() -> Path:
+    """The generated ImageNet-like set, made once into the user's cache."""
+    from fastdecode.datagen import generate_imagenet_like
+
+    return generate_imagenet_like()
+
+
+# --------------------------------------------------------------------------
+# Machine facts and versions.
+
+def machine_facts() -> dict[str, Any]:
+    from fastdecode._system import usable_cpus
+
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable_cpus(),
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_start": load_average(),
+    }
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def load_average() -> list[float] | None:
+    """1, 5 and 15 minute load: a busy machine explains a bad run."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def library_versions() -> dict[str, Any]:
+    """fastdecode's build and every peer's distribution (None: not installed)."""
+    import fastdecode
+
+    info = fastdecode.info()
+    versions = {"fastdecode": info["version"], "fastdecode libjpeg-turbo": info["libjpeg_turbo"],
+                "fastdecode simd": info["simd"]}
+    for dist in DISTRIBUTIONS:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    if versions["pillow"]:
+        from PIL import features
+
+        versions["pillow libjpeg-turbo"] = features.version("libjpeg_turbo")
+    return versions
+
+
+# --------------------------------------------------------------------------
+# Progress and memory.
+
+def progress(desc: str, total: int):
+    """A bar on stderr (stdout carries only the Markdown); it clears itself
+    when done, leaving the table it was waiting for."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step", file=sys.stderr, leave=False,
+                dynamic_ncols=True)
+
+
+def emit(markdown: str) -> None:
+    """Prints to stdout; progress bars on stderr (this section's, and `fastdecode
+    bench`'s around it) are cleared first and redrawn after, so that a
+    terminal shows the tables unbroken."""
+    from tqdm import tqdm
+
+    tqdm.write(markdown, file=sys.stdout)
+    sys.stdout.flush()
+
+
+def peak_rss_mib(run: Callable[[], Any]) -> float | None:
+    """This process's peak RSS in MiB while `run` runs. Linux keeps one
+    high-water mark per process; writing 5 to /proc/self/clear_refs resets it
+    to the current RSS. None, and `run` not called, where that is refused."""
+    gc.collect()  # garbage of earlier rows is not this row's
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    run()
+    with open("/proc/self/status") as f:
+        match = re.search(r"^VmHWM:\s+(\d+) kB", f.read(), re.MULTILINE)
+    return int(match.group(1)) / 1024 if match else None
