@@ -45,9 +45,11 @@ from fastdecode._plan import (
 
 __all__ = ["FusedTransform", "fuse", "register", "pil_filter"]
 
-# fastdecode.transforms registers its classes here: kind -> classes.
-_REGISTRY: dict[str, set] = {"compose": set(), "rrc": set(), "resize": set(), "center_crop": set(),
-                             "hflip": set()}
+# What fuse translates: kind -> the class name, the same in torchvision's v1
+# and v2. fastdecode.transforms registers its own classes per kind.
+_TORCHVISION_NAMES = {"compose": "Compose", "rrc": "RandomResizedCrop", "resize": "Resize",
+                      "center_crop": "CenterCrop", "hflip": "RandomHorizontalFlip"}
+_REGISTRY: dict[str, set] = {kind: set() for kind in _TORCHVISION_NAMES}
 
 
 def register(kind: str, cls: type) -> type:
@@ -55,20 +57,8 @@ def register(kind: str, cls: type) -> type:
     return cls
 
 
-_V1 = {
-    "compose": {T.Compose},
-    "rrc": {T.RandomResizedCrop},
-    "resize": {T.Resize},
-    "center_crop": {T.CenterCrop},
-    "hflip": {T.RandomHorizontalFlip},
-}
-_V2 = {
-    "compose": {T2.Compose},
-    "rrc": {T2.RandomResizedCrop},
-    "resize": {T2.Resize},
-    "center_crop": {T2.CenterCrop},
-    "hflip": {T2.RandomHorizontalFlip},
-}
+_V1 = {kind: getattr(T, name) for kind, name in _TORCHVISION_NAMES.items()}
+_V2 = {kind: getattr(T2, name) for kind, name in _TORCHVISION_NAMES.items()}
 
 _CONVERTERS = {T.ToTensor, T.PILToTensor, T2.ToImage, T2.PILToTensor}
 _POINTWISE = {T.Normalize, T2.Normalize, T.ConvertImageDtype, T2.ConvertImageDtype, T2.ToDtype,
@@ -83,9 +73,9 @@ def _kind(t: Any) -> Optional[tuple[str, bool]]:
     subclass may override forward)."""
     cls = type(t)
     for kind in _REGISTRY:
-        if cls in _REGISTRY[kind] or cls in _V1[kind]:
+        if cls in _REGISTRY[kind] or cls is _V1[kind]:
             return kind, False
-        if cls in _V2[kind]:
+        if cls is _V2[kind]:
             return kind, True
     return None
 

@@ -120,7 +120,13 @@ def _is_encoded(data: Any) -> bool:
 
 
 class _AcceptsEncoded:
-    """Routes encoded bytes through a (cached) fused plan of ``self``."""
+    """Routes encoded bytes through a (cached) fused plan of ``self``: in
+    ``forward`` for the transforms (nn.Modules), in ``__call__`` for Compose."""
+
+    def forward(self, img):
+        if _is_encoded(img):
+            return self._fused_plan()(img)
+        return super().forward(img)
 
     def _fused_plan(self) -> FusedTransform:
         key = tuple(id(t) for t in _fuse.flatten(self))
@@ -144,11 +150,6 @@ class RandomResizedCrop(_AcceptsEncoded, _T.RandomResizedCrop):
         super().__init__(size, scale=scale, ratio=ratio,
                          interpolation=interpolation_mode(interpolation), antialias=antialias)
 
-    def forward(self, img):
-        if _is_encoded(img):
-            return self._fused_plan()(img)
-        return super().forward(img)
-
 
 class Resize(_AcceptsEncoded, _T.Resize):
     """torchvision's Resize, also on encoded bytes (see module doc)."""
@@ -158,28 +159,13 @@ class Resize(_AcceptsEncoded, _T.Resize):
         super().__init__(size, interpolation=interpolation_mode(interpolation),
                          max_size=max_size, antialias=antialias)
 
-    def forward(self, img):
-        if _is_encoded(img):
-            return self._fused_plan()(img)
-        return super().forward(img)
-
 
 class CenterCrop(_AcceptsEncoded, _T.CenterCrop):
     """torchvision's CenterCrop (zero padding included), also on encoded bytes."""
 
-    def forward(self, img):
-        if _is_encoded(img):
-            return self._fused_plan()(img)
-        return super().forward(img)
-
 
 class RandomHorizontalFlip(_AcceptsEncoded, _T.RandomHorizontalFlip):
     """torchvision's RandomHorizontalFlip, also on encoded bytes."""
-
-    def forward(self, img):
-        if _is_encoded(img):
-            return self._fused_plan()(img)
-        return super().forward(img)
 
 
 class Compose(_AcceptsEncoded, _T.Compose):

@@ -35,3 +35,12 @@ def corpus_params(name: str, rows, id_key: str):
         return [pytest.param(None, id=f"{name}-absent",
                              marks=pytest.mark.skip(reason=f"shared corpus {name!r} not present"))]
     return [pytest.param(row, id=row[id_key]) for row in rows]
+
+
+def flip_bits(data: bytes, rng, count: int) -> bytes:
+    """A copy of `data` with `count` random bits flipped, past its first two
+    bytes (the magic, so the format is still recognised)."""
+    corrupt = bytearray(data)
+    for pos in rng.integers(2, len(data), count):
+        corrupt[pos] ^= 1 << int(rng.integers(0, 8))
+    return bytes(corrupt)

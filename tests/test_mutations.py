@@ -37,6 +37,7 @@ import pytest
 from PIL import Image
 
 import fastdecode as fd
+from conftest import flip_bits
 from jpeg_samples import CJPEG, encode, with_exif_orientation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
@@ -416,10 +417,7 @@ def test_jpeg_bit_flips_with_options(variant, seed):
     rng = np.random.default_rng(seed)
     data = jpeg_variant(variant)
     for i in range(600):
-        corrupt = bytearray(data)
-        for pos in rng.integers(2, len(data), int(rng.integers(1, 5))):
-            corrupt[pos] ^= 1 << int(rng.integers(0, 8))
-        corrupt = bytes(corrupt)
+        corrupt = flip_bits(data, rng, int(rng.integers(1, 5)))
         pixels_or_typed_error(fd.decode_jpeg, corrupt, **OPTION_SETS[i % len(OPTION_SETS)].values[0])
         header_or_typed_error(corrupt)
 
@@ -608,10 +606,7 @@ def test_bmp_bit_flips_with_options(variant, seed):
     rng = np.random.default_rng(seed)
     data = bmp_variant(variant)
     for i in range(600):
-        corrupt = bytearray(data)
-        for pos in rng.integers(2, len(data), int(rng.integers(1, 5))):
-            corrupt[pos] ^= 1 << int(rng.integers(0, 8))
-        corrupt = bytes(corrupt)
+        corrupt = flip_bits(data, rng, int(rng.integers(1, 5)))
         pixels_or_typed_error(fd.decode_bmp, corrupt,
                               **BMP_OPTION_SETS[i % len(BMP_OPTION_SETS)].values[0])
         header_or_typed_error(corrupt)
