@@ -235,6 +235,38 @@ def test_crop_of_large_image_equals_slice():
         np.testing.assert_array_equal(fd.decode_jpeg(data, crop=box), expected_crop(full, box, 8))
 
 
+def edge_phase_boxes(h, w, sweep):
+    """Crops whose edges take every position modulo two iMCUs (32 pixels),
+    where the decoder's widening to iMCU columns and skipping of rows must
+    still leave the upsampler the neighbours of a full decode; 'narrow' is
+    1-7 columns wide at every offset, where libjpeg picks its upsampler anew."""
+    if sweep == "columns":
+        return [(20, left, 40, w - left - gap) for left in range(32) for gap in range(32)]
+    if sweep == "rows":
+        return [(top, 30, h - top - gap, 50) for top in range(32) for gap in range(32)]
+    return [(10, left, 30, width) for left in range(w) for width in range(1, 8) if left + width <= w]
+
+
+@pytest.mark.parametrize("sweep", [pytest.param(s, id=s) for s in ("columns", "rows", "narrow")])
+@pytest.mark.parametrize("fast", [pytest.param(False, id="fancy"), pytest.param(True, id="fast")])
+# 6/8 upsamples chroma; at 3/8 the IDCT does, unless fast=True (merged upsampling).
+@pytest.mark.parametrize("m", [pytest.param(m, id=f"{m}of8") for m in (8, 6, 3)])
+@pytest.mark.parametrize(
+    "subsampling,coding",
+    variant_params([("4:2:0", "baseline"), ("4:2:2", "baseline"), ("4:4:0", "baseline"),
+                    ("4:2:0", "progressive")]),
+)
+def test_crop_edges_at_every_imcu_phase(subsampling, coding, m, fast, sweep):
+    size = (88, 120)
+    data = sample(subsampling, coding, size=size, seed=3)
+    full = fd.decode_jpeg(data, scale=m / 8, fast=fast)
+    for box in edge_phase_boxes(*size, sweep):
+        got = fd.decode_jpeg(data, scale=m / 8, crop=box, fast=fast)
+        expected = expected_crop(full, box, m)
+        if not np.array_equal(got, expected):  # one readable failure, not a 1,000-line diff
+            np.testing.assert_array_equal(got, expected, err_msg=str(box))
+
+
 @pytest.mark.parametrize(
     "crop",
     [
