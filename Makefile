@@ -59,7 +59,7 @@ build: sysdeps $(VENV)/.test-deps
 benchmarks/c_floor: benchmarks/c_floor.c | sysdeps
 	gcc -O3 -std=c99 -Wall -Wextra -pthread -o $@ $< $$(pkg-config --cflags --libs libjpeg) -lm
 
-# The C core's tests again with ASan + UBSan, from a separate copy of the
+# The C core's tests (tests/core) again with ASan + UBSan, from a separate copy of the
 # package so the regular build is left alone.
 test-sanitize: sysdeps $(VENV)/.test-deps
 	FASTDECODE_SANITIZE=1 $(VPY) setup.py -q build_ext \
@@ -69,9 +69,7 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	cp build/asan-lib/fastdecode/*.so $(ASAN_PKG)/fastdecode/
 	cd $(ASAN_PKG) && FASTDECODE_EXPECT_SANITIZED=1 LD_PRELOAD=$(ASAN_LIB) \
 	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    ../../$(VPY) -m pytest -q -p no:cacheprovider -m "not no_sanitize" \
-	    $(addprefix $(CURDIR)/tests/,test_jpeg.py test_bmp.py test_resample.py test_mutations.py \
-	      test_bombs.py test_regressions.py)
+	    ../../$(VPY) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
 
 clean:
 	rm -rf build dist *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor

@@ -24,12 +24,12 @@ from pathlib import Path
 import atheris
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # run as a file: tests/ holds the fuzz package
 
 with atheris.instrument_imports(include=["fastdecode"]):
     import fastdecode  # noqa: F401  (instrumented before targets imports it)
 
-import targets  # noqa: E402
+from fuzz import targets  # noqa: E402
 
 if len(sys.argv) < 2 or sys.argv[1] not in targets.TARGETS:
     sys.exit(f"usage: fuzz.py {{{','.join(targets.TARGETS)}}} [libFuzzer args]")

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # run as a file: tests/ holds the fuzz package
 
-import targets  # noqa: E402
+from fuzz import targets  # noqa: E402
 
 
 def signature(target: str, data: bytes) -> str | None:

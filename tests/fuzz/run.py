@@ -30,10 +30,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # run as a file: tests/ holds the fuzz package
 
-import seeds  # noqa: E402
-from spec import TARGET_NAMES as TARGETS, TRAILER  # noqa: E402
+from fuzz import seeds  # noqa: E402
+from fuzz.spec import TARGET_NAMES as TARGETS, TRAILER  # noqa: E402
 
 TIMEOUT_S = 20  # one input; libFuzzer's timeout- artifact beyond this
 RSS_LIMIT_MB = 3072

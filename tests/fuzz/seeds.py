@@ -1,6 +1,6 @@
 """Seed corpora for the fuzz targets.
 
-Files the tests generate (tests/jpeg_samples.py's JPEG variants, EXIF
+Files the tests generate (tests/helpers/jpeg_samples.py's JPEG variants, EXIF
 orientations, CMYK; Pillow's BMPs plus a few hand-written BMP layouts Pillow
 cannot write: RLE8, RLE4, 16-bit bitfields, OS/2 1.x, top-down; a PNG and a
 GIF for the Pillow fallback), plus ../shared/corpus (jpeg-edge, bmpsuite,
@@ -19,11 +19,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # tests/: jpeg_samples, conftest
-sys.path.insert(0, str(HERE))
+from fuzz.spec import TAKES_OPTIONS, TRAILER
 
-from spec import TAKES_OPTIONS, TRAILER  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 MAX_SEED_BYTES = 64 << 10
 PHOTOS = 8  # the smallest few photos; the rest add time, not new paths
@@ -74,7 +72,7 @@ def hand_bmps() -> dict[str, bytes]:
 
 
 def generated() -> dict[str, bytes]:
-    from jpeg_samples import CJPEG, encode, natural_image, with_exif_orientation
+    from helpers.jpeg_samples import CJPEG, encode, natural_image, with_exif_orientation
 
     files: dict[str, bytes] = {}
     for ss in ("4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "gray"):

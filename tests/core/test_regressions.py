@@ -16,8 +16,7 @@ import pytest
 import fastdecode as fd
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "fuzz"))
-import targets  # noqa: E402
+from fuzz import targets
 
 REGRESSIONS = HERE / "regressions"
 

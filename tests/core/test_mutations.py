@@ -37,12 +37,11 @@ import pytest
 from PIL import Image
 
 import fastdecode as fd
-from conftest import flip_bits
-from jpeg_samples import CJPEG, encode, with_exif_orientation
+from helpers.mutate import flip_bits
+from helpers.jpeg_samples import CJPEG, encode, with_exif_orientation
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-from bounded import bounded, hang_guard  # noqa: E402,F401  (hang_guard: the fallback fixture)
-from seeds import hand_bmps  # noqa: E402
+from fuzz.bounded import bounded, hang_guard  # noqa: F401  (hang_guard: the fallback fixture)
+from fuzz.seeds import hand_bmps
 
 NEEDS_CJPEG = pytest.mark.skipif(CJPEG is None, reason="cjpeg (libjpeg-turbo-progs) not installed")
 # Generous: each test takes well under a few seconds; the bound is a hang guard.
@@ -375,7 +374,7 @@ def test_jpeg_header_rewrite(base, rewrite, outcome):
 def jpeg_variant(name: str) -> bytes:
     buf = io.BytesIO()
     if name == "cmyk":
-        from jpeg_samples import natural_image
+        from helpers.jpeg_samples import natural_image
 
         Image.fromarray(natural_image(16, 24, seed=5)).convert("CMYK").save(buf, "JPEG", quality=90)
         return buf.getvalue()
@@ -459,7 +458,7 @@ def test_jpeg_every_segment_length_rewritten(variant):
 
 def bmp_variant(name: str) -> bytes:
     if name.startswith("pillow-"):
-        from jpeg_samples import natural_image
+        from helpers.jpeg_samples import natural_image
 
         im = Image.fromarray(natural_image(11, 23, seed=7)).convert(name[len("pillow-"):])
         buf = io.BytesIO()

@@ -23,11 +23,10 @@ from PIL import Image
 
 import fastdecode as fd
 from fastdecode import _native
-from jpeg_samples import encode, natural_image, with_exif_orientation
+from helpers.jpeg_samples import encode, natural_image, with_exif_orientation
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-from bounded import bounded, hang_guard  # noqa: E402,F401
-from seeds import hand_bmps  # noqa: E402
+from fuzz.bounded import bounded, hang_guard  # noqa: F401
+from fuzz.seeds import hand_bmps
 
 CALLS = 100_000
 RSS_BOUND = 2 << 20

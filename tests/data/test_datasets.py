@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 import fastdecode as fd
 from fastdecode import datasets
 from fastdecode.loader import collate
-from trees import corrupt_file, make_tree, symlink_class, write_image
+from helpers.trees import corrupt_file, make_tree, symlink_class, write_image
 
 tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402

@@ -11,7 +11,7 @@ from PIL import Image
 
 import fastdecode as fd
 from fastdecode import api
-from jpeg_samples import natural_image, pillow_rgb, sample_jpeg
+from helpers.jpeg_samples import natural_image, pillow_rgb, sample_jpeg
 
 
 def encoded(fmt: str, size=(45, 67), mode="RGB") -> bytes:

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trees import make_tree
+from helpers.trees import make_tree
 
 pytest.importorskip("torchvision")
 if not torch.distributed.is_available():
@@ -23,7 +23,7 @@ def free_port() -> int:
 
 
 def test_two_gloo_ranks_get_disjoint_complete_shards(tmp_path):
-    import ddp_worker
+    from helpers import ddp_worker
 
     root = make_tree(tmp_path / "tree", per_class=6)
     port = free_port()

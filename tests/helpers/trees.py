@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from jpeg_samples import natural_image
+from helpers.jpeg_samples import natural_image
 
 
 def write_image(path: Path, fmt: str, size=(96, 128), seed=0, mode="RGB") -> Path:

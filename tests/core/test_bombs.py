@@ -22,10 +22,9 @@ import pytest
 from PIL import Image
 
 import fastdecode as fd
-from jpeg_samples import CJPEG, encode, natural_image, pillow_rgb
+from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-from bounded import bounded, hang_guard  # noqa: E402,F401
+from fuzz.bounded import bounded, hang_guard  # noqa: F401
 
 NEEDS_CJPEG = pytest.mark.skipif(CJPEG is None, reason="cjpeg (libjpeg-turbo-progs) not installed")
 pytestmark = bounded(120)
@@ -147,7 +146,7 @@ CAPPED_CHILD = r"""
 import json, resource, sys
 sys.path[:0] = sys.argv[2:]
 import fastdecode as fd
-import test_bombs as tb
+from core import test_bombs as tb
 with open("/proc/self/statm") as f:
     vm = int(f.read().split()[0]) * resource.getpagesize()
 cap = vm + (256 << 20)
@@ -168,7 +167,7 @@ print(json.dumps(out))
 
 @pytest.mark.no_sanitize  # ASan reserves terabytes of shadow memory: no RLIMIT_AS under it
 def test_bomb_is_refused_without_reserving_address_space():
-    tests = str(Path(__file__).resolve().parent)
+    tests = str(Path(__file__).resolve().parent.parent)  # tests/: core, helpers, fuzz
     root = str(Path(fd.__file__).resolve().parent.parent)
     proc = subprocess.run([sys.executable, "-c", CAPPED_CHILD, "x", tests, root],
                           capture_output=True, text=True, timeout=120)

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import fastdecode as fd
-from trees import make_tree
+from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402

@@ -29,7 +29,7 @@ import pytest
 from PIL import Image
 
 import fastdecode
-from conftest import corpus_dir, corpus_params, read_manifest
+from helpers.corpus import corpus_dir, corpus_params, read_manifest
 from fastdecode import DecodeError, ImageTooLargeError, UnsupportedFormatError
 
 decode_bmp = fastdecode.decode_bmp

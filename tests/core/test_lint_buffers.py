@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "fastdecode"
+PACKAGE = Path(__file__).resolve().parents[2] / "fastdecode"
 
 TRIPLE_DOUBLE = '"' * 3
 TRIPLE_SINGLE = "'" * 3

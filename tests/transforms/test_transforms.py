@@ -16,11 +16,11 @@ from torchvision import transforms as T  # noqa: E402
 from torchvision import tv_tensors  # noqa: E402
 from torchvision.transforms import v2 as T2  # noqa: E402
 
-from conftest import CORPUS, corpus_params, read_manifest  # noqa: E402
+from helpers.corpus import CORPUS, corpus_params, read_manifest  # noqa: E402
 from fastdecode import _fuse, _native  # noqa: E402
 from fastdecode import transforms as FT  # noqa: E402
 from fastdecode.transforms import fuse  # noqa: E402
-from jpeg_samples import encode, natural_image  # noqa: E402
+from helpers.jpeg_samples import encode, natural_image  # noqa: E402
 
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]

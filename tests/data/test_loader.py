@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import fastdecode as fd
 from fastdecode import loader as loader_mod
-from trees import make_tree
+from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402

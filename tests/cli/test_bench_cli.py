@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fastdecode.__main__ import main
-from trees import make_tree
+from helpers.trees import make_tree
 
 pytest.importorskip("torchvision")
 

@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 import fastdecode as fd
-from conftest import CORPUS, corpus_params, read_manifest
+from helpers.corpus import CORPUS, corpus_params, read_manifest
 from fastdecode import _native
-from jpeg_samples import natural_image, sample_jpeg
+from helpers.jpeg_samples import natural_image, sample_jpeg
 
 PIL_FILTERS = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC,
                "nearest": Image.Resampling.NEAREST}

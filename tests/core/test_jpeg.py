@@ -16,8 +16,9 @@ import pytest
 from PIL import Image, ImageOps
 
 import fastdecode as fd
-from conftest import CORPUS, corpus_params, flip_bits, read_manifest
-from jpeg_samples import CJPEG, encode, natural_image, pillow_rgb, with_exif_orientation
+from helpers.corpus import CORPUS, corpus_params, read_manifest
+from helpers.mutate import flip_bits
+from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb, with_exif_orientation
 
 SUBSAMPLINGS = ["4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "gray"]
 CODINGS = ["baseline", "progressive", "optimized", "restart", "arithmetic"]

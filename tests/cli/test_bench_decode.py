@@ -23,7 +23,7 @@ from PIL import Image
 import fastdecode
 from fastdecode import datagen
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_decode.py"
 
 SECTIONS = {"jpeg_full", "jpeg_min_size", "jpeg_crop", "threads", "header", "bmp"}
