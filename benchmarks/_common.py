@@ -72,7 +72,7 @@ def command_line(script: str, argv: list[str] | None) -> str:
 
 def default_data() -> Path:
     """The generated ImageNet-like set, made once into the user's cache."""
-    from fastdecode.datagen import generate_imagenet_like
+    from fastdecode.cli.datagen import generate_imagenet_like
 
     return generate_imagenet_like()
 

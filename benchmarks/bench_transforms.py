@@ -632,7 +632,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     root, source = (args.data, "--data") if args.data else (
-        common.default_data(), "fastdecode.datagen ImageNet-like set")
+        common.default_data(), "fastdecode.cli.datagen ImageNet-like set")
     files = pick(find_images(root), args.limit)
     if not files:
         sys.exit(f"no images under {root}")

@@ -20,11 +20,11 @@ from fastdecode.errors import (
 
 # torch-dependent parts load on first use, so `import fastdecode` stays light.
 _LAZY = {
-    "FastDatasetFolder": "fastdecode.datasets",
-    "FastImageFolder": "fastdecode.datasets",
-    "FastLoader": "fastdecode.loader",
-    "collate": "fastdecode.loader",
-    "worker_init_fn": "fastdecode.loader",
+    "FastDatasetFolder": "fastdecode.data.datasets",
+    "FastImageFolder": "fastdecode.data.datasets",
+    "FastLoader": "fastdecode.data.loader",
+    "collate": "fastdecode.data.loader",
+    "worker_init_fn": "fastdecode.data.loader",
     "fuse": "fastdecode.transforms",
 }
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fastdecode.__main__ import main
+from fastdecode.cli.__main__ import main
 from helpers.trees import make_tree
 
 pytest.importorskip("torchvision")

@@ -21,7 +21,7 @@ import pytest
 from PIL import Image
 
 import fastdecode
-from fastdecode import datagen
+from fastdecode.cli import datagen
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_decode.py"

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from fastdecode import datagen  # noqa: E402
+from fastdecode.cli import datagen  # noqa: E402
 
 # Where the kernel refuses to reset the peak RSS, no row has one.
 PEAK_RSS_RESETTABLE = os.access("/proc/self/clear_refs", os.W_OK)

@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 import fastdecode
-from fastdecode import convert
-from fastdecode.__main__ import main
+from fastdecode.cli import convert
+from fastdecode.cli.__main__ import main
 
 PACKAGE_PARENT = Path(fastdecode.__file__).resolve().parent.parent
 # (class-relative stem, suffix, height, width, Pillow mode); odd widths make BMP rows padded.

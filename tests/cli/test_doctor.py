@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import fastdecode
-from fastdecode import _system, doctor
-from fastdecode.__main__ import main
+from fastdecode import _system
+from fastdecode.cli import doctor
+from fastdecode.cli.__main__ import main
 
 PACKAGE_PARENT = Path(fastdecode.__file__).resolve().parent.parent
 GiB = 2**30

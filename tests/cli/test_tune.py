@@ -18,8 +18,9 @@ pytest.importorskip("torch")
 tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 
-from fastdecode import _system, tune  # noqa: E402
-from fastdecode.__main__ import main  # noqa: E402
+from fastdecode import _system  # noqa: E402
+from fastdecode.cli import tune  # noqa: E402
+from fastdecode.cli.__main__ import main  # noqa: E402
 
 # Small chains for --transform test_tune:...: pytest imports this file as
 # `test_tune` (tests/ is on sys.path), so the CLI finds them by name.

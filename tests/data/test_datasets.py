@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import fastdecode as fd
-from fastdecode import datasets
-from fastdecode.loader import collate
+from fastdecode.data import datasets
+from fastdecode.data.loader import collate
 from helpers.trees import corrupt_file, make_tree, symlink_class, write_image
 
 tv = pytest.importorskip("torchvision")

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import fastdecode as fd
-from fastdecode import loader as loader_mod
+from fastdecode.data import loader as loader_mod
 from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")

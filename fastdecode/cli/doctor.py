@@ -1,0 +1,404 @@
+"""``fastdecode doctor``: why data loading may stall, and what to set instead.
+
+Each check reports a status (ok / warn / fail), what it found and one
+concrete recommendation. ``fail`` is kept for what stops or stalls training
+outright; everything that only costs speed is a ``warn``. Torch is optional:
+without it the torch checks say so and the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import math
+import multiprocessing
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from fastdecode import _system
+from fastdecode.api import info
+
+__all__ = ["Check", "Options", "diagnose", "recommended_num_workers", "register"]
+
+STATUSES = ("ok", "warn", "fail")
+# Read by _system.cgroup_cpu_limit; a module attribute so tests can point it at a fake.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# More workers than this many times the usable CPUs is a fail: each batch
+# then waits on several others sharing its CPU, and memory grows with no gain.
+OVERSUBSCRIPTION_FAIL = 2
+PINNED_PROBE_BYTES = 1 << 20
+# Thread pools that size themselves by the CPU count unless told otherwise.
+POOL_RUNTIMES = ("libgomp", "libiomp", "libomp", "libopenblas", "libscipy_openblas", "libmkl")
+OPENMP_RUNTIMES = ("libgomp", "libiomp", "libomp")
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    finding: str
+    recommendation: str
+
+
+@dataclass
+class Options:
+    """What the training job will ask for (the doctor's command line)."""
+
+    num_workers: Optional[int] = None
+    batch_size: int = 256
+    image_size: int = 224
+    prefetch_factor: int = 2
+    float32: bool = False
+
+    @property
+    def batch_bytes(self) -> int:
+        return self.batch_size * 3 * self.image_size ** 2 * (4 if self.float32 else 1)
+
+
+@dataclass
+class Report:
+    checks: list[Check]
+    recommended_num_workers: int
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return max((c.status for c in self.checks), key=STATUSES.index, default="ok")
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.status == "fail" else 0
+
+
+def recommended_num_workers(usable: int) -> int:
+    """One CPU stays with the main process (it runs the training step and
+    collates) once there are more than two; on 1-2 CPUs that would halve
+    the decode rate."""
+    return usable - 1 if usable > 2 else usable
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def start_method() -> str:
+    """The start method DataLoader workers get, without fixing it the way
+    multiprocessing.get_start_method() does (it would forbid a later
+    set_start_method in the same process)."""
+    return multiprocessing.get_start_method(allow_none=True) or \
+        multiprocessing.get_all_start_methods()[0]  # the first one is the default
+
+
+def _import_torch():
+    try:
+        return importlib.import_module("torch")
+    except ImportError:
+        return None
+
+
+# --------------------------------------------------------------------------
+# the checks
+
+
+def check_cpus(facts: dict) -> Check:
+    affinity, quota = facts["affinity_cpus"], facts["cgroup_cpu_quota"]
+    usable = facts["usable_cpus"]
+    finding = (f"{usable} usable CPU(s): affinity allows {affinity} of the machine's "
+               f"{facts['cpu_count']}, cgroup quota "
+               + ("none" if quota is None else f"{quota:g} CPUs"))
+    if usable < facts["cpu_count"]:
+        return Check("cpus", "warn", finding,
+                     f"size worker and thread pools by the {usable} usable CPUs, not by "
+                     f"os.cpu_count()={facts['cpu_count']} (what torch, OpenMP and many scripts "
+                     "use): fastdecode.FastLoader does; elsewhere pass the counts explicitly")
+    return Check("cpus", "ok", finding, "nothing to change")
+
+
+def check_num_workers(facts: dict, opts: Options, recommended: int) -> Check:
+    usable, asked = facts["usable_cpus"], opts.num_workers
+    why = (f"num_workers={recommended}: the {usable} usable CPU(s)"
+           + (" minus one for the main process" if usable > 2 else ""))
+    if asked is None:
+        return Check("num_workers", "ok", f"recommended num_workers={recommended}",
+                     f"use {why}; `fastdecode tune` measures what your data and step time need")
+    if asked > OVERSUBSCRIPTION_FAIL * usable:
+        return Check("num_workers", "fail",
+                     f"num_workers={asked} is more than {OVERSUBSCRIPTION_FAIL}x the {usable} "
+                     "usable CPU(s): the workers time-slice, every batch arrives late and "
+                     "memory grows with each worker", f"use {why}")
+    if asked > usable:
+        return Check("num_workers", "warn",
+                     f"num_workers={asked} exceeds the {usable} usable CPU(s)", f"use {why}")
+    if asked == 0:
+        return Check("num_workers", "warn",
+                     "num_workers=0 decodes in the training process, between steps",
+                     f"use {why}, or FastLoader(threads=N)")
+    return Check("num_workers", "ok", f"num_workers={asked} fits the {usable} usable CPU(s)",
+                 "nothing to change" if asked >= recommended else f"up to {why}")
+
+
+def check_shm(facts: dict, opts: Options, workers: int) -> Check:
+    free, need = facts["shm_free_bytes"], workers * opts.prefetch_factor * opts.batch_bytes
+    facts["shm_needed_bytes"] = need
+    sizing = (f"{workers} worker(s) x prefetch_factor={opts.prefetch_factor} x "
+              f"{_mib(opts.batch_bytes)} per batch ({opts.batch_size}x3x{opts.image_size}x"
+              f"{opts.image_size} {'float32' if opts.float32 else 'uint8'}) = {_mib(need)}")
+    grow = (f"docker run --shm-size={max(1, math.ceil(2 * need / 2**30))}g (Kubernetes: an "
+            "emptyDir with medium: Memory on /dev/shm)")
+    if free is None:
+        return Check("shm", "warn", f"/dev/shm cannot be read; workers need {sizing}",
+                     f"mount a tmpfs on /dev/shm of at least {_mib(2 * need)}: {grow}")
+    if need > free:
+        return Check("shm", "fail", f"/dev/shm has {_mib(free)} free, less than the {sizing}: "
+                     "workers die with a bus error or 'No space left on device'",
+                     f"enlarge it, {grow}, or lower num_workers, prefetch_factor or batch_size")
+    if 2 * need > free:
+        return Check("shm", "warn", f"/dev/shm has {_mib(free)} free for {sizing}: under 2x "
+                     "headroom (pinned copies, other ranks on the machine share it)",
+                     f"enlarge it: {grow}")
+    return Check("shm", "ok", f"/dev/shm has {_mib(free)} free for {sizing}", "nothing to change")
+
+
+def check_threads(facts: dict, workers: int) -> Check:
+    env, pools = facts["thread_env"], facts["thread_runtimes"]
+    loaded = [r for r in pools if r.startswith(POOL_RUNTIMES)]
+    finding = ("thread variables: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "none set")
+               + "; runtimes loaded with torch: " + (", ".join(pools) or "none"))
+    openmp = {r.split(".")[0] for r in pools if r.startswith(OPENMP_RUNTIMES)}
+    if len(openmp) > 1:
+        return Check("threads", "warn", finding + f" (two OpenMP runtimes: {sorted(openmp)})",
+                     "two OpenMP runtimes each start a pool per process and can conflict: "
+                     "install torch, numpy and OpenCV from one channel (pip or conda, not both)")
+    big = {k: v for k, v in env.items() if v.isdigit() and int(v) > 1}
+    if big and workers > 1:
+        return Check("threads", "warn", finding,
+                     f"{', '.join(big)} > 1 gives each of the {workers} workers its own pool: "
+                     "set them to 1 for data loading, or use fastdecode.worker_init_fn / "
+                     "FastLoader, which pin every pool to one thread in the workers")
+    if loaded and not any(k in env for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                             "OPENBLAS_NUM_THREADS")):
+        return Check("threads", "warn", finding,
+                     "thread pools sized by the CPU count run in every worker: use "
+                     "fastdecode.FastLoader or DataLoader(worker_init_fn=fastdecode."
+                     "worker_init_fn), or export OMP_NUM_THREADS=1 for the job and "
+                     "torch.set_num_threads(N) in the training process")
+    return Check("threads", "ok", finding, "nothing to change")
+
+
+def check_opencv(facts: dict) -> Check:
+    state = facts["opencv"]
+    if state == "not installed":
+        return Check("opencv", "ok", "OpenCV is not installed", "nothing to change")
+    return Check("opencv", "ok", f"OpenCV is {state}; it starts a thread pool of all CPUs "
+                 "in each process that uses it",
+                 "if your transforms use cv2, call cv2.setNumThreads(0) in the workers: "
+                 "fastdecode.worker_init_fn and FastLoader do")
+
+
+def check_start_method(facts: dict) -> Check:
+    method, cuda_initialized = facts["start_method"], facts["cuda_initialized"]
+    finding = f"start method '{method}'" + (", CUDA initialized in this process"
+                                            if cuda_initialized else "")
+    if method == "fork" and cuda_initialized:
+        # A warning, not a failure: forked workers that never touch CUDA (as
+        # fastdecode's do not) run fine, and model.cuda() before the loader
+        # is the usual order.
+        return Check("start_method", "warn", finding + ": a forked worker crashes as soon as "
+                     "it touches CUDA (a CUDA tensor in the dataset, a GPU transform)",
+                     "create the DataLoader with multiprocessing_context='forkserver' (or "
+                     "'spawn'), or start its workers before the first CUDA call")
+    if method == "fork":
+        return Check("start_method", "ok", finding, "keep CUDA out of the workers; if the script "
+                     "initializes CUDA before the loader starts its workers, pass "
+                     "multiprocessing_context='forkserver'")
+    return Check("start_method", "ok", finding, "the dataset and transforms must be picklable; "
+                 "workers start slower than with 'fork': use persistent_workers=True")
+
+
+def check_libjpeg(facts: dict) -> Check:
+    version, simd = facts["libjpeg_turbo"], facts["simd"]
+    finding = f"libjpeg-turbo {version}, SIMD {'built in' if simd else 'absent'}"
+    if not simd:
+        return Check("libjpeg_turbo", "warn", finding + ": decoding runs 2-4x slower",
+                     "install a libjpeg-turbo built with SIMD (NASM at build time) or use the "
+                     "fastdecode wheel, which bundles one")
+    forced = facts["jsimd_forcenone"]
+    if forced not in (None, "", "0"):
+        return Check("libjpeg_turbo", "warn", finding + f", but JSIMD_FORCENONE={forced} "
+                     "turns it off", "unset JSIMD_FORCENONE")
+    return Check("libjpeg_turbo", "ok", finding, "nothing to change")
+
+
+def check_torch(facts: dict) -> Check:
+    if facts["torch"] is None:
+        return Check("torch_cuda", "warn", "torch is not installed",
+                     "pip install 'fastdecode[torch]' for FastImageFolder and FastLoader")
+    cuda, pinned = facts["cuda_available"], facts["pinned_memory"]
+    finding = f"torch {facts['torch']}, CUDA " + ("available" if cuda else "not available")
+    if not cuda:
+        return Check("torch_cuda", "ok", finding + ": CPU training, no pinned memory",
+                     "nothing to change (FastLoader turns pin_memory off without CUDA)")
+    finding += f" ({facts['cuda_devices']} device(s)), pinned memory: {pinned}"
+    if pinned != "ok":
+        return Check("torch_cuda", "fail", finding,
+                     "pin_memory=True will fail: raise the locked-memory limit (ulimit -l, "
+                     "docker --ulimit memlock=-1) or pass pin_memory=False")
+    return Check("torch_cuda", "ok", finding, "use pin_memory=True, or FastLoader(device='cuda')")
+
+
+# --------------------------------------------------------------------------
+# gathering the facts
+
+
+def gather(torch) -> dict[str, Any]:
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = os.cpu_count() or 1
+    quota = _system.cgroup_cpu_limit(CGROUP_ROOT)
+    # as _system.usable_cpus, with the parts kept apart for the report
+    usable = affinity if quota is None else min(affinity, max(1, math.floor(quota)))
+    library = info()
+    cv2 = "loaded" if "cv2" in sys.modules else (
+        "installed, not loaded" if importlib.util.find_spec("cv2") else "not installed")
+    return {
+        "cpu_count": os.cpu_count() or 1,
+        "affinity_cpus": affinity,
+        "cgroup_cpu_quota": quota,
+        "usable_cpus": max(1, usable),
+        "shm_free_bytes": _system.shm_free_bytes(),
+        "thread_env": {k: os.environ[k] for k in _system.THREAD_ENV_VARS if k in os.environ},
+        "thread_runtimes": _system.loaded_thread_runtimes(),
+        "opencv": cv2,
+        "start_method": start_method(),
+        "libjpeg_turbo": library["libjpeg_turbo"],
+        "simd": library["simd"],
+        "jsimd_forcenone": os.environ.get("JSIMD_FORCENONE"),
+        "torch": None if torch is None else torch.__version__,
+        "cuda_initialized": torch is not None and torch.cuda.is_initialized(),
+    }
+
+
+def probe_cuda(torch, facts: dict) -> None:
+    """CUDA and a small pinned allocation; after the start-method facts,
+    since this initializes CUDA in this process."""
+    facts["cuda_available"] = torch is not None and torch.cuda.is_available()
+    facts["cuda_devices"] = torch.cuda.device_count() if facts["cuda_available"] else 0
+    facts["pinned_memory"] = None
+    if facts["cuda_available"]:
+        try:
+            torch.empty(PINNED_PROBE_BYTES, dtype=torch.uint8, pin_memory=True)
+            facts["pinned_memory"] = "ok"
+        except RuntimeError as exc:
+            facts["pinned_memory"] = f"failed ({str(exc).splitlines()[0]})"
+
+
+def diagnose(opts: Options = Options()) -> Report:
+    """Runs every check for a job configured as ``opts``. Called from inside
+    a training script it also sees what that script loaded and initialized."""
+    torch = _import_torch()
+    facts = gather(torch)
+    probe_cuda(torch, facts)
+    recommended = recommended_num_workers(facts["usable_cpus"])
+    workers = recommended if opts.num_workers is None else opts.num_workers
+    checks = [
+        check_cpus(facts),
+        check_num_workers(facts, opts, recommended),
+        check_shm(facts, opts, workers),
+        check_threads(facts, workers),
+        check_opencv(facts),
+        check_start_method(facts),
+        check_libjpeg(facts),
+        check_torch(facts),
+    ]
+    return Report(checks, recommended, facts)
+
+
+# --------------------------------------------------------------------------
+# the command
+
+
+def print_text(report: Report) -> None:
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+    for c in report.checks:
+        print(f"[{marks[c.status]}] {c.name}: {c.finding}")
+        if c.recommendation != "nothing to change":
+            print(f"       -> {c.recommendation}")
+    fails = sum(c.status == "fail" for c in report.checks)
+    warns = sum(c.status == "warn" for c in report.checks)
+    print(f"\nrecommended num_workers: {report.recommended_num_workers}")
+    print(f"{fails} failure(s), {warns} warning(s)"
+          + (": training will stall or crash as configured" if fails else ""))
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = Options(args.num_workers, args.batch_size, args.image_size, args.prefetch_factor,
+                   args.float32)
+    report = diagnose(opts)
+    if args.json:
+        out = {"status": report.status, "exit_code": report.exit_code,
+               "recommended_num_workers": report.recommended_num_workers,
+               "options": {**asdict(opts), "batch_bytes": opts.batch_bytes},
+               "checks": [asdict(c) for c in report.checks], "facts": report.facts}
+        print(json.dumps(out, indent=2))
+    else:
+        print_text(report)
+    return report.exit_code
+
+
+def _count(minimum: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+EPILOG = """\
+checks: usable CPUs (affinity, cgroup quota) and the num_workers they allow;
+/dev/shm against num_workers x prefetch_factor x batch bytes; thread
+variables and the OpenMP/BLAS runtimes torch loads; OpenCV; the
+multiprocessing start method with CUDA; libjpeg-turbo and its SIMD; torch,
+CUDA and a pinned allocation.
+
+exit status: 0 when no check fails (warnings cost speed), 1 when one will
+stall or crash training (too little /dev/shm, num_workers above 2x the
+usable CPUs, 'fork' with CUDA already initialized, pinned memory failing),
+2 for bad arguments.
+
+examples:
+  fastdecode doctor
+  fastdecode doctor --num-workers 16 --batch-size 512
+  fastdecode doctor --batch-size 128 --image-size 384 --float   # float32 batches from workers
+  fastdecode doctor --json | jq '.checks[] | select(.status != "ok")'
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="check this machine for what stalls data loading",
+        description="Checks what makes a PyTorch data loader stall or crash on this machine\n"
+        "and says, for each finding, what to set instead.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--num-workers", type=_count(0), metavar="N",
+                        help="the num_workers the job uses (default: the recommended count)")
+    parser.add_argument("--batch-size", type=_count(1), default=256, metavar="B",
+                        help="images per batch (default: 256)")
+    parser.add_argument("--image-size", type=_count(1), default=224, metavar="S",
+                        help="side of the square images in a batch (default: 224)")
+    parser.add_argument("--prefetch-factor", type=_count(1), default=2, metavar="P",
+                        help="batches in flight per worker (default: 2)")
+    parser.add_argument("--float", dest="float32", action="store_true",
+                        help="batches leave the workers as float32 (ToTensor/Normalize there), "
+                        "not uint8")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)

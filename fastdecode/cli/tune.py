@@ -1,0 +1,487 @@
+"""``fastdecode tune``: the num_workers and prefetch_factor a job needs,
+measured on its own data with its own transforms.
+
+Two measurements: one worker's decode time per batch, in this process with
+every thread pool at one thread (what a worker runs under), and then the
+real FastLoader at each worker count, which shows where the machine stops
+scaling. Everything is bounded: a fixed number of batches per measurement
+and a per-batch timeout on the workers, so it never hangs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import importlib
+import inspect
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from fastdecode import _system
+
+__all__ = ["UsageError", "load_transform", "recommend_prefetch", "register", "tune"]
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+STANDARD_CHAIN = ("standard ImageNet train chain: RandomResizedCrop(224), RandomHorizontalFlip(), "
+                  "ToTensor(), Normalize(ImageNet mean, std)")
+# Counts within this share of the best rate are as good as the best: the
+# difference is noise on a shared machine, and fewer workers cost less memory.
+NEAR_BEST = 0.95
+MAX_PREFETCH = 8
+SEED = 0
+
+
+class UsageError(Exception):
+    """A bad argument: exit status 2."""
+
+
+@dataclass
+class Row:
+    num_workers: int
+    images_per_s: float
+    first_batch_s: float
+    batches: int
+    oversubscribed: bool
+    meets_step_time: Optional[bool] = None
+
+
+@dataclass
+class Result:
+    data: str
+    images: int
+    classes: int
+    transform: str
+    batch_size: int
+    batches: int
+    usable_cpus: int
+    decode_s_per_batch: float
+    decode_s_per_batch_max: float
+    worker_images_per_s: float
+    batch_bytes: int
+    sweep: list[Row]
+    max_images_per_s: float
+    max_at_num_workers: int
+    recommended_num_workers: int
+    recommended_prefetch_factor: int
+    step_time_s: Optional[float] = None
+    target_images_per_s: Optional[float] = None
+    needed_num_workers: Optional[int] = None
+    input_bound: Optional[bool] = None
+    skipped_images: int = 0
+    load_average: Optional[float] = None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------
+# the transform
+
+
+def standard_train_chain():
+    from torchvision import transforms as T
+
+    return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+                      T.Normalize(MEAN, STD)])
+
+
+def _is_factory(obj: Any) -> bool:
+    """A class, function or partial that takes no argument. Transform objects
+    (nn.Modules: their __call__ takes *args) are never called here."""
+    if not (isinstance(obj, (type, functools.partial)) or inspect.isfunction(obj)
+            or inspect.ismethod(obj)):
+        return False
+    try:
+        inspect.signature(obj).bind()
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def load_transform(reference: Optional[str]) -> tuple[Callable, str]:
+    """The transform named by ``module:attribute`` (an object, or a
+    zero-argument callable returning one) and its description."""
+    if reference is None:
+        return standard_train_chain(), STANDARD_CHAIN
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"--transform {reference!r}: expected module:attribute, "
+                         "e.g. myproject.data:train_transform")
+    # as `python -m` does: a module next to where the command runs imports
+    path = list(sys.path)
+    sys.path.insert(0, os.getcwd())
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--transform {reference!r}: cannot import {module_name!r}: "
+                         f"{exc}") from exc
+    finally:
+        sys.path[:] = path
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"--transform {reference!r}: {module_name!r} has no attribute "
+                             f"{attribute!r}") from None
+    if _is_factory(obj):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise UsageError(f"--transform {reference!r}: calling it failed: {exc!r}") from exc
+    elif isinstance(obj, type):
+        raise UsageError(f"--transform {reference!r} is a class that needs arguments: name an "
+                         "instance, or a function that returns one")
+    if not callable(obj):
+        raise UsageError(f"--transform {reference!r} is not a transform: got "
+                         f"{type(obj).__name__} {obj!r:.40}")
+    return obj, reference
+
+
+# --------------------------------------------------------------------------
+# measuring
+
+
+@contextlib.contextmanager
+def one_thread(torch):
+    """What worker_init_fn sets in a worker (one thread per pool), undone on
+    exit: tune may run inside someone else's process."""
+    threads = torch.get_num_threads()
+    cv2 = sys.modules.get("cv2")
+    cv2_threads = cv2.getNumThreads() if cv2 is not None else None
+    with contextlib.ExitStack() as stack:
+        try:
+            from threadpoolctl import threadpool_limits
+
+            stack.enter_context(threadpool_limits(1))
+        except ImportError:
+            pass
+        torch.set_num_threads(1)
+        if cv2 is not None:
+            cv2.setNumThreads(0)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+            if cv2 is not None:
+                cv2.setNumThreads(cv2_threads)
+
+
+def measure_worker(ds, batch_size: int, batches: int, torch) -> tuple[list[float], int]:
+    """Seconds per batch for one worker (decode, transforms, collate), after a
+    warm-up batch (fusing the chain, first touch of the code); and the bytes
+    of one collated batch."""
+    import numpy as np
+
+    from fastdecode.data.loader import collate
+
+    rng = np.random.default_rng(SEED)
+    times = []
+    with one_thread(torch), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        images, _ = collate(ds.__getitems__(rng.integers(0, len(ds), batch_size).tolist()))
+        for _ in range(batches):
+            indices = rng.integers(0, len(ds), batch_size).tolist()
+            start = time.perf_counter()
+            collate(ds.__getitems__(indices))
+            times.append(time.perf_counter() - start)
+    return times, images.element_size() * images.numel()
+
+
+def measure_loader(ds, workers: int, batch_size: int, batches: int, timeout: float,
+                   caught: list[str], torch) -> tuple[float, float, int]:
+    """Images/s of FastLoader with ``workers`` workers, in steady state.
+
+    All workers start together, so the first ``workers`` batches arrive as one
+    wave after the start-up; the rate counts the batches after that wave over
+    the time since it, which is the steady rate (counting from the first
+    batch would overstate it by the wave)."""
+    from fastdecode.data.loader import FastLoader
+
+    wave = max(1, workers)
+    total = wave + batches
+    sampler = torch.utils.data.RandomSampler(
+        ds, replacement=True, num_samples=total * batch_size,
+        generator=torch.Generator().manual_seed(SEED + workers))
+    with warnings.catch_warnings(record=True) as recorded:
+        # oversubscription and /dev/shm warnings become part of the report
+        warnings.simplefilter("always")
+        loader = FastLoader(ds, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                            drop_last=True, timeout=timeout if workers else 0)
+        start = time.perf_counter()
+        arrivals = [time.perf_counter() for _ in loader]
+    caught.extend(str(w.message) for w in recorded)
+    elapsed = max(arrivals[-1] - arrivals[wave - 1], 1e-9)  # a finite number for the JSON
+    rate = batches * batch_size / elapsed
+    return rate, arrivals[0] - start, total
+
+
+# --------------------------------------------------------------------------
+# recommending
+
+
+def recommend_prefetch(slowest_batch_s: float, workers: int, step_time: float) -> int:
+    """A batch is requested num_workers * prefetch_factor steps before the
+    training loop needs it, so it has that many step times to arrive: the
+    smallest prefetch_factor (>= 2, the DataLoader default) whose lead time
+    covers the slowest measured batch."""
+    return min(MAX_PREFETCH, max(2, math.ceil(slowest_batch_s / (workers * step_time))))
+
+
+def default_worker_counts(usable: int) -> list[int]:
+    counts, n = [], 1
+    while n < usable:
+        counts.append(n)
+        n *= 2
+    return counts + [usable]
+
+
+def tune(data: Path, transform: Callable, description: str, batch_size: int, batches: int,
+         step_time: Optional[float], worker_counts: Optional[list[int]],
+         progress: Callable[[str], None] = lambda line: None) -> Result:
+    import torch
+
+    from fastdecode.data.datasets import FastImageFolder
+
+    try:
+        ds = FastImageFolder(data, transform, on_error="skip")
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise UsageError(f"--data {data}: not an ImageFolder tree: {exc}") from exc
+    usable = _system.usable_cpus()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    progress(f"measuring one worker: {batches} batches of {batch_size}")
+    times, batch_bytes = measure_worker(ds, batch_size, batches, torch)
+    decode, slowest = statistics.median(times), max(times)
+    result = Result(
+        data=str(data), images=len(ds), classes=len(ds.classes), transform=description,
+        batch_size=batch_size, batches=batches, usable_cpus=usable, decode_s_per_batch=decode,
+        decode_s_per_batch_max=slowest, worker_images_per_s=batch_size / decode,
+        batch_bytes=batch_bytes, sweep=[], max_images_per_s=0.0, max_at_num_workers=0,
+        recommended_num_workers=0, recommended_prefetch_factor=2, step_time_s=step_time,
+        load_average=load)
+    if step_time is not None:
+        result.needed_num_workers = math.ceil(decode / step_time)
+        result.recommended_num_workers = min(result.needed_num_workers, usable)
+        result.input_bound = result.needed_num_workers > usable
+        result.target_images_per_s = batch_size / step_time
+
+    counts = list(dict.fromkeys(worker_counts)) if worker_counts else sorted(
+        set(default_worker_counts(usable)) | {result.recommended_num_workers} - {0})
+    caught: list[str] = []
+    for workers in counts:
+        progress(f"measuring FastLoader with num_workers={workers}")
+        # generous: a start-up plus ten slow batches on time-shared CPUs
+        timeout = 60 + 10 * slowest * max(1, workers / usable)
+        rate, first, total = measure_loader(ds, workers, batch_size, batches, timeout, caught,
+                                            torch)
+        result.sweep.append(Row(workers, rate, first, total, workers > usable, None
+                                if step_time is None else rate >= result.target_images_per_s))
+    best = max(result.sweep, key=lambda row: row.images_per_s)
+    result.max_images_per_s, result.max_at_num_workers = best.images_per_s, best.num_workers
+    result.skipped_images = ds.skipped
+    result.warnings = list(dict.fromkeys(caught))
+    _recommend(result)
+    return result
+
+
+def _recommend(r: Result) -> None:
+    notes = r.notes
+    # the load average counts the whole machine (also in a container), so
+    # it is weighed against all of its CPUs
+    cpus = os.cpu_count() or 1
+    if r.load_average is not None and r.load_average > cpus / 2:
+        notes.append(f"the machine was busy (load average {r.load_average:.1f} on {cpus} CPUs "
+                     "when tune started): the rates are lower than on an idle machine")
+    _recommend_workers(r)
+    free = _system.shm_free_bytes()
+    need = r.recommended_num_workers * r.recommended_prefetch_factor * r.batch_bytes
+    if free is not None and need > free:
+        notes.append(f"/dev/shm has {free / 2**20:,.0f} MiB free but {r.recommended_num_workers} "
+                     f"workers x prefetch_factor={r.recommended_prefetch_factor} x "
+                     f"{r.batch_bytes / 2**20:,.0f} MiB batches need {need / 2**20:,.0f} MiB: "
+                     "enlarge it (see `fastdecode doctor`) or lower the batch size")
+
+
+def _recommend_workers(r: Result) -> None:
+    notes = r.notes
+    if r.step_time_s is None:
+        # the fewest workers that reach the best rate; 0 workers decode in
+        # the training loop itself, so only when nothing else was tried
+        candidates = [row for row in r.sweep if row.num_workers > 0] or r.sweep
+        top = max(row.images_per_s for row in candidates)
+        pick = min((row for row in candidates if row.images_per_s >= NEAR_BEST * top),
+                   key=lambda row: row.num_workers)
+        r.recommended_num_workers = pick.num_workers
+        notes.append(f"the machine feeds at most {r.max_images_per_s:,.0f} images/s "
+                     f"(num_workers={r.max_at_num_workers}); num_workers={pick.num_workers} is "
+                     f"the fewest within {1 - NEAR_BEST:.0%} of the best")
+        notes.append("prefetch_factor=2 (the default); pass --step-time to size it against "
+                     "your training step")
+        return
+    step = r.step_time_s
+    notes.append(f"a step of {step:g} s consumes {r.target_images_per_s:,.0f} images/s: "
+                 f"num_workers = ceil({r.decode_s_per_batch:.3f} / {step:g}) = "
+                 f"{r.needed_num_workers}"
+                 + (f", capped at the {r.usable_cpus} usable CPUs" if r.input_bound else ""))
+    if r.input_bound:
+        r.recommended_prefetch_factor = 2
+        notes.append(f"input-bound: {r.usable_cpus} CPUs cannot decode "
+                     f"{r.target_images_per_s:,.0f} images/s (measured at most "
+                     f"{r.max_images_per_s:,.0f}); the GPU will wait on data. Options: more "
+                     "CPUs, `fastdecode convert --to bmp` (decodes several times faster), "
+                     "smaller stored images, or a longer step (larger model or batch). "
+                     "prefetch_factor stays 2: more batches in flight cannot raise the rate")
+    else:
+        r.recommended_prefetch_factor = recommend_prefetch(
+            r.decode_s_per_batch_max, max(1, r.recommended_num_workers), step)
+        notes.append(f"prefetch_factor={r.recommended_prefetch_factor}: each batch is requested "
+                     f"{r.recommended_num_workers} x {r.recommended_prefetch_factor} steps "
+                     f"ahead, which covers the slowest batch measured "
+                     f"({r.decode_s_per_batch_max:.3f} s)")
+    measured = {row.num_workers: row for row in r.sweep}.get(r.recommended_num_workers)
+    if measured is not None and measured.meets_step_time is False and not r.input_bound:
+        notes.append(f"but the loader measured {measured.images_per_s:,.0f} images/s at "
+                     f"num_workers={measured.num_workers}, under the target: the workers "
+                     "compete for memory bandwidth or the main process; try one more worker")
+
+
+# --------------------------------------------------------------------------
+# the command
+
+
+def print_text(r: Result) -> None:
+    print(f"data: {r.data} ({r.images} images, {r.classes} classes)")
+    print(f"transform: {r.transform}")
+    print(f"one worker: {r.decode_s_per_batch:.3f} s per batch of {r.batch_size} (median of "
+          f"{r.batches}, slowest {r.decode_s_per_batch_max:.3f} s) = "
+          f"{r.worker_images_per_s:,.0f} images/s")
+    print(f"usable CPUs: {r.usable_cpus}\n")
+    print("num_workers  images/s  first batch")
+    for row in r.sweep:
+        flags = [f for f, on in (("oversubscribed", row.oversubscribed),
+                                 ("meets the step time", row.meets_step_time)) if on]
+        print(f"{row.num_workers:>11}  {row.images_per_s:>8,.0f}  {row.first_batch_s:>9.2f} s"
+              + (f"  ({', '.join(flags)})" if flags else ""))
+    print()
+    for note in r.notes:
+        print(f"- {note}")
+    if r.skipped_images:
+        print(f"- {r.skipped_images} unreadable image(s) skipped while measuring")
+    for message in r.warnings:
+        print(f"- loader warning: {message}")
+    print(f"\nrecommended: num_workers={r.recommended_num_workers}, "
+          f"prefetch_factor={r.recommended_prefetch_factor}")
+
+
+def _error(message: str) -> None:
+    print(f"fastdecode tune: error: {message}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError as exc:
+        _error(f"tune needs torch and torchvision ({exc}): pip install torch torchvision")
+        return 2
+    try:
+        transform, description = load_transform(args.transform)
+        data = args.data
+        if data is None:
+            from fastdecode.cli.datagen import generate_imagenet_like
+
+            data = generate_imagenet_like()
+            print(f"no --data: using the generated ImageNet-like set in {data}", file=sys.stderr)
+        elif not data.is_dir():
+            raise UsageError(f"--data {data}: no such directory")
+        progress = (lambda line: None) if args.json else (
+            lambda line: print(line + " ...", file=sys.stderr, flush=True))
+        result = tune(data, transform, description, args.batch_size, args.batches,
+                      args.step_time, args.workers, progress)
+    except UsageError as exc:
+        _error(str(exc))
+        return 2
+    except Exception as exc:  # the pipeline itself failed: say what, exit 1
+        _error(f"measuring failed: {type(exc).__name__}: {exc}")
+        return 1
+    if args.json:
+        print(json.dumps(asdict(result), indent=2))
+    else:
+        print_text(result)
+    return 0
+
+
+def _number(kind: type, minimum: float, strict: bool = False):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(
+                f"must be {'>' if strict else '>='} {minimum}, got {text}")
+        return value
+    return parse
+
+
+EPILOG = f"""\
+how it decides:
+  num_workers     with --step-time S: ceil(D / S), D being one worker's median
+                  time per batch, capped at the usable CPUs (then the job is
+                  input-bound and the output says what would help).
+                  Without it: the fewest workers within {1 - NEAR_BEST:.0%} of the
+                  best measured images/s.
+  prefetch_factor a batch is requested num_workers x prefetch_factor steps
+                  before it is needed; tune picks the smallest value >= 2 whose
+                  lead time covers the slowest measured batch:
+                  max(2, ceil(slowest / (num_workers x S))), at most {MAX_PREFETCH}.
+                  2 without --step-time or when input-bound (more batches in
+                  flight cannot raise the rate, only memory).
+  Numbers vary from run to run on a shared machine; rerun before trusting one.
+
+exit status: 0 on success, 1 when the pipeline fails while measuring (a
+decode error, a transform that raises, a worker timeout), 2 for bad
+arguments (missing --data, a --transform that does not import).
+
+examples:
+  fastdecode tune --data ~/data/imagenet/train --step-time 0.25
+  fastdecode tune --data ~/data/train --transform myproject.data:train_transform --batch-size 128
+  fastdecode tune --workers 2 4 6 8 --batches 20 --json > tune.json
+  fastdecode tune          # the generated ImageNet-like set, standard chain
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "tune",
+        help="measure decode speed on your data and recommend num_workers",
+        description="Measures one worker's decode time per batch on your data with your\n"
+        "transform chain, then FastLoader's images/s at each worker count, and\n"
+        "recommends num_workers and prefetch_factor.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--data", type=Path, metavar="PATH",
+                        help="an ImageFolder tree (default: the generated ImageNet-like set, "
+                        "made on first use)")
+    parser.add_argument("--transform", metavar="MODULE:ATTR",
+                        help="your transform: a torchvision transform object or a function "
+                        "that returns one, imported from the current directory or the "
+                        "Python path (default: the standard ImageNet train chain)")
+    parser.add_argument("--batch-size", type=_number(int, 1), default=256, metavar="B",
+                        help="images per batch (default: 256)")
+    parser.add_argument("--step-time", type=_number(float, 0, strict=True), metavar="SECONDS",
+                        help="seconds your training step takes per batch, without waiting on data")
+    parser.add_argument("--workers", type=_number(int, 0), nargs="+", metavar="N",
+                        help="worker counts to try (default: 1, 2, 4, ... up to the usable CPUs)")
+    parser.add_argument("--batches", type=_number(int, 1), default=8, metavar="N",
+                        help="batches timed per measurement (default: 8)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
