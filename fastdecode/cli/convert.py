@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 import numpy as np
 from tqdm import tqdm
 
+from fastdecode import _system
 from fastdecode.api import decode_image, read_header
 from fastdecode.errors import FastDecodeError
 
@@ -256,13 +257,6 @@ def plan_conversion(source: Path, destination: Path, to: str) -> Plan:
     return plan
 
 
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS and Windows have no affinity call
-        return os.cpu_count() or 1
-
-
 def quit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(1)  # unwinds through write_atomically, which removes its partial file
 
@@ -378,7 +372,7 @@ def convert_tree(
     for image, output in plan.done:
         summary.bytes_before += os.path.getsize(image)
         summary.bytes_after += os.path.getsize(output)
-    workers = min(workers or usable_cpus(), max(1, len(plan.todo)))
+    workers = min(workers or _system.usable_cpus(), max(1, len(plan.todo)))
     outputs = dict(plan.todo)
     finished = list(plan.done)
     with tqdm(total=len(plan.todo), unit="img", desc=f"convert to {to}", disable=None) as bar:
@@ -505,7 +499,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-side", type=int, metavar="N",
                         help="shrink so the longer side is at most N pixels (never enlarges)")
     parser.add_argument("--workers", type=int, metavar="N",
-                        help=f"processes (default: the usable CPUs, {usable_cpus()} here)")
+                        help=f"processes (default: the usable CPUs, {_system.usable_cpus()} here)")
     parser.add_argument("--time-sample", type=int, default=50, metavar="N",
                         help="files whose decode time is measured before/after (default 50, "
                              "0 skips)")

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from fastdecode._system import usable_cpus
+
 __all__ = ["default_dataset_dir", "generate_imagenet_like"]
 
 # Bumped whenever the images change, so that a cached folder is remade.
@@ -175,9 +177,8 @@ def _draw_size(rng: np.random.Generator) -> tuple[int, int]:
 # How to draw: pixels.
 
 def _render_all(specs: list[ImageSpec], progress: bool) -> None:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     # A worker costs ~0.5 s to start; below ~50 images one process is faster.
-    workers = max(1, min(cores or 1, len(specs) // 50))
+    workers = max(1, min(usable_cpus(), len(specs) // 50))
     if workers == 1:
         results = map(write_image, specs)
         pool = None

@@ -11,7 +11,6 @@ and a per-batch timeout on the workers, so it never hangs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import importlib
 import inspect
@@ -149,31 +148,6 @@ def load_transform(reference: Optional[str]) -> tuple[Callable, str]:
 # measuring
 
 
-@contextlib.contextmanager
-def one_thread(torch):
-    """What worker_init_fn sets in a worker (one thread per pool), undone on
-    exit: tune may run inside someone else's process."""
-    threads = torch.get_num_threads()
-    cv2 = sys.modules.get("cv2")
-    cv2_threads = cv2.getNumThreads() if cv2 is not None else None
-    with contextlib.ExitStack() as stack:
-        try:
-            from threadpoolctl import threadpool_limits
-
-            stack.enter_context(threadpool_limits(1))
-        except ImportError:
-            pass
-        torch.set_num_threads(1)
-        if cv2 is not None:
-            cv2.setNumThreads(0)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(threads)
-            if cv2 is not None:
-                cv2.setNumThreads(cv2_threads)
-
-
 def measure_worker(ds, batch_size: int, batches: int, torch) -> tuple[list[float], int]:
     """Seconds per batch for one worker (decode, transforms, collate), after a
     warm-up batch (fusing the chain, first touch of the code); and the bytes
@@ -184,7 +158,7 @@ def measure_worker(ds, batch_size: int, batches: int, torch) -> tuple[list[float
 
     rng = np.random.default_rng(SEED)
     times = []
-    with one_thread(torch), torch.random.fork_rng(devices=[]):
+    with _system.one_thread_per_pool(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
         images, _ = collate(ds.__getitems__(rng.integers(0, len(ds), batch_size).tolist()))
         for _ in range(batches):
@@ -300,13 +274,14 @@ def _recommend(r: Result) -> None:
         notes.append(f"the machine was busy (load average {r.load_average:.1f} on {cpus} CPUs "
                      "when tune started): the rates are lower than on an idle machine")
     _recommend_workers(r)
-    free = _system.shm_free_bytes()
-    need = r.recommended_num_workers * r.recommended_prefetch_factor * r.batch_bytes
-    if free is not None and need > free:
-        notes.append(f"/dev/shm has {free / 2**20:,.0f} MiB free but {r.recommended_num_workers} "
-                     f"workers x prefetch_factor={r.recommended_prefetch_factor} x "
-                     f"{r.batch_bytes / 2**20:,.0f} MiB batches need {need / 2**20:,.0f} MiB: "
-                     "enlarge it (see `fastdecode doctor`) or lower the batch size")
+    shm = _system.shm_budget(r.recommended_num_workers, r.recommended_prefetch_factor,
+                             r.batch_bytes)
+    if shm.status == "short" and shm.free is not None:
+        notes.append(f"/dev/shm has {shm.free / 2**20:,.0f} MiB free but "
+                     f"{r.recommended_num_workers} workers x prefetch_factor="
+                     f"{r.recommended_prefetch_factor} x {r.batch_bytes / 2**20:,.0f} MiB batches "
+                     f"need {shm.need / 2**20:,.0f} MiB: enlarge it ({shm.advice}; see "
+                     "`fastdecode doctor`) or lower the batch size")
 
 
 def _recommend_workers(r: Result) -> None:
