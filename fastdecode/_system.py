@@ -50,9 +50,9 @@ def cgroup_cpu_limit(root: Path = CGROUP_ROOT) -> float | None:
     except (OSError, ValueError):
         pass
     try:
-        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        return quota / period if quota > 0 and period > 0 else None
+        cfs_quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        cfs_period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return cfs_quota / cfs_period if cfs_quota > 0 and cfs_period > 0 else None
     except (OSError, ValueError):
         return None
 

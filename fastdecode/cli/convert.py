@@ -25,15 +25,11 @@ from tqdm import tqdm
 
 from fastdecode import _system
 from fastdecode.api import decode_image, read_header
+from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 from fastdecode.errors import FastDecodeError
 
 __all__ = ["Summary", "convert_tree", "register"]
 
-# What torchvision's ImageFolder loads (torchvision.datasets.folder.IMG_EXTENSIONS);
-# it skips every other file, and so does the conversion.
-IMAGE_EXTENSIONS = frozenset(
-    {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
-)
 OUTPUT_SUFFIXES = {"bmp": ".bmp", "jpeg": ".jpg"}
 SUBSAMPLINGS = ("4:4:4", "4:2:2", "4:2:0")
 # The temporary name is fixed per output, so a file left by a killed run is
@@ -47,7 +43,7 @@ TIMING_REPEATS = 3
 
 
 @dataclass(frozen=True)
-class Options:
+class EncodeOptions:
     """How each image is converted; sent to every worker process."""
 
     to: str
@@ -84,7 +80,7 @@ def bmp_row_stride(width: int) -> int:
     return (width * 3 + 3) & ~3
 
 
-def write_bmp(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
+def write_bmp(file: BinaryIO, pixels: np.ndarray, options: EncodeOptions) -> None:
     """24-bit bottom-up BI_RGB: the BMP variant fastdecode reads fastest."""
     height, width, _ = pixels.shape
     stride = bmp_row_stride(width)
@@ -99,7 +95,7 @@ def write_bmp(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
     file.write(rows.data)
 
 
-def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
+def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: EncodeOptions) -> None:
     from PIL import Image
 
     Image.fromarray(pixels).save(
@@ -108,7 +104,7 @@ def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
     )
 
 
-WRITERS: dict[str, Callable[[BinaryIO, np.ndarray, Options], None]] = {
+WRITERS: dict[str, Callable[[BinaryIO, np.ndarray, EncodeOptions], None]] = {
     "bmp": write_bmp,
     "jpeg": write_jpeg,
 }
@@ -176,7 +172,7 @@ def fit_within(height: int, width: int, max_side: int | None) -> tuple[int, int]
     return max(1, round(height * max_side / longer)), max(1, round(width * max_side / longer))
 
 
-def resize(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+def shrink_pixels(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
     """Resamples HWC uint8 RGB pixels; the one place to swap in fastdecode's own resampler."""
     from PIL import Image
 
@@ -197,7 +193,7 @@ def load_pixels(data: bytes, max_side: int | None) -> np.ndarray:
     min_size = (height, width) if header.format == "jpeg" else None
     pixels = decode_image(data, mode="RGB", min_size=min_size)
     if pixels.shape[:2] != (height, width):
-        pixels = resize(pixels, height, width)
+        pixels = shrink_pixels(pixels, height, width)
     return pixels
 
 
@@ -209,7 +205,7 @@ class Outcome:
     output_bytes: int = 0
 
 
-def convert_one(options: Options, job: tuple[str, str]) -> Outcome:
+def convert_one(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
     source, output = job
     try:
         data = Path(source).read_bytes()
@@ -224,17 +220,13 @@ def convert_one(options: Options, job: tuple[str, str]) -> Outcome:
 # --- the tree ----------------------------------------------------------------
 
 
-def find_images(root: Path) -> list[Path]:
-    """The files ImageFolder would load, in its order: class folders sorted, each walked."""
-    classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
-    if not classes:
-        raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per class)")
-    images: list[Path] = []
-    for name in classes:
-        for folder, _, files in sorted(os.walk(root / name, followlinks=True)):
-            images += [Path(folder, file) for file in sorted(files)
-                       if os.path.splitext(file)[1].lower() in IMAGE_EXTENSIONS]
-    return images
+def source_classes(root: Path) -> dict[str, int]:
+    """The class folders of ``root`` and their indices, as ImageFolder finds them."""
+    try:
+        return find_classes(root)[1]
+    except FileNotFoundError:
+        raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per "
+                         "class)") from None
 
 
 @dataclass
@@ -245,15 +237,19 @@ class Plan:
 
 
 def plan_conversion(source: Path, destination: Path, to: str) -> Plan:
+    """What to convert: the files ImageFolder loads (its walk, ``fastdecode.data``), in order."""
     plan = Plan()
     claimed: dict[Path, Path] = {}
-    for image in find_images(source):
+    walk = make_dataset(source, source_classes(source), extensions=IMG_EXTENSIONS,
+                        allow_empty=True)
+    for path, _ in walk:
+        image = Path(path)
         output = (destination / image.relative_to(source)).with_suffix(OUTPUT_SUFFIXES[to])
         if output in claimed:  # e.g. cat.jpg and cat.png: both would become cat.bmp
-            plan.failures[str(image)] = f"same output name as {claimed[output]}"
+            plan.failures[path] = f"same output name as {claimed[output]}"
             continue
         claimed[output] = image
-        (plan.done if is_complete(output, to) else plan.todo).append((str(image), str(output)))
+        (plan.done if is_complete(output, to) else plan.todo).append((path, str(output)))
     return plan
 
 
@@ -268,7 +264,9 @@ def init_worker() -> None:
     signal.signal(signal.SIGTERM, quit_on_sigterm)
 
 
-def run_jobs(jobs: list[tuple[str, str]], options: Options, workers: int) -> Iterator[Outcome]:
+def run_jobs(
+    jobs: list[tuple[str, str]], options: EncodeOptions, workers: int
+) -> Iterator[Outcome]:
     convert = functools.partial(convert_one, options)
     if workers == 1:
         yield from map(convert, jobs)
@@ -320,7 +318,7 @@ def measure_decode_trade(summary: Summary, pairs: list[tuple[str, str]], sample:
 
 
 def check_arguments(
-    source: Path, destination: Path, options: Options, workers: int | None, time_sample: int
+    source: Path, destination: Path, options: EncodeOptions, workers: int | None, time_sample: int
 ) -> None:
     if not source.is_dir():
         raise ValueError(f"source {source} is not a folder")
@@ -363,7 +361,7 @@ def convert_tree(
     but missing; a file that cannot be converted is listed, not raised.
     """
     source, destination = Path(source), Path(destination)
-    options = Options(to, quality, subsampling, max_side)
+    options = EncodeOptions(to, quality, subsampling, max_side)
     check_arguments(source, destination, options, workers, time_sample)
     started = time.perf_counter()
     plan = plan_conversion(source, destination, to)
@@ -394,11 +392,13 @@ def convert_tree(
 
 
 def format_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            break
+    if size < 1024:
+        return f"{int(size)} B"
+    for unit in ("KiB", "MiB", "GiB"):
         size /= 1024
-    return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
 
 
 def format_summary(summary: Summary) -> str:
