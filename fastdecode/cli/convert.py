@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from fastdecode import _system
 from fastdecode.api import decode_image, read_header
+from fastdecode.cli._args import add_command
 from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 from fastdecode.errors import FastDecodeError
 
@@ -483,11 +484,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "convert", help="re-encode an ImageFolder tree as BMP or JPEG",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "convert", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("source", metavar="SRC", type=Path, help="ImageFolder root")
     parser.add_argument("destination", metavar="DST", type=Path,
                         help="output root (created; must not be inside SRC)")

@@ -24,6 +24,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -179,6 +180,7 @@ def _draw_size(rng: np.random.Generator) -> tuple[int, int]:
 def _render_all(specs: list[ImageSpec], progress: bool) -> None:
     # A worker costs ~0.5 s to start; below ~50 images one process is faster.
     workers = max(1, min(usable_cpus(), len(specs) // 50))
+    results: Iterable[None]
     if workers == 1:
         results = map(write_image, specs)
         pool = None
@@ -285,7 +287,7 @@ def _smooth_field(rng: np.random.Generator, height: int, width: int, alpha: floa
     small = _noise_field(rng, -(-height // k), -(-width // k), alpha)
     if k == 1:
         return small
-    return np.asarray(Image.fromarray(small).resize((width, height), Image.BICUBIC))
+    return np.asarray(Image.fromarray(small).resize((width, height), Image.Resampling.BICUBIC))
 
 
 def _tiled_texture(rng: np.random.Generator, height: int, width: int,

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from fastdecode import _system
 from fastdecode.api import info
+from fastdecode.cli._args import add_command, count
 
 __all__ = ["Check", "JobOptions", "Options", "diagnose", "recommended_num_workers", "register"]
 
@@ -345,15 +346,6 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _count(minimum: int):
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-    return parse
-
-
 EPILOG = """\
 checks: usable CPUs (affinity, cgroup quota) and the num_workers they allow;
 /dev/shm against num_workers x prefetch_factor x batch bytes; thread
@@ -375,21 +367,19 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "doctor",
-        help="check this machine for what stalls data loading",
+    parser = add_command(
+        subparsers, "doctor",
         description="Checks what makes a PyTorch data loader stall or crash on this machine\n"
         "and says, for each finding, what to set instead.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--num-workers", type=_count(0), metavar="N",
+    parser.add_argument("--num-workers", type=count(0), metavar="N",
                         help="the num_workers the job uses (default: the recommended count)")
-    parser.add_argument("--batch-size", type=_count(1), default=256, metavar="B",
+    parser.add_argument("--batch-size", type=count(1), default=256, metavar="B",
                         help="images per batch (default: 256)")
-    parser.add_argument("--image-size", type=_count(1), default=224, metavar="S",
+    parser.add_argument("--image-size", type=count(1), default=224, metavar="S",
                         help="side of the square images in a batch (default: 224)")
-    parser.add_argument("--prefetch-factor", type=_count(1), default=2, metavar="P",
+    parser.add_argument("--prefetch-factor", type=count(1), default=2, metavar="P",
                         help="batches in flight per worker (default: 2)")
     parser.add_argument("--float", dest="float32", action="store_true",
                         help="batches leave the workers as float32 (ToTensor/Normalize there), "
