@@ -458,6 +458,12 @@ class FusedTransform:
             :meth:`finish` work); otherwise None.
         last_params: the :class:`~fastdecode._plan.Geometry` of the last image
             (debugging only; not thread-safe).
+
+    The batch protocol (what datasets and loaders use; stable): when
+    :attr:`output_shape` is not None, :meth:`decode_into` fills a uint8
+    (C, H, W) slot, :attr:`tensor_table` is the per-channel table that
+    :meth:`finish` applies (None when ``finish`` returns the uint8 pixels
+    themselves) and :attr:`result_dtype` is the dtype ``finish`` returns.
     """
 
     def __init__(self, transform: Any, *, exact: bool = False, region: str = "box",
@@ -518,6 +524,27 @@ class FusedTransform:
             "trailing": list(self.trailing),
         }
         self.last_params: Optional[Geometry] = None
+
+    # -- the batch protocol ----------------------------------------------------------
+
+    @property
+    def tensor_table(self) -> Optional[np.ndarray]:
+        """The (C, 256) table of the tensor step: ``finish(pixels)[..., c, y, x]
+        == table[c, pixels[..., c, y, x]]``; np.float32 for the ToTensor /
+        Normalize / ToDtype(float32) chains (the array of the result dtype in
+        general). None when that step is the identity (``finish`` returns the
+        uint8 values as they are) or the chain has no fused tensor step.
+        Read-only; do not modify."""
+        if self.tail is None or self.tail.identity:
+            return None
+        return self.tail.table
+
+    @property
+    def result_dtype(self) -> Optional[torch.dtype]:
+        """The torch dtype of what :meth:`finish` returns (torch.uint8 for a
+        PILToTensor / ToImage tail, torch.float32 for ToTensor + Normalize...);
+        None when the chain has no fused tensor step (``finish`` raises)."""
+        return None if self.tail is None else self.tail.dtype
 
     # -- pickling: rebuild from the source ----------------------------------------
 

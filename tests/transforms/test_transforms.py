@@ -513,6 +513,37 @@ def test_decode_into_and_finish_match_call(chain_id):
     assert torch.equal(out, finished.as_subclass(torch.Tensor))
 
 
+TAIL_CHAINS = {
+    "ToTensor+Normalize": lambda: T.Compose([T.CenterCrop(8), T.ToTensor(), T.Normalize(MEAN, STD)]),
+    "v2-ToDtype-float64": lambda: T2.Compose([T2.CenterCrop(8), T2.ToImage(),
+                                              T2.ToDtype(torch.float64, scale=True)]),
+    "PILToTensor": lambda: T.Compose([T.CenterCrop(8), T.PILToTensor()]),
+    "v2-ToImage": lambda: T2.Compose([T2.CenterCrop(8), T2.ToImage()]),
+}
+
+
+@pytest.mark.parametrize("chain_id", list(TAIL_CHAINS))
+def test_batch_protocol_table_and_dtype_describe_finish(chain_id):
+    f = fuse(TAIL_CHAINS[chain_id]())
+    pixels = torch.randint(0, 256, (2, *f.output_shape), dtype=torch.uint8)
+    result = f.finish(pixels)
+    assert f.result_dtype == result.dtype
+    table = f.tensor_table
+    if table is None:
+        assert torch.equal(result.as_subclass(torch.Tensor), pixels)
+    else:
+        assert table.shape == (3, 256)
+        expected = torch.from_numpy(table)[torch.arange(3)[:, None, None], pixels.long()]
+        assert torch.equal(result.as_subclass(torch.Tensor), expected)
+        if result.dtype == torch.float32:
+            assert table.dtype == np.float32
+
+
+def test_batch_protocol_without_a_tensor_step():
+    f = fuse(T.Compose([T.CenterCrop(8)]))
+    assert f.tensor_table is None and f.result_dtype is None
+
+
 def test_decode_into_with_unfusable_step_still_fills_out():
     f = fuse(SIZES["double-resize"])
     data = encode(375, 500)
