@@ -2,8 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from fastdecode._version import __version__
 from fastdecode._types import ImageInfo, Layout, Mode
+from fastdecode._version import __version__
 from fastdecode.api import (
     DEFAULT_MAX_PIXELS,
     decode_bmp,

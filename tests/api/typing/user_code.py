@@ -2,6 +2,8 @@
 # (tests/api/test_typing.py). Each reveal_type line states what mypy must infer.
 from __future__ import annotations
 
+from typing import reveal_type
+
 import numpy as np
 import torch
 from torchvision import transforms as T
@@ -14,7 +16,8 @@ img = fd.decode_jpeg(data, crop=(0, 0, 10, 10), size=(8, 8), layout="CHW", flip=
 reveal_type(img)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
 thumb = fd.decode_image(data, mode=fd.Mode.L, min_size=(64, 64))
 reveal_type(thumb)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
-reveal_type(fd.read_image("cat.jpg", layout=fd.Layout.CHW, size=(224, 224)))  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
+pixels = fd.read_image("cat.jpg", layout=fd.Layout.CHW, size=(224, 224))
+reveal_type(pixels)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
 header = fd.read_header(data)
 reveal_type(header.width)  # E: int
 reveal_type(header.subsampling)  # E: str | None
