@@ -4,7 +4,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from fastdecode._types import ImageInfo, Layout, Mode
+from fastdecode._types import ImageInfo, Layout, Mode, PlannedShape
 
 DEFAULT_MAX_PIXELS: int
 
@@ -39,16 +39,19 @@ def decode_bmp(
 ) -> np.ndarray: ...
 def sniff(data: Any) -> Optional[str]: ...
 def read_native_header(data: Any) -> Optional[ImageInfo]: ...
-def check_options(
-    mode: Mode | str,
-    scale: Optional[float],
-    min_size: Optional[Tuple[int, int]],
-    crop: Optional[Tuple[int, int, int, int]],
-    layout: Layout | str,
-    max_pixels: Optional[int],
+def plan_shape(
+    height: int,
+    width: int,
+    *,
+    mode: Mode | str = ...,
+    scale: Optional[float] = ...,
+    min_size: Optional[Tuple[int, int]] = ...,
+    crop: Optional[Tuple[int, int, int, int]] = ...,
     size: Optional[Tuple[int, int]] = ...,
     interpolation: str = ...,
-) -> int: ...
+    layout: Layout | str = ...,
+    max_pixels: Optional[int] = ...,
+) -> PlannedShape: ...
 def fill_out(arr: np.ndarray, out: Any) -> Any: ...
 def library_info() -> Tuple[str, bool]: ...
 def resize(
