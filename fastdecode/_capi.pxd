@@ -64,6 +64,8 @@ cdef extern from "fd_common.h" nogil:
         int64_t height
         int64_t width
 
+    uint64_t FD_DEFAULT_MAX_PIXELS
+
     ctypedef struct fd_options:
         fd_mode mode
         fd_layout layout

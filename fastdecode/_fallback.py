@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from fastdecode._native import decode_bmp, fill_out, plan_shape, resize
+from fastdecode._options import DEFAULTS, DecodeOptions
 from fastdecode._types import ImageInfo
 from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
 
@@ -55,12 +56,16 @@ def read_header(data: Any) -> ImageInfo:
         )
 
 
-def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, flip, layout,
-           out, exif, max_pixels) -> np.ndarray:
-    mode = getattr(mode, "value", mode)
-    plan = functools.partial(plan_shape, mode=mode, scale=scale, min_size=min_size, crop=crop,
-                             size=size, interpolation=interpolation, layout=layout,
-                             max_pixels=max_pixels)
+def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
+    """Decodes `data` (not JPEG or BMP, or a BMP at a reduced scale: ``fmt``
+    'bmp') with every option of decode_image; ``fast`` and ``strict`` are
+    libjpeg's and do not apply. The geometry is the C planner's."""
+    o: DecodeOptions = {**DEFAULTS, **options}
+    mode = getattr(o["mode"], "value", o["mode"])
+    crop, size, max_pixels = o["crop"], o["size"], o["max_pixels"]
+    plan = functools.partial(plan_shape, mode=mode, scale=o["scale"], min_size=o["min_size"],
+                             crop=crop, size=size, interpolation=o["interpolation"],
+                             layout=o["layout"], max_pixels=max_pixels)
     if fmt == "bmp":  # native pixels, Pillow only for the rescale
         from PIL import Image
 
@@ -73,7 +78,7 @@ def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, 
         plan(im.height, im.width, crop=None)  # the options and max_pixels, before loading
         try:
             im.load()
-            if exif:
+            if o["exif"]:
                 from PIL import ImageOps
 
                 im = ImageOps.exif_transpose(im)
@@ -87,8 +92,8 @@ def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, 
     if size is not None:  # from full resolution: the most faithful for these formats
         arr = np.asarray(im).reshape(height, width, -1)
         box = None if crop is None else (crop[1], crop[0], crop[1] + crop[3], crop[0] + crop[2])
-        return resize(arr, size, interpolation=interpolation, box=box, flip=flip,
-                      layout=layout, out=out)
+        return resize(arr, size, interpolation=o["interpolation"], box=box, flip=o["flip"],
+                      layout=o["layout"], out=o["out"])
     if planned.scale_num != 8:
         scaled_h, scaled_w = planned.scaled_size
         im = im.resize((scaled_w, scaled_h), Image.Resampling.BOX)
@@ -97,9 +102,9 @@ def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, 
         arr = arr[:, :, None]
     top, left, region_h, region_w = planned.region
     arr = arr[top:top + region_h, left:left + region_w]
-    if flip:
+    if o["flip"]:
         arr = arr[:, ::-1]
-    if layout == "CHW":
+    if getattr(o["layout"], "value", o["layout"]) == "CHW":
         arr = arr.transpose(2, 0, 1)
     arr = np.ascontiguousarray(arr)
-    return arr if out is None else fill_out(arr, out)
+    return arr if o["out"] is None else fill_out(arr, o["out"])

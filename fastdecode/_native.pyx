@@ -27,9 +27,11 @@ import operator
 import numpy as np
 
 from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
+from fastdecode._options import DEFAULT_MAX_PIXELS, DEFAULTS as _D
 from fastdecode._types import ImageInfo, PlannedShape
 
-DEFAULT_MAX_PIXELS = 178956970
+if DEFAULT_MAX_PIXELS != FD_DEFAULT_MAX_PIXELS:  # the C default, for C callers
+    raise ImportError("fastdecode: _options.DEFAULT_MAX_PIXELS differs from the C core's")
 
 _COLOR_SPACES = {
     FD_CS_GRAY: "gray",
@@ -342,8 +344,9 @@ def read_native_header(data):
     return info_tuple(&info)
 
 
-def plan_shape(height, width, *, mode="RGB", scale=None, min_size=None, crop=None, size=None,
-               interpolation="bilinear", layout="HWC", max_pixels=DEFAULT_MAX_PIXELS):
+def plan_shape(height, width, *, mode=_D["mode"], scale=_D["scale"], min_size=_D["min_size"],
+               crop=_D["crop"], size=_D["size"], interpolation=_D["interpolation"],
+               layout=_D["layout"], max_pixels=_D["max_pixels"]):
     """The C planner's geometry for an image of height x width pixels (after
     EXIF orientation, when the decode applies it): the scale, the crop in the
     scaled frame and the output shape, with the decoders' own checks and

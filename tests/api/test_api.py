@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import io
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ from PIL import Image
 
 import fastdecode as fd
 from fastdecode import api
+from fastdecode._options import BMP_OPTIONS, DEFAULTS, DecodeOptions
 
 
 def encoded(fmt: str, size=(45, 67), mode="RGB") -> bytes:
@@ -124,3 +128,42 @@ def test_fallback_geometry_is_the_c_planners(fmt, options):
         if options.get("layout") == "CHW":
             want = want.transpose(2, 0, 1)
         np.testing.assert_array_equal(got, want)
+
+
+def _keywords(fn):
+    params = inspect.signature(fn).parameters.values()
+    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def _stub_keywords(name):
+    tree = ast.parse((Path(fd.__file__).parent / "_native.pyi").read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return [a.arg for a in fn.args.kwonlyargs]
+
+
+ENTRY_POINTS = {
+    "decode_image": (lambda: fd.decode_image, list(DecodeOptions.__annotations__)),
+    "decode_jpeg": (lambda: fd.decode_jpeg, list(DecodeOptions.__annotations__)),
+    "decode_bmp": (lambda: fd.decode_bmp, list(BMP_OPTIONS)),
+    "plan_shape": (lambda: fd._native.plan_shape,
+                   ["mode", "scale", "min_size", "crop", "size", "interpolation", "layout",
+                    "max_pixels"]),
+}
+
+
+@pytest.mark.parametrize("entry, names", ENTRY_POINTS.values(), ids=ENTRY_POINTS.keys())
+def test_entry_points_take_the_decode_options_with_their_defaults(entry, names):
+    keywords = _keywords(entry())
+    assert list(keywords) == names
+    assert keywords == {name: DEFAULTS[name] for name in names}
+    assert list(DEFAULTS) == list(DecodeOptions.__annotations__)
+
+
+@pytest.mark.parametrize("name", ["decode_jpeg", "decode_bmp", "plan_shape"])
+def test_stubs_take_the_decode_options(name):
+    assert _stub_keywords(name) == ENTRY_POINTS[name][1]
+
+
+def test_read_image_options_are_the_decode_options():
+    annotation = inspect.signature(fd.read_image).parameters["options"].annotation
+    assert annotation == "Unpack[DecodeOptions]"
