@@ -26,7 +26,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from torch.utils.data._utils.collate import default_collate
 
 from fastdecode._system import limit_threads_to_one, shm_free_bytes, usable_cpus
-from fastdecode.data.datasets import note_batch_taken_whole
+from fastdecode.data._batches import note_batch_taken_whole
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
