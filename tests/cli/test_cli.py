@@ -16,6 +16,7 @@ import pytest
 from fastdecode.cli import COMMANDS
 from fastdecode.cli.__main__ import build_parser, chosen_command, main
 
+
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)
