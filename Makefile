@@ -17,6 +17,9 @@ test: build
 
 # PyTurboJPEG loads libturbojpeg at run time; Debian ships it apart from the
 # libjpeg API (package libturbojpeg0). Without apt the benchmark skips it.
+# The default run takes about four minutes on 2 cores and ends with a
+# five-line summary; BENCH_ARGS=--full runs the whole sweep (~20 minutes),
+# BENCH_ARGS=--quick a smoke run.
 bench: build $(VENV)/.bench-deps benchmarks/c_floor
 	@if ! $(VPY) -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("turbojpeg"))' \
 	    && command -v apt-get >/dev/null; then \

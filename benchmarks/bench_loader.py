@@ -15,8 +15,9 @@ usable CPUs / the single-thread cost per image of FastImageFolder's fused
 __getitem__, measured in the same rounds.
 
 The default (``fastdecode bench`` and ``make bench``) is one worker count (the
-usable CPUs); ``--full`` sweeps num_workers 0, 1, 2, 4, 8 and adds a uint8
-chain and a 1,000,000-entry file list; ``--quick`` is a smoke run.
+usable CPUs); ``--full`` sweeps num_workers 0, 1, 2, 4, 8 (about 10 minutes
+on 2 cores) with a 1,000,000-entry file list; ``--quick`` is a smoke run;
+``--chains`` adds a uint8 chain.
 """
 
 from __future__ import annotations
@@ -51,12 +52,15 @@ MODES: dict[str, dict[str, Any]] = {
     "quick": dict(workers=[0, 2], batch=32, batches=4, rounds=3, fused=16, entries=100_000),
     # about 90 s on 2 cores: 2 chains x 3 loaders x 4 epochs of 1,536 images, +file list
     "default": dict(workers=None, batch=256, batches=6, rounds=3, fused=128, entries=200_000),
-    "full": dict(workers=[0, 1, 2, 4, 8], batch=256, batches=8, rounds=3, fused=256,
+    "full": dict(workers=[0, 1, 2, 4, 8], batch=256, batches=6, rounds=3, fused=256,
                  entries=1_000_000),
 }
 
 
-def chains(full: bool) -> dict[str, Any]:
+CHAINS = ("train", "eval", "train_uint8")
+
+
+def chains(names: list[str]) -> dict[str, Any]:
     from torchvision import transforms as T
 
     out = {
@@ -65,10 +69,9 @@ def chains(full: bool) -> dict[str, Any]:
         "eval": T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
                            T.Normalize(MEAN, STD)]),
     }
-    if full:
-        out["train_uint8"] = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
-                                        T.PILToTensor()])
-    return out
+    out["train_uint8"] = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                                    T.PILToTensor()])
+    return {name: out[name] for name in names}
 
 
 # ---------------------------------------------------------------------------
@@ -154,18 +157,26 @@ def fused_cost(root: Path, transform, count: int, seed: int) -> float:
 # the run
 
 
-def groups(chain_names: list[str], worker_counts: list[int], full: bool):
-    """Rows alive at the same time, and interleaved: every row in the
-    default run (one worker count), one (chain, num_workers) in --full."""
-    if not full:
-        return [[(c, w) for c in chain_names for w in worker_counts]]
-    return [[(c, w)] for c in chain_names for w in worker_counts]
+MAX_LIVE_WORKERS = 24  # worker processes alive at once (idle ones cost memory only)
 
 
-def measure(root: Path, all_chains: dict, settings: dict, full: bool, bar) -> tuple[list, dict]:
+def groups(chain_names: list[str], worker_counts: list[int]) -> list[list[tuple[str, int]]]:
+    """Rows alive at the same time, their rounds interleaved: per worker
+    count every chain together, or each chain alone when that would keep
+    more than MAX_LIVE_WORKERS workers alive."""
+    out = []
+    for w in worker_counts:
+        if len(LOADERS) * len(chain_names) * w <= MAX_LIVE_WORKERS:
+            out.append([(c, w) for c in chain_names])
+        else:
+            out += [[(c, w)] for c in chain_names]
+    return out
+
+
+def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, dict]:
     rows: list[Row] = []
     fused: dict[str, list[float]] = {name: [] for name in all_chains}
-    for group in groups(list(all_chains), settings["workers"], full):
+    for group in groups(list(all_chains), settings["workers"]):
         alive = []
         for chain, workers in group:
             wave = max(workers, 1)  # whole waves: no worker idles at the end of a round
@@ -336,7 +347,10 @@ def chain_markdown(name: str, result: dict, settings: dict) -> str:
 def parse_args(argv):
     parser = common.BenchParser(__doc__, "an ImageFolder")
     parser.add_argument("--full", action="store_true",
-                        help="the num_workers sweep 0 1 2 4 8, a uint8 chain, 1M file list")
+                        help="the num_workers sweep 0 1 2 4 8 and a 1M-entry file list")
+    parser.add_argument("--chains", nargs="+", choices=CHAINS, default=["train", "eval"],
+                        help="transform chains (default: train eval; train_uint8 ends in "
+                             "PILToTensor)")
     parser.add_argument("--workers", type=int, nargs="+",
                         help="num_workers values (default: the usable CPUs; --full 0 1 2 4 8)")
     parser.add_argument("--batch-size", type=int, help="default 256 (quick: 32)")
@@ -362,17 +376,16 @@ def main(argv=None) -> int:
     settings["entries"] = args.entries or settings["entries"]
     data = args.data or common.default_data()
 
-    all_chains = chains(args.full)
+    all_chains = chains(args.chains)
     report = {"command": common.command_line(__name__, argv), "data": str(data), "mode": mode,
               "batch_size": settings["batch"], "settings": settings,
               "machine": common.machine_facts(), "versions": common.library_versions(),
               "chains": {}}
-    per_group = len(LOADERS) * (1 + settings["rounds"])
-    ticks = (len(all_chains) * len(settings["workers"]) * per_group
-             + len(all_chains) * settings["rounds"] * (len(settings["workers"]) if args.full else 1)
-             + 1)
+    layout = groups(list(all_chains), settings["workers"])
+    ticks = (sum(len(g) for g in layout) * len(LOADERS) * (1 + settings["rounds"])
+             + sum(len({c for c, _ in g}) for g in layout) * settings["rounds"] + 1)
     with common.progress("loader", ticks) as bar:
-        rows, fused = measure(data, all_chains, settings, args.full, bar)
+        rows, fused = measure(data, all_chains, settings, bar)
         for name in all_chains:
             result = chain_result([r for r in rows if r.chain == name], fused[name], usable)
             report["chains"][name] = result

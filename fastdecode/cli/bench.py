@@ -12,8 +12,8 @@ on one dataset, ends with a five-line summary, and writes one JSON report
 of the loaders' images/s (medians, min-max bars, the limit as a line).
 
 The default run takes about four minutes on 2 cores (once the generated set
-exists); --full is the whole sweep (num_workers 0-8, every size; about 15
-minutes), --quick a smoke run.
+exists); --full is the whole sweep (num_workers 0-8, every size, the
+recipes; about 20 minutes), --quick a smoke run.
 """
 
 from __future__ import annotations
@@ -38,10 +38,8 @@ SECTIONS = {
 }
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 # Each section's arguments per run mode. The default's sizes keep the whole
-# run near four minutes on 2 cores: decode ~45 s (300 images x 4 passes x ~36
-# ms of every library and section), transforms ~45 s (150 images x 5 passes x
-# ~60 ms of every method and chain), loader ~90 s (2 chains x 3 loaders x 4
-# epochs of 1,536 images at 300-550 images/s, and a 200,000-entry file list).
+# run near four minutes on 2 cores (the arithmetic: DESIGN.md, "CLI and
+# benchmarks"): decode ~47 s, transforms ~51 s, loader ~92 s.
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
               "loader": ["--quick"], "recipes": ["--quick"]},
@@ -216,7 +214,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     modes.add_argument("--quick", action="store_true",
                        help="a smoke run (few images; the numbers are not comparable)")
     modes.add_argument("--full", action="store_true",
-                       help="every section at full size, num_workers 0 1 2 4 8 (about 15 "
+                       help="every section at full size, num_workers 0 1 2 4 8 (about 20 "
                             "minutes on 2 cores)")
     parser.add_argument("--sections", nargs="+", choices=list(SECTIONS),
                         help=f"run only these sections (default: {' '.join(DEFAULT_SECTIONS)}; "

@@ -75,3 +75,15 @@ def test_markdown_marks_noisy_rows_and_shows_the_limit(result):
 @pytest.mark.parametrize("mode", list(bench.MODES))
 def test_every_mode_has_at_least_three_rounds(mode):
     assert bench.MODES[mode]["rounds"] >= 3
+
+
+@pytest.mark.parametrize("workers", [pytest.param([2], id="default"),
+                                     pytest.param([0, 1, 2, 4, 8], id="full-sweep")])
+def test_groups_cover_every_row_once_within_the_live_worker_bound(workers):
+    chains = ["train", "eval"]
+    layout = bench.groups(chains, workers)
+    rows = [row for group in layout for row in group]
+    assert sorted(rows) == sorted((c, w) for c in chains for w in workers)
+    for group in layout:
+        assert len(bench.LOADERS) * sum(w for _, w in group) <= max(
+            bench.MAX_LIVE_WORKERS, len(bench.LOADERS) * max(w for _, w in group))
