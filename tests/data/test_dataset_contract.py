@@ -18,13 +18,14 @@ import pytest
 torch = pytest.importorskip("torch")
 tv = pytest.importorskip("torchvision")
 
-import fastdecode as fd  # noqa: E402
-from fastdecode.data import datasets  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 from PIL import Image  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import DatasetFolder, ImageFolder, VisionDataset  # noqa: E402
 from torchvision.datasets.folder import default_loader  # noqa: E402
+
+import fastdecode as fd  # noqa: E402
+from fastdecode.data import datasets  # noqa: E402
 
 PAIRS = [pytest.param(fd.FastImageFolder, ImageFolder, {}, id="ImageFolder"),
          pytest.param(fd.FastDatasetFolder, DatasetFolder,

@@ -7,8 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import fastdecode as fd
 from helpers.trees import make_tree
+
+import fastdecode as fd
 
 tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
