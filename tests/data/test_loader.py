@@ -12,10 +12,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers.trees import make_tree
-
 import fastdecode as fd
 from fastdecode.data import loader as loader_mod
+from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402

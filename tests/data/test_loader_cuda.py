@@ -7,9 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers.trees import make_tree
-
 import fastdecode as fd
+from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
