@@ -64,6 +64,8 @@ cdef extern from "fd_common.h" nogil:
         int64_t height
         int64_t width
 
+    uint64_t FD_DEFAULT_MAX_PIXELS
+
     ctypedef struct fd_options:
         fd_mode mode
         fd_layout layout
@@ -88,6 +90,12 @@ cdef extern from "fd_common.h" nogil:
         uint32_t channels
         size_t nbytes
         int scale_num
+
+    ctypedef struct fd_geometry:
+        int scale_num
+        uint32_t scaled_height
+        uint32_t scaled_width
+        fd_rect region
 
     void fd_options_init(fd_options *opt)
     fd_format fd_sniff(const uint8_t *data, size_t size)
@@ -138,5 +146,7 @@ cdef extern from "fd_resample.h" nogil:
 cdef extern from "fd_pipeline.h" nogil:
     fd_status fd_plan(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
                       fd_shape *shape, fd_error *err)
+    fd_status fd_plan_dims(uint32_t h, uint32_t w, const fd_options *opt, fd_geometry *geo,
+                           fd_shape *shape, fd_error *err)
     fd_status fd_decode(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
                         uint8_t *out, size_t out_size, fd_error *err)

@@ -209,11 +209,9 @@ static fd_status parse_header(const uint8_t *data, size_t size, uint64_t max_pix
     h->topdown = ht < 0;
     h->width = (uint32_t)w;
     h->height = (uint32_t)(ht < 0 ? -ht : ht);
-    const uint64_t pixels = (uint64_t)h->width * h->height;
-    if (max_pixels && pixels > max_pixels)
-        return fd_fail(err, FD_ERR_TOO_LARGE,
-                       "image is %ux%u = %llu pixels, above max_pixels=%llu", h->width,
-                       h->height, (unsigned long long)pixels, (unsigned long long)max_pixels);
+    fd_status st = fd_check_pixels(h->height, h->width, max_pixels, err);
+    if (st != FD_OK)
+        return st;
 
     /* Compression and bit depth -> how the pixels are stored. */
     const unsigned bpp = h->bpp;
@@ -273,7 +271,7 @@ static fd_status parse_header(const uint8_t *data, size_t size, uint64_t max_pix
                 h->mask[c] = rd32(ih + 40 + 4 * c);
             h->mask[3] = hs >= 56 ? rd32(ih + 52) : 0;
         }
-        fd_status st = check_masks(h->mask, bpp, err);
+        st = check_masks(h->mask, bpp, err);
         if (st != FD_OK)
             return st;
         if (bpp == 32 && h->mask[0] == 0xFF0000 && h->mask[1] == 0xFF00 && h->mask[2] == 0xFF)
@@ -887,26 +885,18 @@ static fd_status plan(const uint8_t *data, size_t size, const fd_options *opt, b
     fd_status st = parse_header(data, size, opt->max_pixels, h, err);
     if (st != FD_OK)
         return st;
-    fd_rect full = {0, 0, h->height, h->width};
-    *crop = full;
-    if (opt->has_crop) {
-        st = fd_check_crop(&opt->crop, h->height, h->width, err);
-        if (st != FD_OK)
-            return st;
-        *crop = opt->crop;
-    }
+    fd_options full = *opt; /* no DCT scaling: the geometry of the crop alone */
+    full.scale_num = 8;
+    full.min_height = full.min_width = 0;
+    fd_geometry geo;
+    st = fd_plan_geometry(h->height, h->width, &full, &geo, err);
+    if (st != FD_OK)
+        return st;
+    *crop = geo.region;
     st = check_data(h, size, err);
     if (st != FD_OK)
         return st;
-    shape->height = (uint32_t)crop->height;
-    shape->width = (uint32_t)crop->width;
-    shape->channels = opt->mode == FD_MODE_L ? 1 : 3;
-    shape->scale_num = 8;
-    size_t px;
-    if (!fd_mul_size(shape->height, shape->width, &px) ||
-        !fd_mul_size(px, shape->channels, &shape->nbytes))
-        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
-    return FD_OK;
+    return fd_geometry_shape(&geo, opt, shape, err);
 }
 
 fd_status fd_bmp_plan(const uint8_t *data, size_t size, const fd_options *opt, fd_shape *shape,

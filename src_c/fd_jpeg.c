@@ -453,10 +453,9 @@ fd_status fd_jpeg_read_header(const uint8_t *data, size_t size, fd_info *info, f
 
 typedef struct {
     int orientation;      /* applied orientation, 1 unless exif */
-    int scale_num;
-    uint32_t sh, sw;      /* scaled source size */
+    fd_geometry geo;      /* scale and crop, in the oriented frame */
+    fd_shape shape;       /* the output (before any resize) */
     fd_rect src;          /* needed source rect, scaled pixels */
-    uint32_t out_h, out_w, out_c;
     int cmyk;             /* decode as CMYK and convert ourselves */
     int luma;             /* decode as RGB, then Pillow's RGB -> L */
 } fd_jpeg_plan_t;
@@ -466,69 +465,31 @@ static fd_status make_plan(j_decompress_ptr c, const uint8_t *data, size_t size,
                            const fd_options *opt, fd_jpeg_plan_t *p, fd_error *err)
 {
     const uint32_t H = c->image_height, W = c->image_width;
-    if (opt->max_pixels && (uint64_t)H * W > opt->max_pixels)
-        return fd_fail(err, FD_ERR_TOO_LARGE,
-                       "image is %ux%u = %llu pixels, above max_pixels=%llu", W, H,
-                       (unsigned long long)H * W, (unsigned long long)opt->max_pixels);
+    fd_status st = fd_check_pixels(H, W, opt->max_pixels, err);
+    if (st != FD_OK)
+        return st;
     p->orientation = opt->exif ? fd_jpeg_exif_orientation(data, size) : 1;
     uint32_t OH, OW; /* oriented full-resolution size */
     fd_orient_dims(p->orientation, H, W, &OH, &OW);
-    fd_rect crop = {0, 0, OH, OW};
-    if (opt->has_crop) {
-        fd_status st = fd_check_crop(&opt->crop, OH, OW, err);
-        if (st != FD_OK)
-            return st;
-        crop = opt->crop;
-    }
+    st = fd_plan_geometry(OH, OW, opt, &p->geo, err);
+    if (st == FD_OK)
+        st = fd_geometry_shape(&p->geo, opt, &p->shape, err);
+    if (st != FD_OK)
+        return st;
 
-    int m = opt->scale_num;
-    if (opt->min_height || opt->min_width) {
-        /* Smallest M/8 whose crop output still covers min_size. */
-        for (m = 1; m < 8; m++) {
-            uint32_t y0, y1, x0, x1;
-            if (opt->simd_scales_only && (m & (m - 1)) != 0)
-                continue; /* 3/8, 5/8, 6/8, 7/8 run libjpeg-turbo's scalar IDCT */
-            fd_scaled_span(crop.top, crop.height, m, fd_scaled_extent(OH, m), &y0, &y1);
-            fd_scaled_span(crop.left, crop.width, m, fd_scaled_extent(OW, m), &x0, &x1);
-            if (y1 - y0 >= opt->min_height && x1 - x0 >= opt->min_width)
-                break;
-        }
-    }
-    if (m < 1 || m > 8)
-        return fd_fail(err, FD_ERR_ARGUMENT, "scale must be M/8 with M in 1..8, got %d/8", m);
-    p->scale_num = m;
-
-    c->scale_num = (unsigned)m;
+    c->scale_num = (unsigned)p->geo.scale_num;
     c->scale_denom = 8;
     jpeg_calc_output_dimensions(c);
-    p->sh = c->output_height;
-    p->sw = c->output_width;
-
-    uint32_t soh, sow; /* scaled oriented size */
-    fd_orient_dims(p->orientation, p->sh, p->sw, &soh, &sow);
-    uint32_t y0, y1, x0, x1;
-    fd_scaled_span(crop.top, crop.height, m, soh, &y0, &y1);
-    fd_scaled_span(crop.left, crop.width, m, sow, &x0, &x1);
-    fd_rect oriented = {y0, x0, (int64_t)y1 - y0, (int64_t)x1 - x0};
-    p->src = fd_orient_rect_to_source(p->orientation, p->sh, p->sw, oriented);
-    p->out_h = y1 - y0;
-    p->out_w = x1 - x0;
-    p->out_c = opt->mode == FD_MODE_L ? 1 : 3;
+    const uint32_t sh = c->output_height, sw = c->output_width; /* scaled source size */
+    uint32_t soh, sow;
+    fd_orient_dims(p->orientation, sh, sw, &soh, &sow);
+    if (soh != p->geo.scaled_height || sow != p->geo.scaled_width)
+        return fd_fail(err, FD_ERR_DECODE, "internal error: libjpeg scales %ux%u to %ux%u, "
+                       "the planner expected %ux%u", W, H, sw, sh, p->geo.scaled_width,
+                       p->geo.scaled_height);
+    p->src = fd_orient_rect_to_source(p->orientation, sh, sw, p->geo.region);
     p->cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
     p->luma = opt->mode == FD_MODE_L && !p->cmyk && c->jpeg_color_space != JCS_GRAYSCALE;
-    return FD_OK;
-}
-
-static fd_status shape_of(const fd_jpeg_plan_t *p, fd_shape *shape, fd_error *err)
-{
-    size_t px, n;
-    if (!fd_mul_size(p->out_h, p->out_w, &px) || !fd_mul_size(px, p->out_c, &n))
-        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
-    shape->height = p->out_h;
-    shape->width = p->out_w;
-    shape->channels = p->out_c;
-    shape->nbytes = n;
-    shape->scale_num = p->scale_num;
     return FD_OK;
 }
 
@@ -547,7 +508,7 @@ fd_status fd_jpeg_plan(const uint8_t *data, size_t size, const fd_options *opt, 
     fd_jpeg_plan_t plan;
     fd_status st = make_plan(&ctx->cinfo, data, size, opt, &plan, err);
     if (st == FD_OK)
-        st = shape_of(&plan, shape, err);
+        *shape = plan.shape;
     jpeg_abort_decompress(&ctx->cinfo);
     return st;
 }
@@ -613,13 +574,10 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
     begin(ctx, data, size, opt->strict);
 
     fd_jpeg_plan_t p;
-    fd_shape shape;
     fd_status st = make_plan(c, data, size, opt, &p, err);
-    if (st == FD_OK)
-        st = shape_of(&p, &shape, err);
-    if (st == FD_OK && out_size != shape.nbytes)
+    if (st == FD_OK && out_size != p.shape.nbytes)
         st = fd_fail(err, FD_ERR_ARGUMENT, "output buffer has %zu bytes, expected %zu",
-                     out_size, shape.nbytes);
+                     out_size, p.shape.nbytes);
     if (st != FD_OK) {
         jpeg_abort_decompress(c);
         return st;
@@ -666,9 +624,9 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
 
     const int oriented = p.orientation != 1;
     const int read_all = sy1 == c->output_height;
-    fd_dest dest = {out, p.out_h, p.out_w, p.out_c, opt->layout, opt->flip};
+    fd_dest dest = {out, p.shape.height, p.shape.width, p.shape.channels, opt->layout, opt->flip};
     const size_t row_in = (size_t)cw * dec_c;
-    const size_t row_out = (size_t)p.src.width * p.out_c;
+    const size_t row_out = (size_t)p.src.width * p.shape.channels;
 
     /* Straight into the caller's rows when nothing needs rearranging. */
     if (!oriented && !p.cmyk && !p.luma && in_skip == 0 && cw == p.src.width && fd_direct_row(&dest, 0)) {
@@ -724,7 +682,7 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
         for (uint32_t i = first < sy0 ? sy0 - first : 0; i < n; i++) {
             const uint8_t *src = ctx->rows[i] + in_skip;
             if (p.cmyk) {
-                cmyk_row(src, conv_row, (uint32_t)p.src.width, p.out_c == 1);
+                cmyk_row(src, conv_row, (uint32_t)p.src.width, p.shape.channels == 1);
                 src = conv_row;
             } else if (p.luma) {
                 for (int64_t x = 0; x < p.src.width; x++)

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fastdecode.cli._args import add_command
+
 SECTIONS = {
     "decode": "bench_decode",
     "transforms": "bench_transforms",
@@ -135,13 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "bench",
-        help="benchmark decoding, fused transforms and loaders against their peers",
-        description=__doc__,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "bench", description=__doc__, epilog=EPILOG)
     parser.add_argument("--data", type=Path,
                         help="an ImageFolder tree (default: a generated ImageNet-like set, "
                              "cached under ~/.cache/fastdecode)")

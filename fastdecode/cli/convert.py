@@ -23,16 +23,14 @@ from typing import Any, BinaryIO, Callable, Iterator
 import numpy as np
 from tqdm import tqdm
 
+from fastdecode import _system
 from fastdecode.api import decode_image, read_header
+from fastdecode.cli._args import add_command
+from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 from fastdecode.errors import FastDecodeError
 
 __all__ = ["Summary", "convert_tree", "register"]
 
-# What torchvision's ImageFolder loads (torchvision.datasets.folder.IMG_EXTENSIONS);
-# it skips every other file, and so does the conversion.
-IMAGE_EXTENSIONS = frozenset(
-    {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
-)
 OUTPUT_SUFFIXES = {"bmp": ".bmp", "jpeg": ".jpg"}
 SUBSAMPLINGS = ("4:4:4", "4:2:2", "4:2:0")
 # The temporary name is fixed per output, so a file left by a killed run is
@@ -46,7 +44,7 @@ TIMING_REPEATS = 3
 
 
 @dataclass(frozen=True)
-class Options:
+class EncodeOptions:
     """How each image is converted; sent to every worker process."""
 
     to: str
@@ -83,7 +81,7 @@ def bmp_row_stride(width: int) -> int:
     return (width * 3 + 3) & ~3
 
 
-def write_bmp(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
+def write_bmp(file: BinaryIO, pixels: np.ndarray, options: EncodeOptions) -> None:
     """24-bit bottom-up BI_RGB: the BMP variant fastdecode reads fastest."""
     height, width, _ = pixels.shape
     stride = bmp_row_stride(width)
@@ -98,7 +96,7 @@ def write_bmp(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
     file.write(rows.data)
 
 
-def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
+def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: EncodeOptions) -> None:
     from PIL import Image
 
     Image.fromarray(pixels).save(
@@ -107,7 +105,7 @@ def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
     )
 
 
-WRITERS: dict[str, Callable[[BinaryIO, np.ndarray, Options], None]] = {
+WRITERS: dict[str, Callable[[BinaryIO, np.ndarray, EncodeOptions], None]] = {
     "bmp": write_bmp,
     "jpeg": write_jpeg,
 }
@@ -175,7 +173,7 @@ def fit_within(height: int, width: int, max_side: int | None) -> tuple[int, int]
     return max(1, round(height * max_side / longer)), max(1, round(width * max_side / longer))
 
 
-def resize(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+def shrink_pixels(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
     """Resamples HWC uint8 RGB pixels; the one place to swap in fastdecode's own resampler."""
     from PIL import Image
 
@@ -196,7 +194,7 @@ def load_pixels(data: bytes, max_side: int | None) -> np.ndarray:
     min_size = (height, width) if header.format == "jpeg" else None
     pixels = decode_image(data, mode="RGB", min_size=min_size)
     if pixels.shape[:2] != (height, width):
-        pixels = resize(pixels, height, width)
+        pixels = shrink_pixels(pixels, height, width)
     return pixels
 
 
@@ -208,7 +206,7 @@ class Outcome:
     output_bytes: int = 0
 
 
-def convert_one(options: Options, job: tuple[str, str]) -> Outcome:
+def convert_one(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
     source, output = job
     try:
         data = Path(source).read_bytes()
@@ -223,17 +221,13 @@ def convert_one(options: Options, job: tuple[str, str]) -> Outcome:
 # --- the tree ----------------------------------------------------------------
 
 
-def find_images(root: Path) -> list[Path]:
-    """The files ImageFolder would load, in its order: class folders sorted, each walked."""
-    classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
-    if not classes:
-        raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per class)")
-    images: list[Path] = []
-    for name in classes:
-        for folder, _, files in sorted(os.walk(root / name, followlinks=True)):
-            images += [Path(folder, file) for file in sorted(files)
-                       if os.path.splitext(file)[1].lower() in IMAGE_EXTENSIONS]
-    return images
+def source_classes(root: Path) -> dict[str, int]:
+    """The class folders of ``root`` and their indices, as ImageFolder finds them."""
+    try:
+        return find_classes(root)[1]
+    except FileNotFoundError:
+        raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per "
+                         "class)") from None
 
 
 @dataclass
@@ -244,23 +238,20 @@ class Plan:
 
 
 def plan_conversion(source: Path, destination: Path, to: str) -> Plan:
+    """What to convert: the files ImageFolder loads (its walk, ``fastdecode.data``), in order."""
     plan = Plan()
     claimed: dict[Path, Path] = {}
-    for image in find_images(source):
+    walk = make_dataset(source, source_classes(source), extensions=IMG_EXTENSIONS,
+                        allow_empty=True)
+    for path, _ in walk:
+        image = Path(path)
         output = (destination / image.relative_to(source)).with_suffix(OUTPUT_SUFFIXES[to])
         if output in claimed:  # e.g. cat.jpg and cat.png: both would become cat.bmp
-            plan.failures[str(image)] = f"same output name as {claimed[output]}"
+            plan.failures[path] = f"same output name as {claimed[output]}"
             continue
         claimed[output] = image
-        (plan.done if is_complete(output, to) else plan.todo).append((str(image), str(output)))
+        (plan.done if is_complete(output, to) else plan.todo).append((path, str(output)))
     return plan
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS and Windows have no affinity call
-        return os.cpu_count() or 1
 
 
 def quit_on_sigterm(signum: int, frame: Any) -> None:
@@ -274,7 +265,9 @@ def init_worker() -> None:
     signal.signal(signal.SIGTERM, quit_on_sigterm)
 
 
-def run_jobs(jobs: list[tuple[str, str]], options: Options, workers: int) -> Iterator[Outcome]:
+def run_jobs(
+    jobs: list[tuple[str, str]], options: EncodeOptions, workers: int
+) -> Iterator[Outcome]:
     convert = functools.partial(convert_one, options)
     if workers == 1:
         yield from map(convert, jobs)
@@ -326,7 +319,7 @@ def measure_decode_trade(summary: Summary, pairs: list[tuple[str, str]], sample:
 
 
 def check_arguments(
-    source: Path, destination: Path, options: Options, workers: int | None, time_sample: int
+    source: Path, destination: Path, options: EncodeOptions, workers: int | None, time_sample: int
 ) -> None:
     if not source.is_dir():
         raise ValueError(f"source {source} is not a folder")
@@ -369,7 +362,7 @@ def convert_tree(
     but missing; a file that cannot be converted is listed, not raised.
     """
     source, destination = Path(source), Path(destination)
-    options = Options(to, quality, subsampling, max_side)
+    options = EncodeOptions(to, quality, subsampling, max_side)
     check_arguments(source, destination, options, workers, time_sample)
     started = time.perf_counter()
     plan = plan_conversion(source, destination, to)
@@ -378,7 +371,7 @@ def convert_tree(
     for image, output in plan.done:
         summary.bytes_before += os.path.getsize(image)
         summary.bytes_after += os.path.getsize(output)
-    workers = min(workers or usable_cpus(), max(1, len(plan.todo)))
+    workers = min(workers or _system.usable_cpus(), max(1, len(plan.todo)))
     outputs = dict(plan.todo)
     finished = list(plan.done)
     with tqdm(total=len(plan.todo), unit="img", desc=f"convert to {to}", disable=None) as bar:
@@ -400,11 +393,13 @@ def convert_tree(
 
 
 def format_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            break
+    if size < 1024:
+        return f"{int(size)} B"
+    for unit in ("KiB", "MiB", "GiB"):
         size /= 1024
-    return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
 
 
 def format_summary(summary: Summary) -> str:
@@ -489,11 +484,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "convert", help="re-encode an ImageFolder tree as BMP or JPEG",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "convert", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("source", metavar="SRC", type=Path, help="ImageFolder root")
     parser.add_argument("destination", metavar="DST", type=Path,
                         help="output root (created; must not be inside SRC)")
@@ -505,7 +496,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-side", type=int, metavar="N",
                         help="shrink so the longer side is at most N pixels (never enlarges)")
     parser.add_argument("--workers", type=int, metavar="N",
-                        help=f"processes (default: the usable CPUs, {usable_cpus()} here)")
+                        help=f"processes (default: the usable CPUs, {_system.usable_cpus()} here)")
     parser.add_argument("--time-sample", type=int, default=50, metavar="N",
                         help="files whose decode time is measured before/after (default 50, "
                              "0 skips)")

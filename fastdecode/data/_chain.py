@@ -40,7 +40,7 @@ def _freeze(value: Any) -> Any:
 def _steps(transform: Any) -> list:
     if not HAVE_TORCHVISION:
         return [transform]
-    from fastdecode._fuse import flatten
+    from fastdecode.transforms.kinds import flatten
 
     return flatten(transform)
 

@@ -11,7 +11,6 @@ DatasetFolder / VisionDataset; torchvision is not needed to import this.
 # No `from __future__ import annotations`: inspect.signature must show the
 # constructors' annotations as torchvision's (objects, not strings).
 import os
-import threading
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +27,15 @@ from fastdecode.data._base import (
     VisionDataset,
     is_pil_loader,
 )
+from fastdecode.data._batches import BatchBuffers, _taken_whole  # noqa: F401  (_taken_whole: tests)
 from fastdecode.data._chain import LiveFused
+from fastdecode.data._folder import (
+    IMG_EXTENSIONS,
+    find_classes,
+    has_file_allowed_extension,
+    is_image_file,
+    make_dataset,
+)
 from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
 from fastdecode.errors import FastDecodeError, file_error
 
@@ -43,72 +50,10 @@ __all__ = [
     "make_dataset",
 ]
 
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 ON_ERROR = ("raise", "skip", "warn")
 # Attempts at another index before 'skip'/'warn' give up (never a hang on a
 # dataset that is mostly broken).
 MAX_SKIPS = 16
-
-
-def has_file_allowed_extension(filename: str, extensions: Union[str, tuple[str, ...]]) -> bool:
-    """True if ``filename`` ends with one of ``extensions`` (lowercase)."""
-    return filename.lower().endswith(extensions if isinstance(extensions, str) else tuple(extensions))
-
-
-def is_image_file(filename: str) -> bool:
-    return has_file_allowed_extension(filename, IMG_EXTENSIONS)
-
-
-def find_classes(directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
-    """Class folders of ``directory``, sorted, and their indices."""
-    classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
-    if not classes:
-        raise FileNotFoundError(f"Couldn't find any class folder in {directory}.")
-    return classes, {name: i for i, name in enumerate(classes)}
-
-
-def make_dataset(
-    directory: Union[str, Path],
-    class_to_idx: Optional[dict[str, int]] = None,
-    extensions: Optional[Union[str, tuple[str, ...]]] = None,
-    is_valid_file: Optional[Callable[[str], bool]] = None,
-    allow_empty: bool = False,
-) -> list[tuple[str, int]]:
-    """(path, class_index) pairs, walked exactly as torchvision walks them."""
-    directory = os.path.expanduser(directory)
-    if class_to_idx is None:
-        _, class_to_idx = find_classes(directory)
-    elif not class_to_idx:
-        raise ValueError("'class_to_index' must have at least one entry to collect any samples.")
-    if (extensions is None) == (is_valid_file is None):
-        raise ValueError(
-            "Both extensions and is_valid_file cannot be None or not None at the same time"
-        )
-    if extensions is not None:
-        def is_valid_file(path: str) -> bool:
-            return has_file_allowed_extension(path, extensions)
-
-    instances = []
-    available = set()
-    for target_class in sorted(class_to_idx):
-        class_index = class_to_idx[target_class]
-        target_dir = os.path.join(directory, target_class)
-        if not os.path.isdir(target_dir):
-            continue
-        for root, _, fnames in sorted(os.walk(target_dir, followlinks=True)):
-            for fname in sorted(fnames):
-                path = os.path.join(root, fname)
-                if is_valid_file(path):
-                    instances.append((path, class_index))
-                    available.add(target_class)
-    empty = set(class_to_idx) - available
-    if empty and not allow_empty:
-        msg = f"Found no valid file for the classes {', '.join(sorted(empty))}. "
-        if extensions is not None:
-            listed = extensions if isinstance(extensions, str) else ", ".join(extensions)
-            msg += f"Supported extensions are: {listed}"
-        raise FileNotFoundError(msg)
-    return instances
 
 
 def _read_bytes(path: str) -> bytes:
@@ -142,79 +87,6 @@ def default_loader(path: Union[str, Path]) -> Any:
     name = os.fspath(path)
     with _naming(name, None):
         return _to_pil(decode_image(_read_bytes(name)))
-
-
-def _in_worker() -> bool:
-    return torch.utils.data.get_worker_info() is not None
-
-
-def _new_batch(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """A batch tensor; in a DataLoader worker it is born in shared memory so
-    sending it to the main process copies nothing."""
-    if not _in_worker():
-        return torch.empty(shape, dtype=dtype)
-    nbytes = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-    storage = torch.UntypedStorage._new_shared(nbytes)
-    return torch.empty(0, dtype=dtype).set_(storage).view(shape)
-
-
-# How many tensors share a storage; private in torch, so optional: without
-# it no batch that leaves __getitems__ is reused.
-_storage_use_count = getattr(torch._C, "_storage_Use_Count", None)
-
-
-def _holders(tensor: torch.Tensor) -> int:
-    return _storage_use_count(tensor.untyped_storage()._cdata) if _storage_use_count else 0
-
-
-_taken_whole = threading.local()
-
-
-def note_batch_taken_whole() -> None:
-    """fastdecode.collate hands this thread's batch on as it is, so the next
-    batches must be fresh (in shared memory, in a worker), never reused."""
-    _taken_whole.flag = True
-
-
-class _BatchBuffers(threading.local):
-    """This thread's batch buffers, reused from one batch to the next when
-    nothing else holds them: fresh memory costs a page fault per 4 KiB,
-    which on some VMs rivals the decode itself.
-
-    A buffer is reused only when no tensor outside this cache still views
-    it (the stock collate has copied the samples and dropped them) and it
-    was never moved to shared memory (pickling a tensor to another process
-    does that in place). A worker's first batch is born in shared memory,
-    as every batch was before this cache, because the collate might take it
-    whole; once fastdecode.collate has said it does, or a batch that left
-    was sent as it is, this thread hands out only such fresh batches."""
-
-    def __init__(self) -> None:
-        self.kept: dict[str, tuple[torch.Tensor, int]] = {}
-        self.sent = False
-        self.handed_out = 0
-
-    def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype,
-            leaves: bool = True) -> torch.Tensor:
-        """A (shape, dtype) buffer; ``leaves`` when it goes out to the
-        caller, rather than being consumed inside __getitems__."""
-        kept = self.kept.pop(name, None)
-        if leaves:
-            self.handed_out += 1
-            self.sent = (self.sent or getattr(_taken_whole, "flag", False)
-                         or _storage_use_count is None
-                         or (kept is not None and kept[0].is_shared()))
-            if self.sent or (self.handed_out == 1 and _in_worker()):
-                return _new_batch(shape, dtype)
-        if kept is not None:
-            buf, holders = kept
-            if (tuple(buf.shape) == shape and buf.dtype == dtype and not buf.is_shared()
-                    and _holders(buf) == holders):
-                self.kept[name] = kept
-                return buf
-        buf = torch.empty(shape, dtype=dtype)
-        self.kept[name] = (buf, _holders(buf))
-        return buf
 
 
 class FastDatasetFolder(DatasetFolder):
@@ -274,6 +146,7 @@ class FastDatasetFolder(DatasetFolder):
         self.class_to_idx = class_to_idx
         self.targets = [s[1] for s in samples]  # ints shared with class_to_idx, as torchvision's
         self.samples = SamplesView(SampleStore(samples))
+        self.imgs = self.samples  # ImageFolder's name (kept on DatasetFolder too, as before)
 
     # -- torchvision's overridable hooks -----------------------------------
 
@@ -406,9 +279,9 @@ class FastDatasetFolder(DatasetFolder):
         when the chain's result is the uint8 pixels themselves. Lets a loader
         defer that step to the GPU."""
         fused = self._batch_fused()
-        if fused is None or fused.tail.identity:
+        if fused is None or fused.tensor_table is None:
             return None
-        return torch.from_numpy(fused.tail.table)
+        return torch.from_numpy(fused.tensor_table)
 
     def decode_batch_into(self, indices: list[int], pixels: Any) -> list[Any]:
         """Decodes samples ``indices`` into the uint8 (N, C, H, W) ``pixels``
@@ -443,20 +316,20 @@ class FastDatasetFolder(DatasetFolder):
             return [self[i] for i in indices]
         shape = (len(indices), *fused.output_shape)
         buffers = self._batch_buffers()
-        if fused.tail.identity:  # the uint8 pixels are the result
+        if fused.tensor_table is None:  # the uint8 pixels are the result
             pixels = buffers.get("batch", shape, torch.uint8)
             targets = self.decode_batch_into(indices, pixels)
             batch = fused.finish(pixels)
         else:  # the pixels are consumed at once, by the chain's tensor step
             pixels = buffers.get("pixels", shape, torch.uint8, leaves=False)
             targets = self.decode_batch_into(indices, pixels)
-            batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.tail.dtype))
+            batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
         return list(zip(batch.unbind(0), targets))
 
-    def _batch_buffers(self) -> _BatchBuffers:
+    def _batch_buffers(self) -> BatchBuffers:
         buffers = self.__dict__.get("_buffers")
         if buffers is None:
-            buffers = self.__dict__.setdefault("_buffers", _BatchBuffers())
+            buffers = self.__dict__.setdefault("_buffers", BatchBuffers())
         return buffers
 
 
@@ -491,4 +364,3 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
             transform=transform, target_transform=target_transform,
             is_valid_file=is_valid_file, allow_empty=allow_empty, exact=exact, on_error=on_error,
         )
-        self.imgs = self.samples

@@ -26,7 +26,8 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from torch.utils.data._utils.collate import default_collate
 
 from fastdecode._system import limit_threads_to_one, shm_free_bytes, usable_cpus
-from fastdecode.data.datasets import note_batch_taken_whole
+from fastdecode.data._batches import note_batch_taken_whole
+from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
@@ -111,82 +112,6 @@ def check_shm(num_workers: int, prefetch_factor: int, batch_bytes: int) -> None:
 
 
 # ---------------------------------------------------------------------------
-# the CUDA ring
-
-
-class _SlotBatch(list):
-    """A batch of indices that also says which ring slot to decode into."""
-
-    def __init__(self, indices: list[int], slot: int) -> None:
-        super().__init__(indices)
-        self.slot = slot
-
-
-class _SlottedSampler:
-    """Numbers the batches of `batch_sampler` into ring slots."""
-
-    def __init__(self, batch_sampler, slots: int) -> None:
-        self.batch_sampler = batch_sampler
-        self.slots = slots
-
-    def __iter__(self):
-        for n, indices in enumerate(self.batch_sampler):
-            yield _SlotBatch(list(indices), n % self.slots)
-
-    def __len__(self) -> int:
-        return len(self.batch_sampler)
-
-
-class _RingWriter(torch.utils.data.Dataset):
-    """Runs in the workers: decodes a batch into its ring slot and returns
-    only the slot number and the targets."""
-
-    def __init__(self, dataset, ring: torch.Tensor) -> None:
-        self.dataset = dataset
-        self.ring = ring
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitems__(self, batch: _SlotBatch):
-        return batch.slot, self.dataset.decode_batch_into(list(batch), self.ring[batch.slot])
-
-
-def _identity(x):
-    return x
-
-
-class _CudaRing:
-    """Page-locked shared slots, registered with CUDA once, and their events."""
-
-    def __init__(self, slots: int, shape: tuple[int, ...]) -> None:
-        self.ring = torch.empty((slots, *shape), dtype=torch.uint8).share_memory_()
-        self.events: list[Optional[torch.cuda.Event]] = [None] * slots
-        cudart = torch.cuda.cudart()
-        self._ptr = self.ring.data_ptr()
-        self._nbytes = self.ring.numel()
-        # flags 0 = cudaHostRegisterDefault (portable pinned memory)
-        err = cudart.cudaHostRegister(self._ptr, self._nbytes, 0)
-        self.registered = int(err) == 0
-        if not self.registered:
-            warnings.warn(f"cudaHostRegister failed ({err}); copies will not be zero-copy",
-                          RuntimeWarning, stacklevel=2)
-
-    def wait_free(self, slot: int) -> None:
-        event = self.events[slot]
-        if event is not None:
-            event.synchronize()
-            self.events[slot] = None
-
-    def close(self) -> None:
-        for slot in range(len(self.events)):
-            self.wait_free(slot)
-        if self.registered:
-            torch.cuda.cudart().cudaHostUnregister(self._ptr)
-            self.registered = False
-
-
-# ---------------------------------------------------------------------------
 # FastLoader
 
 
@@ -252,7 +177,7 @@ class FastLoader:
         self.collate_fn = collate if collate_fn is None else collate_fn
         self.pin_memory = pin_memory and torch.cuda.is_available()
         self.prefetch_factor = prefetch_factor
-        self._ring: Optional[_CudaRing] = None
+        self._ring: Optional[CudaRing] = None
         self._table: Optional[torch.Tensor] = None
         self._generator = generator
 
@@ -271,13 +196,13 @@ class FastLoader:
         )
         if self._use_ring(shape):
             slots = self.num_workers * prefetch_factor + 2
-            self._ring = _CudaRing(slots, (batch_size, *shape))
+            self._ring = CudaRing(slots, (batch_size, *shape))
             table = self.dataset.pixel_table()
             self._table = None if table is None else table.to(self.device)
             self._loader = _DataLoader(
-                _RingWriter(dataset, self._ring.ring),
-                batch_sampler=_SlottedSampler(batch_sampler, slots),
-                collate_fn=_identity, pin_memory=False, **loader_kwargs)
+                RingWriter(dataset, self._ring.ring),
+                batch_sampler=SlottedSampler(batch_sampler, slots),
+                collate_fn=identity, pin_memory=False, **loader_kwargs)
         elif threads is None:
             self._loader = _DataLoader(dataset, batch_sampler=batch_sampler,
                                       collate_fn=self.collate_fn, pin_memory=self.pin_memory,
@@ -349,43 +274,10 @@ class FastLoader:
             self._stream = torch.cuda.Stream(self.device)
         return self._stream
 
-    def _apply_table(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 (N, C, H, W) -> the chain's per-pixel result, on the GPU."""
-        if self._table is None:
-            return images
-        channels = torch.arange(images.shape[1], device=images.device).view(1, -1, 1, 1)
-        return self._table[channels, images.long()]
-
     def _iter_ring(self) -> Iterator[Any]:
-        ring = self._ring
-        slots = len(ring.events)
-        ahead = self.num_workers * self.prefetch_factor
-        it = iter(self._loader)
-        stream = self._side_stream()
-        n = 0
-        try:
-            while True:
-                # Fetching batch n lets the loader dispatch batch n + ahead
-                # into slot (n + ahead) % slots: its last copy must be done.
-                ring.wait_free((n + ahead) % slots)
-                try:
-                    slot, targets = next(it)
-                except StopIteration:
-                    return
-                with torch.cuda.stream(stream):
-                    images = ring.ring[slot].to(self.device, non_blocking=True)
-                    event = torch.cuda.Event()
-                    event.record(stream)
-                    images = self._apply_table(images)
-                    targets = torch.as_tensor(targets).to(self.device, non_blocking=True)
-                ring.events[slot] = event
-                torch.cuda.current_stream(self.device).wait_stream(stream)
-                images.record_stream(torch.cuda.current_stream(self.device))
-                n += 1
-                yield [images, targets]
-        finally:
-            for slot in range(slots):
-                ring.wait_free(slot)
+        assert self._ring is not None and self._loader is not None
+        return self._ring.batches(iter(self._loader), self.device, self._side_stream(),
+                                  self.num_workers * self.prefetch_factor, self._table)
 
     def close(self) -> None:
         """Unregisters the pinned ring (also done when the loader is collected)."""

@@ -252,7 +252,7 @@ def test_completeness_check(tmp_path, to):
     path = tmp_path / f"image{convert.OUTPUT_SUFFIXES[to]}"
     pixels = np.asarray(smooth_image(5, 7, "RGB", 0))
     write = convert.WRITERS[to]
-    convert.write_atomically(path, lambda file: write(file, pixels, convert.Options(to)))
+    convert.write_atomically(path, lambda file: write(file, pixels, convert.EncodeOptions(to)))
     data = path.read_bytes()
     assert convert.is_complete(path, to)
     for damaged in (data[:-1], data[:20], b""):

@@ -55,7 +55,7 @@ def tree(tmp_path_factory) -> Path:
     """Two classes of three small JPEGs."""
     root = tmp_path_factory.mktemp("tune")
     rng = np.random.default_rng(0)
-    for c, name in enumerate(("cat", "dog")):
+    for name in ("cat", "dog"):
         (root / name).mkdir()
         for i in range(3):
             pixels = rng.integers(0, 255, (48 + 8 * i, 64, 3), dtype=np.uint8)
