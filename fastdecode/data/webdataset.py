@@ -251,7 +251,10 @@ def write_shards(source: Union[str, os.PathLike], destination: Union[str, os.Pat
             raise ValueError(f"{dst} holds shards of another plan (other files or options); "
                              "delete it or choose another destination")
     dst.mkdir(parents=True, exist_ok=True)
-    write_atomically(plan_path, lambda f: f.write(json.dumps(plan).encode()))
+    def write_plan(file: Any) -> None:
+        file.write(json.dumps(plan).encode())
+
+    write_atomically(plan_path, write_plan)
     samples = make_dataset(os.fspath(src), find_classes(os.fspath(src))[1],
                            extensions=IMG_EXTENSIONS)
     summary = ShardSummary(str(src), str(dst), shards=len(plan["shards"]),

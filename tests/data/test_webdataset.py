@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers.trees import corrupt_file, encoded_jpeg, make_tree
 
 pytest.importorskip("torchvision")
