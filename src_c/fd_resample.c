@@ -182,7 +182,7 @@ static void horizontal_pass(const job *j, const uint8_t *in, uint8_t *out, const
     uint32_t done = 0;
 #ifdef FD_RESAMPLE_AVX2
     if (j->hpack)
-        done = fd_hrow3_avx2(in, out, j->dst->width, &j->hc, j->hpack, j->htaps, limit);
+        done = fd_hrow3_avx2(in, out, j->dst->width, j->hpack, j->htaps, limit);
 #else
     (void)limit;
 #endif
@@ -274,7 +274,7 @@ static fd_status prepare(job *j, uint32_t src_h, uint32_t src_w, fd_box box, fd_
     size_t pack_n = 0;
 #ifdef FD_RESAMPLE_AVX2
     /* an upper bound of the tap count until the coefficients are known */
-    if (j->simd && j->ch == 3 && j->need_h)
+    if (j->simd && j->ch == 3 && j->need_h && src_w <= INT32_MAX / 3)
         pack_n = fd_hpack3_count(ow, j->hc.ksize);
 #endif
     const size_t bytes = pre_n * sizeof(double) + ((size_t)ow + oh) * 2 * sizeof(int) +

@@ -25,11 +25,13 @@ int fd_resample_have_avx2(void)
 
 size_t fd_hpack3_count(uint32_t out_w, int taps)
 {
-    return (size_t)(out_w / 2) * (size_t)taps * 8;
+    return out_w + (size_t)(out_w / 2) * (size_t)taps * 8;
 }
 
 void fd_hpack3(const fd_coeffs *c, uint32_t out_w, int taps, int32_t *packed)
 {
+    for (uint32_t xx = 0; xx < out_w; xx++)
+        *packed++ = c->bounds[xx * 2] * 3;
     for (uint32_t q = 0; q < out_w / 2; q++) {
         for (int half = 0; half < 2; half++) {
             const uint32_t xx = 2 * q + (uint32_t)half;
@@ -89,8 +91,8 @@ store_four(uint8_t *out, __m256i ab, __m256i cd, __m128i compress)
 
 /* The loop of fd_hrow3_avx2 for one tap count (a constant after inlining). */
 static inline __attribute__((target("avx2"), always_inline)) uint32_t
-hrow3(const uint8_t *in, uint8_t *out, uint32_t out_w, const int *bounds, const int32_t *packed,
-      int taps, const uint8_t *limit)
+hrow3(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *offs,
+      const int32_t *packed, int taps, const uint8_t *limit)
 {
     __m256i masks[TAPS_PER_LOAD];
     for (int t = 0; t < TAPS_PER_LOAD; t++) {
@@ -99,33 +101,31 @@ hrow3(const uint8_t *in, uint8_t *out, uint32_t out_w, const int *bounds, const 
                                     b, Z, Z, Z, b + 1, Z, Z, Z, b + 2, Z, Z, Z, Z, Z, Z, Z);
     }
     const __m128i compress = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, Z, Z, Z, Z);
-    const int groups = (taps + TAPS_PER_LOAD - 1) / TAPS_PER_LOAD;
-    uint32_t xx = 0;
-    for (; xx + 4 <= out_w; xx += 4, out += 12) {
-        /* First inputs never decrease along the row, so the fourth pixel's
-         * loads reach furthest: its last group of five ends at byte 15 of
-         * the load at 15 * (groups - 1). */
-        const uint8_t *p3 = in + (size_t)bounds[(xx + 3) * 2] * 3;
-        if (p3 + 15 * groups + 1 > limit)
-            break;
-        const uint8_t *p0 = in + (size_t)bounds[xx * 2] * 3;
-        const uint8_t *p1 = in + (size_t)bounds[(xx + 1) * 2] * 3;
-        const uint8_t *p2 = in + (size_t)bounds[(xx + 2) * 2] * 3;
-        const int32_t *k = packed + (size_t)(xx / 2) * taps * 8;
-        const __m256i ab = pair_sums(p0, p1, k, taps, masks);
-        const __m256i cd = pair_sums(p2, p3, k + (size_t)taps * 8, taps, masks);
+    /* A pixel's loads end at byte 15 * groups past its first input; first
+     * inputs never decrease along the row, so the pixels whose loads stay
+     * below `limit` are a prefix of it (all of it but near the buffer end). */
+    const size_t reach = (size_t)15 * ((taps + TAPS_PER_LOAD - 1) / TAPS_PER_LOAD) + 1;
+    const size_t avail = (size_t)(limit - in);
+    uint32_t quads = out_w / 4;
+    while (quads && (size_t)offs[quads * 4 - 1] + reach > avail)
+        quads--;
+    const int32_t *k = packed;
+    for (uint32_t q = 0; q < quads; q++, offs += 4, out += 12, k += 16 * taps) {
+        const __m256i ab = pair_sums(in + offs[0], in + offs[1], k, taps, masks);
+        const __m256i cd = pair_sums(in + offs[2], in + offs[3], k + 8 * taps, taps, masks);
         store_four(out, ab, cd, compress);
     }
-    return xx;
+    return quads * 4;
 }
 
 /* One clone per common tap count (bilinear and bicubic downscales up to
  * ~2.5x), so that each unrolls; the generic one loops. */
 __attribute__((target("avx2")))
-uint32_t fd_hrow3_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const fd_coeffs *c,
-                       const int32_t *packed, int taps, const uint8_t *limit)
+uint32_t fd_hrow3_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *packed,
+                       int taps, const uint8_t *limit)
 {
-    const int *b = c->bounds;
+    const int32_t *b = packed; /* the byte offsets, then the weights */
+    packed += out_w;
     switch (taps) {
     case 2: return hrow3(in, out, out_w, b, packed, 2, limit);
     case 3: return hrow3(in, out, out_w, b, packed, 3, limit);

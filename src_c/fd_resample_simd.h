@@ -24,20 +24,22 @@ typedef struct {
 /* Whether the CPU runs AVX2 (cached). */
 int fd_resample_have_avx2(void);
 
-/* int32s the RGB horizontal kernel needs for its weights: out_w / 2 pixel
- * pairs x `taps` x 8 lanes. */
+/* int32s the RGB horizontal kernel needs: out_w byte offsets, then out_w /
+ * 2 pixel pairs x `taps` x 8 lanes of weights. */
 size_t fd_hpack3_count(uint32_t out_w, int taps);
 
-/* Lays c's weights out for fd_hrow3_avx2: for pixel pair q and tap t, the
- * 8 lanes (k[2q][t] x3, 0, k[2q+1][t] x3, 0); taps past a pixel's count are
- * 0. `taps` is the largest count of c (>= 1). */
+/* Lays c out for fd_hrow3_avx2: each output pixel's first input byte
+ * (3 x its first input), then for pixel pair q and tap t the 8 lanes
+ * (k[2q][t] x3, 0, k[2q+1][t] x3, 0); taps past a pixel's count are 0.
+ * `taps` is the largest count of c (>= 1); offsets fit int32 because the
+ * caller checks 3 x the source width does. */
 void fd_hpack3(const fd_coeffs *c, uint32_t out_w, int taps, int32_t *packed);
 
 /* RGB horizontal pass over one row: output pixels [0, returned) (a
  * multiple of 4), stopping where its 16-byte loads would reach `limit` (one
  * past the last byte that may be read). */
-uint32_t fd_hrow3_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const fd_coeffs *c,
-                       const int32_t *packed, int taps, const uint8_t *limit);
+uint32_t fd_hrow3_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *packed,
+                       int taps, const uint8_t *limit);
 
 /* Vertical pass for one output row: bytes [0, returned) (a multiple of 8)
  * of `row_bytes`, from rows first .. first + n of `in`. */
