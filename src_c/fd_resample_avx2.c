@@ -143,6 +143,14 @@ static inline __attribute__((target("avx2"), always_inline)) __m256i load8(const
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
 }
 
+/* a + 8 bytes at p x w, in int32 lanes */
+static inline __attribute__((target("avx2"), always_inline)) __m256i
+mac8(__m256i a, const uint8_t *p, __m256i w)
+{
+    return _mm256_add_epi32(a, _mm256_mullo_epi32(load8(p), w));
+}
+
+/* 32 bytes a step, two taps (rows) an iteration; then 8 bytes a step. */
 __attribute__((target("avx2")))
 size_t fd_vrow_avx2(const uint8_t *in, size_t stride, uint8_t *out, size_t row_bytes, int first,
                     int n, const int32_t *k)
@@ -155,12 +163,21 @@ size_t fd_vrow_avx2(const uint8_t *in, size_t stride, uint8_t *out, size_t row_b
     for (; i + 32 <= row_bytes; i += 32) {
         __m256i a0 = half, a1 = half, a2 = half, a3 = half;
         const uint8_t *p = base + i;
-        for (int y = 0; y < n; y++, p += stride) {
+        int y = 0;
+        for (; y + 2 <= n; y += 2, p += 2 * stride) {
+            const __m256i w = _mm256_set1_epi32(k[y]), v = _mm256_set1_epi32(k[y + 1]);
+            const uint8_t *q = p + stride;
+            a0 = mac8(mac8(a0, p, w), q, v);
+            a1 = mac8(mac8(a1, p + 8, w), q + 8, v);
+            a2 = mac8(mac8(a2, p + 16, w), q + 16, v);
+            a3 = mac8(mac8(a3, p + 24, w), q + 24, v);
+        }
+        if (y < n) {
             const __m256i w = _mm256_set1_epi32(k[y]);
-            a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(load8(p), w));
-            a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(load8(p + 8), w));
-            a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(load8(p + 16), w));
-            a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(load8(p + 24), w));
+            a0 = mac8(a0, p, w);
+            a1 = mac8(a1, p + 8, w);
+            a2 = mac8(a2, p + 16, w);
+            a3 = mac8(a3, p + 24, w);
         }
         a0 = _mm256_srai_epi32(a0, FD_PRECISION_BITS);
         a1 = _mm256_srai_epi32(a1, FD_PRECISION_BITS);
@@ -174,7 +191,7 @@ size_t fd_vrow_avx2(const uint8_t *in, size_t stride, uint8_t *out, size_t row_b
         __m256i a = half;
         const uint8_t *p = base + i;
         for (int y = 0; y < n; y++, p += stride)
-            a = _mm256_add_epi32(a, _mm256_mullo_epi32(load8(p), _mm256_set1_epi32(k[y])));
+            a = mac8(a, p, _mm256_set1_epi32(k[y]));
         a = _mm256_srai_epi32(a, FD_PRECISION_BITS);
         __m256i s = _mm256_packs_epi32(a, a);
         s = _mm256_packus_epi16(s, s); /* lanes: bytes 0-3, then 4-7 */
