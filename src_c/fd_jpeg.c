@@ -22,10 +22,22 @@ typedef struct {
     int finishing; /* past the last row: a missing EOI is not truncation */
 } fd_jpeg_errmgr;
 
+/* The work budget of one call (fd_check_work): what the scans read so far
+ * cost, counted while jpeg_start_decompress reads a multi-scan file. */
 typedef struct {
-    struct jpeg_decompress_struct cinfo;
+    uint64_t blocks;       /* 8x8 blocks the entropy decoder has been through */
+    uint32_t per_byte;     /* max_work_per_byte, 0 = no limit */
+    size_t input_size;
+    int counting;
+    int last_scan;         /* (scan, iMCU row) last counted */
+    JDIMENSION last_row;
+} fd_jpeg_work;
+
+typedef struct {
+    struct jpeg_decompress_struct cinfo; /* first: on_progress finds the context from it */
     fd_jpeg_errmgr jerr;
     struct jpeg_progress_mgr progress;
+    fd_jpeg_work work;
     uint8_t *scratch; /* rows or whole images for the indirect paths */
     size_t scratch_cap;
     JSAMPROW *rows;   /* row pointers into the caller's buffer */
@@ -104,16 +116,36 @@ static void on_output_message(j_common_ptr cinfo)
     (void)cinfo;
 }
 
+/* Called before each iMCU row a scan decodes (and before each marker
+ * read): adds that row's blocks of the current scan to the call's work. */
+static int count_scan_row(j_decompress_ptr d, fd_jpeg_work *w, fd_error *err)
+{
+    if (d->comps_in_scan <= 0 || d->input_iMCU_row >= d->total_iMCU_rows)
+        return 1;
+    if (d->input_scan_number == w->last_scan && d->input_iMCU_row == w->last_row)
+        return 1;
+    w->last_scan = d->input_scan_number;
+    w->last_row = d->input_iMCU_row;
+    const jpeg_component_info *one = d->cur_comp_info[0];
+    w->blocks += d->comps_in_scan == 1
+                     ? (uint64_t)one->width_in_blocks * (uint64_t)one->v_samp_factor
+                     : (uint64_t)d->MCUs_per_row * (uint64_t)d->blocks_in_MCU;
+    return fd_check_work(w->blocks, w->input_size, w->per_byte, "JPEG scans", err) == FD_OK;
+}
+
 static void on_progress(j_common_ptr cinfo)
 {
     j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    fd_jpeg_ctx *ctx = (fd_jpeg_ctx *)(void *)d;
+    fd_jpeg_errmgr *m = &ctx->jerr;
     if (d->input_scan_number > FD_JPEG_MAX_SCANS) {
-        fd_jpeg_errmgr *m = (fd_jpeg_errmgr *)cinfo->err;
         fd_fail(m->err, FD_ERR_DECODE,
                 "JPEG has more than %d scans; refusing a likely decompression bomb",
                 FD_JPEG_MAX_SCANS);
         longjmp(m->jump, 1);
     }
+    if (ctx->work.counting && !count_scan_row(d, &ctx->work, m->err))
+        longjmp(m->jump, 1);
 }
 
 /* A reused decompress object keeps the Huffman and quantization tables of
@@ -406,10 +438,15 @@ static fd_color_space color_space_of(J_COLOR_SPACE cs)
 
 /* Starts a call: binds the error struct, points libjpeg at `data` and reads
  * the header. Must run inside the caller's setjmp. */
-static void begin(fd_jpeg_ctx *ctx, const uint8_t *data, size_t size, int strict)
+static void begin(fd_jpeg_ctx *ctx, const uint8_t *data, size_t size, int strict,
+                  uint32_t max_work_per_byte)
 {
     jpeg_abort_decompress(&ctx->cinfo);
     mark_tables_stale(&ctx->cinfo);
+    memset(&ctx->work, 0, sizeof(ctx->work));
+    ctx->work.per_byte = max_work_per_byte;
+    ctx->work.input_size = size;
+    ctx->work.last_scan = -1;
     ctx->jerr.strict = strict;
     ctx->jerr.finishing = 0;
     ctx->jerr.pub.num_warnings = 0;
@@ -451,7 +488,7 @@ static void fill_info(j_decompress_ptr c, const uint8_t *data, size_t size, fd_i
 fd_status fd_jpeg_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
 {
     FD_JPEG_ENTER(ctx, err);
-    begin(ctx, data, size, 0);
+    begin(ctx, data, size, 0, 0);
     fill_info(&ctx->cinfo, data, size, info);
     jpeg_abort_decompress(&ctx->cinfo);
     return FD_OK;
@@ -469,12 +506,27 @@ typedef struct {
     int luma;             /* decode as RGB, then Pillow's RGB -> L */
 } fd_jpeg_plan_t;
 
+/* One pass over every block the header declares must fit the work budget:
+ * checked before libjpeg allocates anything (a multi-scan file's coefficient
+ * buffer is 128 bytes a block), so a few hundred bytes declaring 13000 x
+ * 13000 cost nothing. The scans are counted as they are read (on_progress). */
+static fd_status check_declared_work(j_decompress_ptr c, size_t size, uint32_t per_byte,
+                                     fd_error *err)
+{
+    uint64_t blocks = 0;
+    for (int ci = 0; ci < c->num_components; ci++)
+        blocks += (uint64_t)c->comp_info[ci].width_in_blocks * c->comp_info[ci].height_in_blocks;
+    return fd_check_work(blocks, size, per_byte, "JPEG", err);
+}
+
 /* Chooses M/8 and the source rect. cinfo holds a freshly read header. */
 static fd_status make_plan(j_decompress_ptr c, const uint8_t *data, size_t size,
                            const fd_options *opt, fd_jpeg_plan_t *p, fd_error *err)
 {
     const uint32_t H = c->image_height, W = c->image_width;
     fd_status st = fd_check_pixels(H, W, opt->max_pixels, err);
+    if (st == FD_OK)
+        st = check_declared_work(c, size, opt->max_work_per_byte, err);
     if (st != FD_OK)
         return st;
     p->orientation = opt->exif ? fd_jpeg_exif_orientation(data, size) : 1;
@@ -506,7 +558,7 @@ fd_status fd_jpeg_plan(const uint8_t *data, size_t size, const fd_options *opt, 
                        fd_error *err)
 {
     FD_JPEG_ENTER(ctx, err);
-    begin(ctx, data, size, opt->strict);
+    begin(ctx, data, size, opt->strict, opt->max_work_per_byte);
     fd_jpeg_plan_t plan;
     fd_status st = make_plan(&ctx->cinfo, data, size, opt, &plan, err);
     if (st == FD_OK)
@@ -564,8 +616,9 @@ static void end_decode(j_decompress_ptr c, int read_all)
  * decompressor (a progressive file is read whole here). 'L' is Pillow's
  * convert('L') of the RGB image, not libjpeg's Y channel (they differ by up
  * to ~13 where RGB clips). */
-static void start_output(j_decompress_ptr c, const fd_options *opt, const fd_jpeg_plan_t *p)
+static void start_output(fd_jpeg_ctx *ctx, const fd_options *opt, const fd_jpeg_plan_t *p)
 {
+    j_decompress_ptr c = &ctx->cinfo;
     if (p->cmyk)
         c->out_color_space = JCS_CMYK;
     else if (opt->mode == FD_MODE_L && !p->luma)
@@ -575,7 +628,9 @@ static void start_output(j_decompress_ptr c, const fd_options *opt, const fd_jpe
     c->dct_method = opt->fast ? JDCT_IFAST : JDCT_ISLOW;
     c->do_fancy_upsampling = opt->fast ? FALSE : TRUE;
     repair_stale_tables(c);
+    ctx->work.counting = 1;
     jpeg_start_decompress(c);
+    ctx->work.counting = 0;
     check_quant_tables(c);
 }
 
@@ -726,7 +781,7 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
 {
     FD_JPEG_ENTER(ctx, err);
     j_decompress_ptr c = &ctx->cinfo;
-    begin(ctx, data, size, opt->strict);
+    begin(ctx, data, size, opt->strict, opt->max_work_per_byte);
     fd_jpeg_plan_t p;
     fd_status st = make_plan(c, data, size, opt, &p, err);
     if (st == FD_OK && out_size != p.shape.nbytes)
@@ -736,7 +791,7 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
         jpeg_abort_decompress(c);
         return st;
     }
-    start_output(c, opt, &p);
+    start_output(ctx, opt, &p);
     fd_jpeg_window w;
     open_window(c, &p, &w);
     const fd_dest dest = {out, p.shape.height, p.shape.width, p.shape.channels, opt->layout,
