@@ -25,6 +25,7 @@ tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
+from helpers.faults_per_batch import children  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
 # torch's iterator leaves a dead worker's socket for gc to close (the
@@ -165,14 +166,15 @@ def test_stock_dataloader_killed_at_the_hand_over_names_the_worker_or_not(nothin
 # -- killed at a random moment ------------------------------------------------
 
 
-def kill_a_worker_soon(it, rng: random.Random, killed: list) -> threading.Thread:
+def kill_a_worker_soon(rng: random.Random, killed: list, pids: list) -> threading.Thread:
     def run() -> None:
         time.sleep(rng.uniform(0.0, 0.4))
-        alive = [w for w in it._workers if w.is_alive()]
+        alive = [p for p in children() if not gone(p)]
+        pids.extend(alive)
         if alive:
-            victim = rng.choice(alive)
-            killed.append((victim.pid, time.monotonic()))
-            os.kill(victim.pid, signal.SIGKILL)
+            victim = rng.choice(sorted(alive))
+            killed.append((victim, time.monotonic()))
+            os.kill(victim, signal.SIGKILL)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -192,8 +194,7 @@ def random_kill_trial(make_loader, trial: int, pids: list) -> type:
         thread = None
         try:
             it = iter(loader)
-            pids.extend(w.pid for w in it._workers)
-            thread = kill_a_worker_soon(it, rng, killed)
+            thread = kill_a_worker_soon(rng, killed, pids)
             for _ in it:
                 pass
         except Exception as exc:  # noqa: BLE001 - judged below
@@ -250,7 +251,10 @@ TRAINING = textwrap.dedent("""
         loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2,
                                              collate_fn=fd.collate, persistent_workers=True)
     it = iter(loader)
-    print(" ".join(str(w.pid) for w in it._workers), flush=True)
+    next(it)
+    workers = [p for t in os.listdir("/proc/self/task")
+               for p in open(f"/proc/self/task/{t}/children").read().split()]
+    print(" ".join(workers), flush=True)
     while True:
         for images, _ in it:
             time.sleep(0.01)  # a training step; workers are mid-batch meanwhile
