@@ -28,7 +28,7 @@ reveal_type(train)  # E: fastdecode.data.datasets.FastImageFolder
 loader = fd.FastLoader(train, batch_size=256, num_workers=2)
 reveal_type(loader)  # E: fastdecode.data.loader.FastLoader
 fused = fuse(chain, exact=True)
-reveal_type(fused)  # E: fastdecode._fuse.FusedTransform
+reveal_type(fused)  # E: fastdecode.transforms.fused.FusedTransform
 assert isinstance(fd.fuse(chain), FusedTransform)
 out = np.empty((3, 224, 224), np.uint8)
 fd.decode_jpeg(data, out=out, layout="CHW")
