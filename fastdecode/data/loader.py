@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
-from fastdecode._system import limit_threads_to_one, shm_free_bytes, usable_cpus
+from fastdecode._system import limit_threads_to_one, shm_budget, usable_cpus
 from fastdecode.data._batches import CpuRing, RingFiller, RingSampler, note_batch_taken_whole
 from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
 
@@ -108,16 +108,17 @@ def check_oversubscription(num_workers: int, threads_per_worker: int = 1) -> Non
         )
 
 
-def check_shm(num_workers: int, prefetch_factor: int, batch_bytes: int) -> None:
-    free = shm_free_bytes()
-    need = num_workers * prefetch_factor * batch_bytes
-    if free is not None and num_workers > 0 and need > free:
+def warn_if_shm_short(num_workers: int, prefetch_factor: int, batch_bytes: int) -> None:
+    """Warns once when /dev/shm cannot hold the batches the workers keep in
+    flight (``fastdecode._system.shm_budget``), saying how to enlarge it."""
+    budget = shm_budget(num_workers, prefetch_factor, batch_bytes)
+    if num_workers > 0 and budget.status == "short":
+        assert budget.free is not None
         _warn_once(
             "shm",
-            f"/dev/shm has {free / 2**20:.0f} MiB free but num_workers={num_workers} x "
-            f"prefetch_factor={prefetch_factor} batches need {need / 2**20:.0f} MiB: enlarge it "
-            f"(docker run --shm-size={math.ceil(need * 2 / 2**30)}g) or lower num_workers, "
-            f"prefetch_factor or batch_size",
+            f"/dev/shm has {budget.free / 2**20:.0f} MiB free but num_workers={num_workers} x "
+            f"prefetch_factor={prefetch_factor} batches need {budget.need / 2**20:.0f} MiB: "
+            f"enlarge it ({budget.advice}) or lower num_workers, prefetch_factor or batch_size",
         )
 
 
@@ -259,7 +260,7 @@ class FastLoader(_LoaderBase):
         if workers:
             check_oversubscription(workers)
             if shape is not None:
-                check_shm(workers, ahead, self._batch_rows() * math.prod(shape))
+                warn_if_shm_short(workers, ahead, self._batch_bytes(shape))
         inner = dict(num_workers=workers, collate_fn=identity, timeout=timeout, worker_init_fn=init,
                      multiprocessing_context=multiprocessing_context, generator=generator,
                      prefetch_factor=ahead, persistent_workers=self.persistent_workers)
@@ -291,6 +292,12 @@ class FastLoader(_LoaderBase):
             for name, value in (("args", ()), ("kwargs", given), ("arg_names", ()),
                                 ("default_kwargs", {})):
                 object.__setattr__(self, f"__pl_saved_{name}", value)
+
+    def _batch_bytes(self, shape: tuple[int, ...]) -> int:
+        """Bytes of one batch as it crosses: the chain's result dtype."""
+        table = getattr(self.dataset, "pixel_table", lambda: None)()
+        size = 1 if table is None else table.element_size()
+        return self._batch_rows() * math.prod(shape) * size
 
     def _batch_rows(self) -> int:
         return int(getattr(self.batch_sampler, "batch_size", None) or self.batch_size or 1)

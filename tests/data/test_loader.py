@@ -121,7 +121,9 @@ def test_oversubscription_warns_once(tree, monkeypatch):
 
 
 def test_small_dev_shm_warns(tree, monkeypatch):
-    monkeypatch.setattr(loader_mod, "shm_free_bytes", lambda: 1000)
+    from fastdecode import _system
+
+    monkeypatch.setattr(_system, "shm_free_bytes", lambda path=None: 1000)
     monkeypatch.setattr(loader_mod, "usable_cpus", lambda: 8)
     ds = fd.FastImageFolder(tree, TRAIN)
     with pytest.warns(RuntimeWarning, match=r"/dev/shm has 0 MiB free.*--shm-size"):
