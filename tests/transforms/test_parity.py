@@ -8,7 +8,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from helpers.corpus import CORPUS, corpus_params, read_manifest  # noqa: E402
+from PIL import Image  # noqa: E402
+from torchvision import transforms as T  # noqa: E402
+from torchvision.transforms import v2 as T2  # noqa: E402
+
+from fastdecode.transforms import fuse  # noqa: E402
+
 from helpers.fusion import (  # noqa: E402
     CHAINS,
     MEAN,
@@ -20,11 +25,6 @@ from helpers.fusion import (  # noqa: E402
     pixels,
 )
 from helpers.jpeg_samples import encode  # noqa: E402
-from PIL import Image  # noqa: E402
-from torchvision import transforms as T  # noqa: E402
-from torchvision.transforms import v2 as T2  # noqa: E402
-
-from fastdecode.transforms import fuse  # noqa: E402
 
 # --------------------------------------------------------------------------
 # Same crop boxes and flips as torchvision.
@@ -83,17 +83,6 @@ def test_exact_mode_is_bit_exact_for_every_seed(chain_id, sample):
         _, ours, theirs, _ = check_parity(CHAINS[chain_id](), SAMPLES[sample](), seed,
                                           exact=True, normalized=True)
         assert torch.equal(ours, theirs)
-
-
-PHOTOS = read_manifest("photos")
-
-
-@pytest.mark.parametrize("chain_id", list(CHAINS))
-@pytest.mark.parametrize("row", corpus_params("photos", PHOTOS, "file"))
-def test_corpus_photos(chain_id, row):
-    data = (CORPUS / "photos" / row["file"]).read_bytes()
-    seed = sum(map(ord, row["file"]))
-    check_parity(CHAINS[chain_id](), data, seed, normalized=True)
 
 
 # --------------------------------------------------------------------------

@@ -8,13 +8,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
+from torchvision import transforms as T  # noqa: E402
+
+from fastdecode import _native  # noqa: E402
+
 from helpers.fusion import (  # noqa: E402
     MEAN,
     STD,
 )
-from torchvision import transforms as T  # noqa: E402
-
-from fastdecode import _native  # noqa: E402
 
 # --------------------------------------------------------------------------
 # The ToTensor + Normalize kernel.
