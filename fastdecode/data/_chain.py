@@ -71,14 +71,14 @@ def _stop(fused: Any) -> Optional[tuple[Any, str]]:
     if not plan["trailing"]:
         return None
     first = plan["trailing"][0]
+    if type(first).__name__ in _GEOMETRIC:
+        return first, ("its parameters cannot be fused; the decode stops before it and it and "
+                       "everything after it run unfused")
     if not plan["geometric"] and not plan["tensor"]:
         return first, ("not a transform fastdecode fuses (RandomResizedCrop, Resize, CenterCrop, "
                        "RandomHorizontalFlip, then ToTensor/PILToTensor/ToImage with Normalize/"
                        "ToDtype/ConvertImageDtype); the image is decoded in full and the whole "
                        "chain runs unfused")
-    if type(first).__name__ in _GEOMETRIC:
-        return first, ("its parameters cannot be fused; the decode stops before it and it and "
-                       "everything after it run unfused")
     return None
 
 
