@@ -22,38 +22,67 @@ from fastdecode.data._base import HAVE_TORCHVISION
 
 __all__ = ["LiveFused", "fingerprint"]
 
-# Values compared by value in a fingerprint; anything else by identity (a
-# nested transform object is fingerprinted as a step of its own by flatten).
-_ATOMS = (int, float, str, bytes, bool, type(None), enum.Enum)
+# Values compared by value in a fingerprint (exact types: one set lookup each, the common case);
+# enums and lists/tuples of them too; transform objects found in attributes are walked in
+# turn (Compose.transforms, a preset's self.transforms = Compose(...)), other objects compared
+# by identity. This runs at every item, so it is plain loops over each object's __dict__.
+_ATOMS = frozenset({int, float, str, bytes, bool, type(None)})
+_DEPTH = 4  # Compose in a wrapper in a Compose...: deeper objects count by identity
 _GEOMETRIC = {"RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip"}
 
 
+def _walk(obj: Any, out: list, depth: int) -> None:
+    out.append(id(obj))
+    state = getattr(obj, "__dict__", None)
+    if not state or depth >= _DEPTH:
+        return
+    atoms = _ATOMS
+    for key, value in state.items():
+        if key[0] == "_":
+            continue
+        out.append(key)
+        cls = type(value)
+        if cls in atoms:
+            out.append(value)
+        elif cls is list or cls is tuple:
+            out.append(len(value))
+            for item in value:
+                if type(item) in atoms:
+                    out.append(item)
+                else:
+                    _value(item, out, depth)
+        else:
+            _value(value, out, depth)
+
+
+def _value(value: Any, out: list, depth: int) -> None:
+    if isinstance(value, enum.Enum):
+        out.append(value)
+    elif callable(value) and hasattr(value, "__dict__") and not isinstance(value, type):
+        _walk(value, out, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        out.append(tuple(_freeze(v) for v in value))
+    else:
+        version = getattr(value, "_version", None)  # a tensor: identity and in-place edits
+        out.append((id(value), version) if isinstance(version, int) else id(value))
+
+
 def _freeze(value: Any) -> Any:
-    if isinstance(value, _ATOMS):
+    if type(value) in _ATOMS or isinstance(value, enum.Enum):
         return value
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
-    version = getattr(value, "_version", None)  # a tensor: identity and in-place edits
-    return (id(value), version) if isinstance(version, int) else id(value)
+    return id(value)
 
 
-def _steps(transform: Any) -> list:
-    if not HAVE_TORCHVISION:
-        return [transform]
-    from fastdecode.transforms.kinds import flatten
-
-    return flatten(transform)
-
-
-def fingerprint(transform: Any) -> tuple:
-    """What a chain's result depends on: each step's identity, type and public
-    attributes (lists and tuples by value, other objects by identity)."""
-    parts: list = [id(transform)]
-    for step in _steps(transform):
-        state = getattr(step, "__dict__", None) or {}
-        parts.append((id(step), type(step),
-                      tuple((k, _freeze(v)) for k, v in state.items() if k[0] != "_")))
-    return tuple(parts)
+def fingerprint(transform: Any) -> list:
+    """What a chain's plan depends on: the identity and public attributes of
+    the transform and of every transform object reachable through them
+    (lists and tuples by value, other objects by identity). Equal
+    fingerprints mean an unchanged chain."""
+    out: list = []
+    _walk(transform, out, 0)
+    return out
 
 
 def _fused_type() -> Optional[type]:
@@ -89,7 +118,7 @@ class LiveFused:
     def __init__(self, exact: bool) -> None:
         self.exact = exact
         self.warned: set = set()
-        self._key: Optional[tuple] = None
+        self._key: Optional[list] = None
         self._fused: Any = None
         self._source: Any = None
 
