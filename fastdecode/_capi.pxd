@@ -1,4 +1,5 @@
-# Declarations of the plain-C core (src_c/). Nothing here touches Python.
+# Declarations of the plain-C core (src_c/) that the binding uses; the
+# format decoders are reached through fd_pipeline.h. Nothing here touches Python.
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 
 
@@ -103,20 +104,11 @@ cdef extern from "fd_common.h" nogil:
 
 cdef extern from "fd_jpeg.h" nogil:
     fd_status fd_jpeg_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
-    fd_status fd_jpeg_plan(const uint8_t *data, size_t size, const fd_options *opt,
-                           fd_shape *shape, fd_error *err)
-    fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt,
-                             uint8_t *out, size_t out_size, fd_error *err)
-    int fd_jpeg_exif_orientation(const uint8_t *data, size_t size)
     void fd_jpeg_library_info(char *version, size_t version_len, int *simd)
 
 
 cdef extern from "fd_bmp.h" nogil:
     fd_status fd_bmp_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
-    fd_status fd_bmp_plan(const uint8_t *data, size_t size, const fd_options *opt,
-                          fd_shape *shape, fd_error *err)
-    fd_status fd_bmp_decode(const uint8_t *data, size_t size, const fd_options *opt,
-                            uint8_t *out, size_t out_size, fd_error *err)
 
 
 cdef extern from "fd_resample.h" nogil:

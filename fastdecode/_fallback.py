@@ -107,4 +107,4 @@ def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
     if getattr(o["layout"], "value", o["layout"]) == "CHW":
         arr = arr.transpose(2, 0, 1)
     arr = np.ascontiguousarray(arr)
-    return arr if o["out"] is None else fill_out(arr, o["out"])
+    return arr if o["out"] is None else fill_out(arr, o["out"], o["layout"])

@@ -374,14 +374,19 @@ def plan_shape(height, width, *, mode=_D["mode"], scale=_D["scale"], min_size=_D
     )
 
 
-def fill_out(arr, out):
-    """Copies a finished (H, W, C) or (C, H, W) uint8 array into `out`,
-    validating `out` exactly as the native decoders do; returns `out`."""
+def fill_out(arr, out, layout="HWC"):
+    """Copies a finished uint8 array of shape (H, W, C) (layout 'HWC') or
+    (C, H, W) ('CHW') into `out`, validating `out` exactly as the native
+    decoders do; returns `out`."""
     cdef fd_shape shape
     cdef Py_buffer view
-    shape.height, shape.width, shape.channels = arr.shape
+    cdef fd_layout lay = <fd_layout>parse_layout(layout)
+    if lay == FD_LAYOUT_CHW:
+        shape.channels, shape.height, shape.width = arr.shape
+    else:
+        shape.height, shape.width, shape.channels = arr.shape
     shape.nbytes = arr.size
-    prepare_out(out, &shape, FD_LAYOUT_HWC, &view)
+    prepare_out(out, &shape, lay, &view)
     try:
         np.frombuffer(<object>PyMemoryView_FromObject(out), dtype=np.uint8)[:] = arr.reshape(-1)
     finally:

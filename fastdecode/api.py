@@ -114,5 +114,4 @@ def info() -> dict[str, Any]:
         "version": __version__,
         "libjpeg_turbo": version,
         "simd": simd,
-        "openmp": False,
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import sys
 import tempfile
@@ -38,15 +39,22 @@ examples:
 """
 
 
+# Where the benchmarks/ package is importable: inside the wheel, or in a checkout.
+PACKAGES = ("fastdecode.benchmarks", "benchmarks")
+
+
+def benchmark_package() -> str:
+    """The name the benchmarks/ package has here: from the wheel, else from a checkout."""
+    for package in PACKAGES:
+        if importlib.util.find_spec(package) is not None:
+            return package
+    raise ModuleNotFoundError("the benchmarks are not installed (neither "
+                              f"{' nor '.join(PACKAGES)} imports)")
+
+
 def benchmark_module(module: str):
-    """A module of benchmarks/: from the wheel, or from a checkout."""
-    for package in ("fastdecode.benchmarks", "benchmarks"):
-        try:
-            return importlib.import_module(f"{package}.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name not in (package, f"{package}.{module}", package.split(".")[0]):
-                raise
-    raise ModuleNotFoundError(f"benchmark module {module!r} is not installed")
+    """A module of the benchmarks/ package."""
+    return importlib.import_module(f"{benchmark_package()}.{module}")
 
 
 def section_argv(name: str, data: Path, quick: bool, json_path: Path) -> list[str]:

@@ -29,7 +29,14 @@ from torchvision import tv_tensors
 
 from fastdecode import api
 from fastdecode.transforms.filters import FILTERS
-from fastdecode.transforms.geometry import Geometry, GeoOp, draw_geometry, static_output_size
+from fastdecode.transforms.geometry import (
+    Geometry,
+    GeoOp,
+    RandomResizedCropOp,
+    ResizeOp,
+    draw_geometry,
+    static_output_size,
+)
 from fastdecode.transforms.kinds import (
     flatten,
     geo_op,
@@ -66,9 +73,11 @@ class ChainSplit:
         return sum(op.stage == "tensor" for op in self.geo_ops)
 
 
-def split_chain(steps: list) -> ChainSplit:
+def split_chain(steps: list, exact: bool = False) -> ChainSplit:
     """Splits a flat list of steps into geometry, tensor table and trailing
-    steps; reads the steps, changes nothing."""
+    steps; reads the steps, changes nothing. ``exact``: only crops and flips
+    join after the converter (torch's uint8 resample is Pillow's within a
+    level, not bit for bit)."""
     ops: list[GeoOp] = []
     index: list[int] = []
     i = 0
@@ -81,7 +90,8 @@ def split_chain(steps: list) -> ChainSplit:
     converter, j = steps[i], i + 1
     tensor_ops: list[tuple[GeoOp, int]] = []
     while (is_uint8_converter(converter) and j < len(steps)
-           and (op := tensor_geo_op(steps[j])) is not None):
+           and (op := tensor_geo_op(steps[j])) is not None
+           and not (exact and isinstance(op, (RandomResizedCropOp, ResizeOp)))):
         tensor_ops.append((op, j))
         j += 1
     n = 0
@@ -155,7 +165,7 @@ class FusedTransform:
             if not callable(step):
                 raise TypeError(f"fuse: {step!r} in the chain is not callable")
         self.steps = steps
-        split = split_chain(steps)
+        split = split_chain(steps, exact)
         self.geo_ops = list(split.geo_ops)
         self.op_index = list(split.op_index)
         self.tail: Optional[TensorTail] = split.tail
@@ -164,7 +174,7 @@ class FusedTransform:
         fixed = static_output_size(self.geo_ops) if self.geo_ops else None
         self.output_shape = (
             (3, fixed[0], fixed[1]) if fixed is not None and self.tail is not None
-            and not self.trailing else None
+            and not self.tail.numpy and not self.trailing else None
         )
         self.plan = {
             "geometric": [op.transform for op in self.geo_ops],  # (after the converter: on tensors)
@@ -193,6 +203,25 @@ class FusedTransform:
         PILToTensor / ToImage tail, torch.float32 for ToTensor + Normalize...);
         None when the chain has no fused tensor step (``finish`` raises)."""
         return None if self.tail is None else self.tail.dtype
+
+    # -- saying what happened -----------------------------------------------------
+
+    def fusion_report(self):
+        """None when the chain's leading geometric run fused (steps after a
+        colour or augmentation step run unfused by design); otherwise a
+        :class:`~fastdecode.transforms.FusionReport` naming the first step
+        that stopped the fusion and why (``.step``, ``.index``, ``.reason``,
+        ``.fused``; ``str()`` says it in one line). For warnings."""
+        from fastdecode.transforms.report import fusion_report
+
+        return fusion_report(self)
+
+    def explain(self) -> str:
+        """Every step of the chain, where it runs (decode, tensor table,
+        unfused) and the :meth:`fusion_report`, as text."""
+        from fastdecode.transforms.report import explain
+
+        return explain(self)
 
     # -- pickling: rebuild from the source ----------------------------------------
 
@@ -323,6 +352,9 @@ class FusedTransform:
         if self.trailing:
             lines.append("  trailing (unfused): " + " -> ".join(short_name(s)
                                                                  for s in self.trailing))
+        report = self.fusion_report()
+        if report is not None:
+            lines.append(f"  stopped: {report}")
         lines.append(f"  output_shape={self.output_shape}, exact={self.exact})")
         return "\n".join(lines)
 

@@ -30,7 +30,7 @@ import torch
 from fastdecode.transforms.filters import PIL_BILINEAR, PIL_FILTER_NAMES
 
 __all__ = ["CenterCropOp", "FlipOp", "GeoOp", "Geometry", "PilResize", "RandomResizedCropOp",
-           "ResizeOp", "Stop", "draw_geometry", "resized_output_size", "round_box",
+           "ResizeOp", "Stop", "draw_geometry", "standin", "resized_output_size", "round_box",
            "static_output_size"]
 
 
@@ -169,7 +169,7 @@ class Geometry:
         self.flip = not self.flip
 
 
-def _standin(canvas: tuple[int, int]) -> torch.Tensor:
+def standin(canvas: tuple[int, int]) -> torch.Tensor:
     """A zero-stride uint8 tensor of the canvas size: what torchvision's
     get_params / make_params need to know the size, without any pixel."""
     return torch.zeros(1, dtype=torch.uint8).expand(3, canvas[0], canvas[1])
@@ -206,20 +206,26 @@ class RandomResizedCropOp(GeoOp):
         t = self.transform
         if self.v2:
             make_params = getattr(t, "make_params", None) or t._get_params
-            p = make_params([_standin(canvas)])
+            p = make_params([standin(canvas)])
             return p["top"], p["left"], p["height"], p["width"]
-        top, left, height, width = type(t).get_params(_standin(canvas), t.scale, t.ratio)
+        top, left, height, width = type(t).get_params(standin(canvas), t.scale, t.ratio)
         return int(top), int(left), int(height), int(width)
+
+    def pick_filter(self) -> int:
+        """The filter of this image's resample (drawn after the box, where a
+        transform draws it at all)."""
+        return self.filter
 
     def apply(self, geo: Geometry) -> None:
         if geo.padded:
             raise Stop("random crop of a zero-padded canvas")
         top, left, height, width = self.draw(geo.canvas)
+        flt = self.pick_filter()
         geo.do_crop(top, left, height, width)
         try:
-            geo.do_resize(self.size[0], self.size[1], self.filter)
+            geo.do_resize(self.size[0], self.size[1], flt)
         except Stop as stop:
-            raise Stop(stop.reason, steps=[PilResize(self.size, self.filter)]) from None
+            raise Stop(stop.reason, steps=[PilResize(self.size, flt)]) from None
 
     def fixed_size(self, size):
         return tuple(self.size)

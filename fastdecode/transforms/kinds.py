@@ -22,6 +22,7 @@ from fastdecode.transforms.geometry import (
     RandomResizedCropOp,
     ResizeOp,
 )
+from fastdecode.transforms.recipes import expand, foreign_geo_op, is_foreign_converter, unwrap
 
 __all__ = ["flatten", "geo_op", "is_converter", "is_pointwise", "is_uint8_converter", "kind",
            "register", "short_name", "tensor_geo_op"]
@@ -60,8 +61,8 @@ def kind(t: Any) -> Optional[tuple[str, bool]]:
 
 
 def is_converter(t: Any) -> bool:
-    """A PIL-to-tensor step (ToTensor, PILToTensor, v2.ToImage, ...)."""
-    return type(t) in _CONVERTERS
+    """A PIL-to-tensor step (ToTensor, PILToTensor, v2.ToImage, timm's, ...)."""
+    return type(t) in _CONVERTERS or is_foreign_converter(t)
 
 
 def is_uint8_converter(t: Any) -> bool:
@@ -74,16 +75,37 @@ def is_pointwise(t: Any) -> bool:
     return type(t) in _POINTWISE
 
 
-def flatten(transform: Any) -> list:
-    """The chain as a flat list of steps (Compose and lists opened, in order)."""
+_MAX_DEPTH = 32  # wrappers of wrappers (a cycle would recurse forever)
+
+
+def flatten(transform: Any, _depth: int = 0) -> list:
+    """The chain as a flat list of steps, in order: Compose and lists opened,
+    presets expanded and pure wrappers opened (:mod:`.recipes`)."""
     if transform is None:
         return []
+    if _depth > _MAX_DEPTH:
+        return [transform]
     if isinstance(transform, (list, tuple)):
-        return [s for t in transform for s in flatten(t)]
+        return [s for t in transform for s in flatten(t, _depth + 1)]
     k = kind(transform)
     if k is not None and k[0] == "compose":
-        return flatten(list(transform.transforms))
+        return flatten(list(transform.transforms), _depth + 1)
+    steps = expand(transform)
+    if steps is not None:
+        return steps
+    wrapped = unwrap(transform)
+    if wrapped is not None:
+        inner = wrapped[1]
+        steps = flatten(inner, _depth + 1)
+        if steps != [inner] or fusable(inner):
+            return steps
+        # an opaque inner step (T.Lambda's function): the wrapper stays the step
     return [transform]
+
+
+def fusable(t: Any) -> bool:
+    """A step fuse can absorb somewhere (geometry, converter or per-pixel)."""
+    return geo_op(t) is not None or is_converter(t) or is_pointwise(t)
 
 
 def geo_op(t: Any, tensor: bool = False) -> Optional[GeoOp]:
@@ -98,7 +120,7 @@ def geo_op(t: Any, tensor: bool = False) -> Optional[GeoOp]:
     """
     k = kind(t)
     if k is None:
-        return None
+        return None if tensor else foreign_geo_op(t)
     name, v2 = k
     if tensor and not v2:
         return None

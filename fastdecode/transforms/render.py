@@ -137,9 +137,11 @@ class Renderer:
             arr = self._decode(data, crop=crop)
             return _native.resize(arr, geo.size, interpolation=flt.name, flip=geo.flip,
                                   layout=layout, out=out)
-        if geo.region_is_full:
+        if geo.region_is_full and scale in (None, 1):
             return self._decode(data, crop=crop, size=geo.size, flip=geo.flip, layout=layout,
                                 out=out, scale=scale, interpolation=flt.name)
+        if geo.region_is_full:  # DCT-scaled: the crop's exact extent in the scaled frame
+            return self._box(data, geo, layout, out, scale)
         kept = geo.region[2:]
         if self.region_mode == "round":
             return self._decode(data, crop=round_box(geo), size=kept, flip=geo.flip,

@@ -36,6 +36,11 @@ class TensorTail:
         result: Any = PIL.Image.fromarray(ramp, "RGB")
         for step in steps:
             result = step(result)
+        # a uint8 CHW numpy array (timm's ToNumpy): the pixels as they are
+        self.numpy = (isinstance(result, np.ndarray) and result.dtype == np.uint8
+                      and result.shape == (3, 1, 256))
+        if self.numpy:
+            result = torch.from_numpy(np.ascontiguousarray(result))
         if not isinstance(result, torch.Tensor) or tuple(result.shape) != (3, 1, 256):
             raise TypeError(f"not a per-pixel chain: {steps}")
         if type(result) not in (torch.Tensor, tv_tensors.Image):
@@ -47,9 +52,13 @@ class TensorTail:
             (table == torch.arange(256, dtype=torch.uint8)).all()
         )
         self.table = table.numpy()  # (3, 256)
+        if self.numpy and not self.identity:
+            raise TypeError(f"not a per-pixel chain: {steps}")
 
-    def apply(self, chw: np.ndarray, out: Any = None) -> torch.Tensor:
+    def apply(self, chw: np.ndarray, out: Any = None) -> Any:
         """uint8 (..., C, H, W) array -> the chain's tensor (into ``out``)."""
+        if self.numpy:  # no batch path (output_shape is None): never an ``out``
+            return chw
         if self.identity:
             if out is not None:
                 target = as_numpy(out, np.uint8, chw.shape)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.trees import make_tree
 
 from fastdecode.cli.__main__ import main
+
+from helpers.trees import make_tree
 
 pytest.importorskip("torchvision")
 
