@@ -6,7 +6,7 @@ every item the fingerprint is taken again and a change (an attribute such as
 ``rrc.size = 160``, ``Compose.transforms.append(...)``, a reassignment) re-fuses
 before that item, in whichever process runs it. When the plan fuses less than
 the chain's leading geometric run, or nothing, it warns once (RuntimeWarning
-naming the transform that stopped fusion and why).
+with fuse's fusion report: the transform that stopped fusion and why).
 
 A FusedTransform given as the transform is used as such; when its source chain
 changes it is rebuilt with its own options (exact, region, dct_margin).
@@ -28,7 +28,6 @@ __all__ = ["LiveFused", "fingerprint"]
 # by identity. This runs at every item, so it is plain loops over each object's __dict__.
 _ATOMS = frozenset({int, float, str, bytes, bool, type(None)})
 _DEPTH = 4  # Compose in a wrapper in a Compose...: deeper objects count by identity
-_GEOMETRIC = {"RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip"}
 
 
 def _walk(obj: Any, out: list, depth: int) -> None:
@@ -93,24 +92,6 @@ def _fused_type() -> Optional[type]:
     return FusedTransform
 
 
-def _stop(fused: Any) -> Optional[tuple[Any, str]]:
-    """(step, why) when the plan fuses less than the leading geometric run, or
-    nothing at all; None when the whole leading run joined the decode."""
-    plan = fused.plan
-    if not plan["trailing"]:
-        return None
-    first = plan["trailing"][0]
-    if type(first).__name__ in _GEOMETRIC:
-        return first, ("its parameters cannot be fused; the decode stops before it and it and "
-                       "everything after it run unfused")
-    if not plan["geometric"] and not plan["tensor"]:
-        return first, ("not a transform fastdecode fuses (RandomResizedCrop, Resize, CenterCrop, "
-                       "RandomHorizontalFlip, then ToTensor/PILToTensor/ToImage with Normalize/"
-                       "ToDtype/ConvertImageDtype); the image is decoded in full and the whole "
-                       "chain runs unfused")
-    return None
-
-
 class LiveFused:
     """The fused plan of one dataset's transform (rebuilt per process: it is
     not pickled, only the set of warnings already given is)."""
@@ -135,8 +116,8 @@ class LiveFused:
         if transform is None:
             return None
         if not HAVE_TORCHVISION:
-            self._warn("transform", "torchvision is not importable, so nothing is fused: the "
-                       "file is decoded in full to a PIL image and the transform runs on it")
+            self._warn("no torchvision", "torchvision is not importable, so nothing is fused: "
+                       "each file is decoded in full to a PIL image and the transform runs on it")
             return None
         fused_type: Any = _fused_type()
         source = transform.source if isinstance(transform, fused_type) else transform
@@ -162,22 +143,17 @@ class LiveFused:
         return fuse(transform, exact=self.exact)
 
     def _report(self, fused: Any) -> None:
-        stop = _stop(fused)
-        if stop is None:
-            return
-        step, why = stop
-        name = type(step).__name__
-        if name in ("function", "builtin_function_or_method", "method"):
-            name = getattr(step, "__qualname__", name)
-        self._warn(name, why)
+        """Warns once per stopping step and reason (fuse's own fusion report)."""
+        report = fused.fusion_report()
+        if report is not None:
+            self._warn((type(report.step), report.reason), str(report))
 
-    def _warn(self, name: str, why: str) -> None:
-        if (name, why) in self.warned:
+    def _warn(self, key: Any, text: str) -> None:
+        if key in self.warned:
             return
-        self.warned.add((name, why))
-        warnings.warn(
-            f"fastdecode: {name} stopped fusion: {why}. See the plan with dataset.explain() "
-            f"(or repr(fastdecode.fuse(transform))).", RuntimeWarning, stacklevel=5)
+        self.warned.add(key)
+        warnings.warn(f"fastdecode: {text}. See the plan with dataset.explain().",
+                      RuntimeWarning, stacklevel=5)
 
     def explain(self, transform: Any) -> str:
         """The plan for ``transform``, as text."""
