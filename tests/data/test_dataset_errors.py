@@ -12,7 +12,6 @@ import pytest
 torch = pytest.importorskip("torch")
 tv = pytest.importorskip("torchvision")
 
-from helpers.trees import make_tree, write_image  # noqa: E402
 from PIL import UnidentifiedImageError  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
@@ -20,6 +19,8 @@ from torchvision.datasets import ImageFolder  # noqa: E402
 import fastdecode as fd  # noqa: E402
 from fastdecode import errors  # noqa: E402
 from fastdecode.data import datasets  # noqa: E402
+
+from helpers.trees import make_tree, write_image  # noqa: E402
 
 TRAIN = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
 EVAL = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])
