@@ -118,6 +118,13 @@ def _is_image(path: str) -> bool:
     return path.lower().endswith(IMG_EXTENSIONS)
 
 
+def _has_subfolders(path: str) -> bool:
+    if not os.path.isdir(path):
+        return False
+    with os.scandir(path) as entries:
+        return any(e.is_dir() for e in entries)
+
+
 def list_images(paths: PathsLike, filesystem: Optional[Any] = None) -> Listing:
     """One directory with class folders is an ImageFolder tree: its files in
     FastImageFolder's order with its class indices. Otherwise the image files
@@ -127,8 +134,7 @@ def list_images(paths: PathsLike, filesystem: Optional[Any] = None) -> Listing:
         raise ValueError("read_images: no paths given")
     if filesystem is None and not any(map(_is_uri, items)):
         roots = [_local(p) for p in items]
-        if len(roots) == 1 and os.path.isdir(roots[0]) and any(
-                e.is_dir() for e in os.scandir(roots[0])):
+        if len(roots) == 1 and _has_subfolders(roots[0]):
             classes, class_to_idx = find_classes(roots[0])
             samples = make_dataset(roots[0], class_to_idx, extensions=IMG_EXTENSIONS)
             return Listing([p for p, _ in samples], np.array([t for _, t in samples], np.int64),
@@ -357,7 +363,7 @@ class Decode:
         columns = {k: batch[k] for k in batch}  # dict of numpy arrays or a pandas frame
         items = list(columns[self._need(columns)])
         seeds = self._seeds(np.asarray(columns[self.seed_column]) if self.seed_column else None)
-        images = self.decoder.decode(items, seeds, name=lambda j: f"row {j} of the batch")
+        images = self.decoder.decode(items, seeds, name=_row_names(columns.get("path")))
         if self.output_column != self.column:
             columns.pop(self.column)
         columns[self.output_column] = images
@@ -386,13 +392,20 @@ class Decode:
         else:
             items = column.to_pylist()
         keys = (table.column(self.seed_column).to_numpy() if self.seed_column else None)
-        images = self.decoder.decode(items, self._seeds(keys),
-                                     name=lambda j: f"row {j} of the batch")
+        paths = table.column("path").to_pylist() if "path" in table.column_names else None
+        images = self.decoder.decode(items, self._seeds(keys), name=_row_names(paths))
         index = table.column_names.index(self.column)
         if self.output_column == self.column:
             return table.set_column(index, self.column, _tensor_column(images))
         return table.remove_column(index).append_column(self.output_column,
                                                         _tensor_column(images))
+
+
+def _row_names(paths: Any) -> Any:
+    """Errors name a row by its ``path`` column when the batch has one."""
+    if paths is None:
+        return lambda j: f"row {j} of the batch"
+    return lambda j: str(paths[j])
 
 
 def _binary_views(column: pa.Array) -> list[np.ndarray]:

@@ -29,6 +29,8 @@ SEED = 7
 CLUSTER_TIMEOUT = 240  # seconds for the whole driver run (start, checks, stop)
 NODE_CPUS = 1
 pytestmark = pytest.mark.timeout(CLUSTER_TIMEOUT + 60)
+# Ray Data's DataContext warns about its own deprecated settings when created
+RAY_OWN_WARNINGS = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
 
 
 def chains():
@@ -131,6 +133,13 @@ def driver(out: Path, tree: Path) -> None:
             for k, v in _rows(ds, ("jpg", "id")).items():
                 result[f"decode_{fmt}_{k}"] = v
         result["decode_paths"] = np.array(paths)
+        # fastdecode convert's per-file conversion over the cluster
+        from fastdecode.cli.convert import Options, plan_conversion
+
+        plan = plan_conversion(tree, out.parent / "bmp", "bmp")
+        outcomes = list(fray.run_convert_jobs(plan.todo, Options("bmp"), None, chunk=5))
+        result["convert_sources"] = np.array(sorted(o.source for o in outcomes))
+        result["convert_errors"] = np.array([o.error or "" for o in outcomes])
         # a worker node killed while its tasks run: every row once, the same rows
         ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True,
                               block_rows=1).map_batches(_slow_with_node)
@@ -280,6 +289,145 @@ def test_killed_node_rows_once_and_equal(cluster_run):
     assert sorted(rows["killed_path"]) == sorted(expected)  # none lost, none twice
     for path, image in zip(rows["killed_path"], rows["killed_image"]):
         np.testing.assert_array_equal(image, expected[path][0].numpy(), err_msg=path)
+
+
+def test_convert_jobs_over_the_cluster_write_the_local_tree(cluster_run, tmp_path):
+    from fastdecode.cli.convert import convert_tree, plan_conversion
+
+    tree, rows, _ = cluster_run
+    remote = tree.parent / "bmp"
+    todo = plan_conversion(tree, tmp_path / "x", "bmp").todo
+    assert list(rows["convert_sources"]) == sorted(source for source, _ in todo)
+    assert not any(rows["convert_errors"])
+    convert_tree(tree, tmp_path / "local", to="bmp", workers=1, time_sample=0)
+    local = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*.bmp"))
+    assert sorted(p.relative_to(remote) for p in remote.rglob("*.bmp")) == local
+    for rel in local:
+        assert (remote / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes()
+
+
+# --------------------------------------------------------------------------
+# Without a cluster.
+
+
+def test_import_fastdecode_imports_neither_ray_nor_webdataset():
+    code = ("import sys, fastdecode; fastdecode.FastImageFolder; "
+            "assert 'ray' not in sys.modules and 'webdataset' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_missing_ray_names_the_extra():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "try:\n    import fastdecode.ray\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert "pip install fastdecode[ray]" in out
+
+
+def test_row_seeds_depend_on_seed_and_key_only():
+    from fastdecode.data._rows import row_seed, row_seeds
+
+    keys = np.arange(1000)
+    seeds = row_seeds(3, keys)
+    assert len(set(seeds.tolist())) == 1000 and (seeds >= 0).all()
+    assert row_seed(3, 17) == seeds[17]
+    assert not np.array_equal(seeds, row_seeds(4, keys))
+    np.testing.assert_array_equal(row_seeds(3, keys[::-1]), seeds[::-1])
+
+
+@pytest.fixture
+def small_tree(tmp_path):
+    from helpers.trees import make_tree
+
+    return make_tree(tmp_path / "tree", per_class=2)
+
+
+def test_listing_is_fast_image_folder_order(small_tree):
+    pytest.importorskip("ray.data")
+    from fastdecode import FastImageFolder
+    from fastdecode.data.ray import list_images
+
+    listing = list_images(small_tree)
+    ref = FastImageFolder(str(small_tree))
+    assert listing.paths == [p for p, _ in ref.samples]
+    assert listing.labels.tolist() == list(ref.targets) and listing.classes == ref.classes
+
+
+def test_listing_of_files_has_no_labels(small_tree):
+    pytest.importorskip("ray.data")
+    from fastdecode.data.ray import list_images
+
+    listing = list_images([small_tree / "cat", small_tree / "dog" / "img0.jpg"])
+    assert len(listing.paths) == 3 and listing.paths[-1].endswith("dog/img0.jpg")
+    assert set(listing.labels.tolist()) == {-1}
+
+
+def test_listing_through_a_pyarrow_filesystem(small_tree):
+    pytest.importorskip("ray.data")
+    from fastdecode.data.ray import list_images
+
+    local = list_images(small_tree)
+    uri = list_images(f"file://{small_tree}")
+    assert uri.paths == local.paths
+    import pyarrow.fs as pafs
+
+    via_fs = list_images(str(small_tree), filesystem=pafs.LocalFileSystem())
+    assert via_fs.paths == local.paths and via_fs.labels.tolist() == local.labels.tolist()
+
+
+def test_missing_path_raises(tmp_path):
+    pytest.importorskip("ray.data")
+    from fastdecode.data.ray import list_images
+
+    with pytest.raises(FileNotFoundError, match="no such file or directory"):
+        list_images([tmp_path / "nope"])
+
+
+def test_chain_without_a_fixed_size_is_refused(small_tree):
+    pytest.importorskip("ray.data")
+    from torchvision import transforms as T
+
+    import fastdecode.ray as fray
+
+    with pytest.raises(ValueError, match="same shape"):
+        fray.read_images(small_tree, T.Compose([T.Resize(32), T.ToTensor()]))
+    with pytest.raises(ValueError, match="seed and seed_column go together"):
+        fray.Decode(chains()["float"], seed=1)
+
+
+@RAY_OWN_WARNINGS
+def test_decode_on_an_arrow_batch_in_process(small_tree):
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("ray.data")
+    import torch
+
+    import fastdecode.ray as fray
+    from fastdecode.data._rows import row_seed
+    from fastdecode.transforms import fuse
+
+    paths = sorted(p for p in small_tree.rglob("*.jpg"))
+    table = pa.table({"jpg": [p.read_bytes() for p in paths], "id": np.arange(len(paths)),
+                      "path": [str(p) for p in paths]})
+    out = fray.Decode(chains()["uint8"], column="jpg", seed=2, seed_column="id")(table.slice(1))
+    assert out.column_names == ["jpg", "id", "path"]
+    images = out.column("jpg").chunks[0].to_numpy()  # the tensor extension: (N, C, H, W)
+    fused = fuse(chains()["uint8"])
+    for i, image in zip(range(1, len(paths)), images):
+        torch.manual_seed(row_seed(2, i))
+        np.testing.assert_array_equal(image, fused(paths[i].read_bytes()).numpy())
+
+
+@RAY_OWN_WARNINGS
+def test_decode_names_the_bad_row_by_path():
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("ray.data")
+    import fastdecode.ray as fray
+    from fastdecode import DecodeError
+
+    table = pa.table({"image": [b"garbage"], "path": ["s3://b/bad.jpg"]})
+    with pytest.raises(DecodeError, match="s3://b/bad.jpg"):
+        fray.Decode(chains()["float"])(table)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--driver"]:
