@@ -5,7 +5,7 @@ on the same CPUs: steady-state images/s (median of repeats), CPU ms per image
 split by process (driver, Ray workers, Ray's own daemons), and the time to
 the first batch, apart from the cluster's start-up.
 
-    python benchmarks/bench_ray.py [--data PATH] [--quick] [--json PATH] [--cpus N]
+    python -m benchmarks.bench_ray [--data PATH] [--quick] [--json PATH] [--cpus N]
 
 Starts a local Ray cluster on 127.0.0.1 (``--cpus`` CPUs, a 1 GiB object
 store) and stops it at the end. Run by ``fastdecode bench --full`` when ray
@@ -25,10 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-if __package__:  # benchmarks.bench_ray, or fastdecode.benchmarks.bench_ray
-    from . import _common as common
-else:  # run as a file: benchmarks/ is sys.path[0]
-    import _common as common
+from . import _common as common
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 BATCH = 64

@@ -82,7 +82,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without ray
     ) from exc
 
 from fastdecode.data._rows import BatchDecoder, row_seed, row_seeds
-from fastdecode.data.datasets import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
            "run_convert_jobs"]
@@ -432,7 +432,7 @@ def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optiona
     the running cluster (``ray.init(address='auto')``) or starts a local one;
     the destination must be a filesystem every node writes to. ``workers``
     bounds the tasks in flight (default: twice the cluster's CPUs)."""
-    from fastdecode.cli.convert import convert_one
+    from fastdecode.cli._convert_jobs import convert_one
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)

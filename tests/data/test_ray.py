@@ -134,10 +134,11 @@ def driver(out: Path, tree: Path) -> None:
                 result[f"decode_{fmt}_{k}"] = v
         result["decode_paths"] = np.array(paths)
         # fastdecode convert's per-file conversion over the cluster
-        from fastdecode.cli.convert import Options, plan_conversion
+        from fastdecode.cli._output import EncodeOptions
+        from fastdecode.cli.convert import plan_conversion, source_classes
 
-        plan = plan_conversion(tree, out.parent / "bmp", "bmp")
-        outcomes = list(fray.run_convert_jobs(plan.todo, Options("bmp"), None, chunk=5))
+        plan = plan_conversion(tree, out.parent / "bmp", "bmp", source_classes(tree))
+        outcomes = list(fray.run_convert_jobs(plan.todo, EncodeOptions("bmp"), None, chunk=5))
         result["convert_sources"] = np.array(sorted(o.source for o in outcomes))
         result["convert_errors"] = np.array([o.error or "" for o in outcomes])
         # a worker node killed while its tasks run: every row once, the same rows
@@ -292,11 +293,11 @@ def test_killed_node_rows_once_and_equal(cluster_run):
 
 
 def test_convert_jobs_over_the_cluster_write_the_local_tree(cluster_run, tmp_path):
-    from fastdecode.cli.convert import convert_tree, plan_conversion
+    from fastdecode.cli.convert import convert_tree, plan_conversion, source_classes
 
     tree, rows, _ = cluster_run
     remote = tree.parent / "bmp"
-    todo = plan_conversion(tree, tmp_path / "x", "bmp").todo
+    todo = plan_conversion(tree, tmp_path / "x", "bmp", source_classes(tree)).todo
     assert list(rows["convert_sources"]) == sorted(source for source, _ in todo)
     assert not any(rows["convert_errors"])
     convert_tree(tree, tmp_path / "local", to="bmp", workers=1, time_sample=0)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from helpers.trees import corrupt_file, encoded_jpeg, make_tree
 
 pytest.importorskip("torchvision")
@@ -97,7 +98,7 @@ def test_another_plan_is_refused(tree, tmp_path):
 
 
 def test_interrupted_shard_leaves_nothing(tree, tmp_path, monkeypatch):
-    import fastdecode.cli.convert as convert
+    import fastdecode.cli._convert_jobs as convert
 
     calls = {"n": 0}
     real = convert.load_pixels
