@@ -141,6 +141,11 @@ def driver(out: Path, tree: Path) -> None:
         outcomes = list(fray.run_convert_jobs(plan.todo, EncodeOptions("bmp"), None, chunk=5))
         result["convert_sources"] = np.array(sorted(o.source for o in outcomes))
         result["convert_errors"] = np.array([o.error or "" for o in outcomes])
+        cli = subprocess.run([sys.executable, "-m", "fastdecode", "convert", str(tree),
+                              str(out.parent / "cli-bmp"), "--to", "bmp", "--engine", "ray",
+                              "--time-sample", "0"], env=dict(os.environ, RAY_ADDRESS=address),
+                             capture_output=True, text=True, timeout=120)
+        result["cli_rc"] = np.array(cli.returncode)
         # a worker node killed while its tasks run: every row once, the same rows
         ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True,
                               block_rows=1).map_batches(_slow_with_node)
@@ -305,6 +310,18 @@ def test_convert_jobs_over_the_cluster_write_the_local_tree(cluster_run, tmp_pat
     assert sorted(p.relative_to(remote) for p in remote.rglob("*.bmp")) == local
     for rel in local:
         assert (remote / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes()
+
+
+def test_cli_engine_ray_writes_the_local_tree(cluster_run, tmp_path):
+    from fastdecode.cli.convert import convert_tree
+
+    tree, rows, _ = cluster_run
+    assert int(rows["cli_rc"]) == 0
+    convert_tree(tree, tmp_path / "local", to="bmp", workers=1, time_sample=0)
+    local = {p.relative_to(tmp_path / "local"): p.read_bytes()
+             for p in (tmp_path / "local").rglob("*.bmp")}
+    cli = tree.parent / "cli-bmp"
+    assert {p.relative_to(cli): p.read_bytes() for p in cli.rglob("*.bmp")} == local
 
 
 # --------------------------------------------------------------------------
