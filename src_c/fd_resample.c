@@ -169,7 +169,7 @@ typedef struct {
     uint8_t *row;     /* one output row */
     int32_t *acc;     /* the scalar vertical pass's sums */
     int simd;         /* AVX2 kernels */
-    int32_t *hpack;   /* fd_hrow3_avx2's weights, NULL: scalar horizontal pass */
+    int32_t *hpack;   /* fd_hrow3/1_avx2's weights, NULL: scalar horizontal pass */
     int htaps;        /* the largest tap count of hc */
     int put3;         /* rows go out through fd_put_row3_avx2 */
 #ifdef FD_RESAMPLE_AVX2
@@ -181,8 +181,10 @@ static void horizontal_pass(const job *j, const uint8_t *in, uint8_t *out, const
 {
     uint32_t done = 0;
 #ifdef FD_RESAMPLE_AVX2
-    if (j->hpack)
+    if (j->hpack && j->ch == 3)
         done = fd_hrow3_avx2(in, out, j->dst->width, j->hpack, j->htaps, limit);
+    else if (j->hpack)
+        done = fd_hrow1_avx2(in, out, j->dst->width, j->hpack, j->htaps, limit);
 #else
     (void)limit;
 #endif
@@ -260,7 +262,7 @@ static fd_status resample_nearest(const uint8_t *src, size_t stride, uint32_t sr
 }
 
 /* Both axes' coefficients in one scratch block: the double weights, then
- * bounds, fixed-point weights and (AVX2, RGB) the packed horizontal ones. */
+ * bounds, fixed-point weights and (AVX2, RGB or gray) the packed horizontal ones. */
 static fd_status prepare(job *j, uint32_t src_h, uint32_t src_w, fd_box box, fd_interp interp,
                          fd_error *err)
 {
@@ -276,6 +278,8 @@ static fd_status prepare(job *j, uint32_t src_h, uint32_t src_w, fd_box box, fd_
     /* an upper bound of the tap count until the coefficients are known */
     if (j->simd && j->ch == 3 && j->need_h && src_w <= INT32_MAX / 3)
         pack_n = fd_hpack3_count(ow, j->hc.ksize);
+    else if (j->simd && j->ch == 1 && j->need_h)
+        pack_n = fd_hpack1_count(ow, j->hc.ksize);
 #endif
     const size_t bytes = pre_n * sizeof(double) + ((size_t)ow + oh) * 2 * sizeof(int) +
                          (hn + vn + pack_n) * sizeof(int32_t) + 16;
@@ -297,7 +301,10 @@ static fd_status prepare(job *j, uint32_t src_h, uint32_t src_w, fd_box box, fd_
         if (taps > 0) {
             j->hpack = j->vc.kk + vn;
             j->htaps = taps;
-            fd_hpack3(&j->hc, ow, taps, j->hpack);
+            if (j->ch == 3)
+                fd_hpack3(&j->hc, ow, taps, j->hpack);
+            else
+                fd_hpack1(&j->hc, ow, taps, j->hpack);
         }
     }
 #endif

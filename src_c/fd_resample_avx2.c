@@ -143,6 +143,83 @@ static inline __attribute__((target("avx2"), always_inline)) __m256i load8(const
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
 }
 
+/* Gray: 8 taps per 8-byte load, one pixel per vector. */
+#define TAPS_PER_LANE8 8
+
+size_t fd_hpack1_count(uint32_t out_w, int taps)
+{
+    const int groups = (taps + TAPS_PER_LANE8 - 1) / TAPS_PER_LANE8;
+    return out_w + (size_t)out_w * (size_t)groups * 8;
+}
+
+void fd_hpack1(const fd_coeffs *c, uint32_t out_w, int taps, int32_t *packed)
+{
+    const int lanes = (taps + TAPS_PER_LANE8 - 1) / TAPS_PER_LANE8 * 8;
+    for (uint32_t xx = 0; xx < out_w; xx++)
+        *packed++ = c->bounds[xx * 2];
+    for (uint32_t xx = 0; xx < out_w; xx++) {
+        const int n = c->bounds[xx * 2 + 1];
+        const int32_t *k = c->kk + (size_t)xx * c->ksize;
+        for (int t = 0; t < lanes; t++)
+            *packed++ = t < n ? k[t] : 0;
+    }
+}
+
+/* Lane i: the sum of the 8 lanes of v[i]. */
+static inline __attribute__((target("avx2"), always_inline)) __m256i sum8x8(const __m256i *v)
+{
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                         _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]),
+                                         _mm256_hadd_epi32(v[6], v[7]));
+    /* h0: lanes (0-3 of v0..v3 | 4-7 of v0..v3), h1 the same for v4..v7 */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                            _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+/* The loop of fd_hrow1_avx2 for one tap-group count (constant after inlining). */
+static inline __attribute__((target("avx2"), always_inline)) uint32_t
+hrow1(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *offs,
+      const int32_t *packed, int groups, const uint8_t *limit)
+{
+    const __m256i half = _mm256_set1_epi32(1 << (FD_PRECISION_BITS - 1));
+    /* as in hrow3: the pixels whose loads stay below `limit` are a prefix */
+    const size_t reach = (size_t)8 * groups, avail = (size_t)(limit - in);
+    uint32_t octs = out_w / 8;
+    while (octs && (size_t)offs[octs * 8 - 1] + reach > avail)
+        octs--;
+    const int32_t *k = packed;
+    for (uint32_t o = 0; o < octs; o++, offs += 8, out += 8) {
+        __m256i v[8];
+        for (int i = 0; i < 8; i++, k += 8 * groups) {
+            v[i] = _mm256_setzero_si256();
+            for (int g = 0; g < groups; g++)
+                v[i] = _mm256_add_epi32(v[i], _mm256_mullo_epi32(
+                    load8(in + offs[i] + 8 * g),
+                    _mm256_loadu_si256((const __m256i *)(k + 8 * g))));
+        }
+        __m256i s = _mm256_srai_epi32(_mm256_add_epi32(sum8x8(v), half), FD_PRECISION_BITS);
+        s = _mm256_packus_epi16(_mm256_packs_epi32(s, s), _mm256_setzero_si256());
+        _mm_storel_epi64((__m128i *)out, _mm_unpacklo_epi32(_mm256_castsi256_si128(s),
+                                                            _mm256_extracti128_si256(s, 1)));
+    }
+    return octs * 8;
+}
+
+__attribute__((target("avx2")))
+uint32_t fd_hrow1_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *packed,
+                       int taps, const uint8_t *limit)
+{
+    const int groups = (taps + TAPS_PER_LANE8 - 1) / TAPS_PER_LANE8;
+    const int32_t *offs = packed;
+    packed += out_w;
+    switch (groups) {
+    case 1: return hrow1(in, out, out_w, offs, packed, 1, limit);
+    case 2: return hrow1(in, out, out_w, offs, packed, 2, limit);
+    default: return hrow1(in, out, out_w, offs, packed, groups, limit);
+    }
+}
+
 /* a + 8 bytes at p x w, in int32 lanes */
 static inline __attribute__((target("avx2"), always_inline)) __m256i
 mac8(__m256i a, const uint8_t *p, __m256i w)
