@@ -67,6 +67,7 @@ def chains() -> dict[str, Any]:
 def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
     """The native calls fuse(chain) makes for each file, in order."""
     import torch
+
     from fastdecode.transforms import fuse
     fused = fuse(chain)
     calls: list[Call] = []
@@ -84,7 +85,7 @@ def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
 
     torch.manual_seed(seed)
     per_file = []
-    api.decode_image, _native.resize = rec_decode, rec_resize
+    api.decode_image, _native.resize = rec_decode, rec_resize  # type: ignore[assignment]
     try:
         for data in files:
             calls.clear()
@@ -116,6 +117,7 @@ def replayer(files: list[bytes], per_file: list[list[Call]], what: str) -> Calla
                     arr = api.decode_image(data, **kw)
                 else:
                     kw = dict(kw)
+                    assert arr is not None, "a resize without a decode before it"
                     arr = _native.resize(arr, kw.pop("size"), **kw)
     return run
 
@@ -138,20 +140,27 @@ class Floor:
         self.proc = subprocess.Popen([str(C_FLOOR), "--boxes", str(boxes), "--serve",
                                       str(listing)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout
         first = self.proc.stdout.readline().strip()
         if first != "ready":
             raise RuntimeError(f"c_floor did not start: {first!r}")
 
     def cpu_seconds(self, n: int) -> float:
+        assert self.proc.stdin and self.proc.stdout
         self.proc.stdin.write(f"0 {n}\n")
         self.proc.stdin.flush()
-        reply = dict(self.proc.stdout.readline().strip().split("=", 1) for _ in range(4))
+        assert self.proc.stdin and self.proc.stdout
+        reply: dict[str, str] = {}
+        for _ in range(4):
+            key, _, value = self.proc.stdout.readline().strip().partition("=")
+            reply[key] = value
         if int(reply["images"]) != n:
             raise RuntimeError(f"c_floor decoded {reply['images']} of {n} files")
         return float(reply["cpu_seconds"])
 
     def close(self) -> None:
-        self.proc.stdin.close()
+        if self.proc.stdin:
+            self.proc.stdin.close()
         self.proc.wait(timeout=30)
 
 
@@ -271,9 +280,9 @@ def main() -> None:
             floor = Floor(listing, boxes)
             crop, fused = replayer(files, per_file, "crop"), replayer(files, per_file, "fused")
             crop(), fused()  # warm-up: scratch buffers, caches
-            sec = time_rounds({"C floor": lambda: floor.cpu_seconds(len(files)),
-                               "crop": lambda: timed(crop), "fused": lambda: timed(fused)},
-                              args.rounds)
+            sec = time_rounds({"C floor": functools.partial(floor.cpu_seconds, len(files)),
+                               "crop": functools.partial(timed, crop),
+                               "fused": functools.partial(timed, fused)}, args.rounds)
             floor.close()
             ms = {k: v / len(files) * 1e3 for k, v in sec.items()}
             ir = None
