@@ -4,7 +4,7 @@ chains; images/s, CPU-seconds per image and peak memory (PSS of the main
 process and its workers), plus the memory of 8 workers over a 1M-entry file
 list.
 
-    python benchmarks/bench_loader.py [--data PATH] [--quick] [--json PATH]
+    python -m benchmarks.bench_loader [--data PATH] [--quick] [--json PATH]
 
 Run by `make bench`. Numbers are ratios within one run on a shared machine;
 rerun rather than trust one figure.
@@ -21,14 +21,12 @@ import time
 import warnings
 from pathlib import Path
 
-if __package__:  # benchmarks.bench_loader, or fastdecode.benchmarks.bench_loader
-    from . import _common as common
-else:  # run as a file: benchmarks/ is sys.path[0]
-    import _common as common
-import torch  # noqa: E402
-from torch.utils.data import DataLoader, RandomSampler  # noqa: E402
+import torch
+from torch.utils.data import DataLoader, RandomSampler
 
-import fastdecode as fd  # noqa: E402  (after _common, which puts a checkout first)
+import fastdecode as fd
+
+from . import _common as common
 
 LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -230,7 +228,7 @@ def main(argv=None) -> int:
     samples = args.samples or batch * 8
     entries = args.entries or (200_000 if args.quick else 1_000_000)
 
-    report = {"command": common.command_line(__file__, argv), "data": str(data),
+    report = {"command": common.command_line(__name__, argv), "data": str(data),
               "batch_size": batch, "samples": samples, "machine": common.machine_facts(),
               "versions": common.library_versions(), "chains": {}}
     all_chains = chains()

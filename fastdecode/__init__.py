@@ -1,7 +1,9 @@
 """fastdecode: fast, safe image decoding for PyTorch data loading."""
 
-from fastdecode._version import __version__
+from typing import TYPE_CHECKING
+
 from fastdecode._types import ImageInfo, Layout, Mode
+from fastdecode._version import __version__
 from fastdecode.api import (
     DEFAULT_MAX_PIXELS,
     decode_bmp,
@@ -18,6 +20,11 @@ from fastdecode.errors import (
     UnsupportedFormatError,
 )
 
+if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
+    from fastdecode.data.datasets import FastDatasetFolder, FastImageFolder
+    from fastdecode.data.loader import FastLoader, collate, worker_init_fn
+    from fastdecode.transforms import fuse
+
 # torch-dependent parts load on first use, so `import fastdecode` stays light.
 _LAZY = {
     "FastDatasetFolder": "fastdecode.data.datasets",
@@ -29,7 +36,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'fastdecode' has no attribute {name!r}")
@@ -40,7 +47,7 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 

@@ -1,8 +1,9 @@
 # BMP entry points; included by _native.pyx.
 
 
-def decode_bmp(data, *, mode="RGB", crop=None, size=None, interpolation="bilinear", flip=False,
-               layout="HWC", out=None, max_pixels=DEFAULT_MAX_PIXELS):
+def decode_bmp(data, *, mode=_D["mode"], crop=_D["crop"], size=_D["size"],
+               interpolation=_D["interpolation"], flip=_D["flip"], layout=_D["layout"],
+               out=_D["out"], max_pixels=_D["max_pixels"]):
     cdef fd_options opt
 
     parse_common(&opt, mode, crop, flip, layout, max_pixels)

@@ -6,12 +6,14 @@ formats, or when a BMP is asked for at a reduced scale.
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any
 
 import numpy as np
 
-from fastdecode._native import check_options, decode_bmp, fill_out, resize
+from fastdecode._native import decode_bmp, fill_out, plan_shape, resize
+from fastdecode._options import DEFAULTS, DecodeOptions
 from fastdecode._types import ImageInfo
 from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
 
@@ -54,32 +56,16 @@ def read_header(data: Any) -> ImageInfo:
         )
 
 
-def scaled_extent(full: int, scale_num: int) -> int:
-    """The size libjpeg gives a full extent at M/8."""
-    return (full * scale_num + 7) // 8
-
-
-def scaled_span(start: int, length: int, scale_num: int, extent: int) -> slice:
-    """The pixels a full-resolution span covers at M/8 (floor, ceil, clipped)."""
-    return slice(start * scale_num // 8, min(extent, -(-(start + length) * scale_num // 8)))
-
-
-def pick_scale(height: int, width: int, crop, min_size) -> int:
-    """Smallest M/8 whose (cropped) output still covers min_size."""
-    top, left, ch, cw = crop if crop is not None else (0, 0, height, width)
-    for m in range(1, 8):
-        rows = scaled_span(top, ch, m, scaled_extent(height, m))
-        cols = scaled_span(left, cw, m, scaled_extent(width, m))
-        if rows.stop - rows.start >= min_size[0] and cols.stop - cols.start >= min_size[1]:
-            return m
-    return 8
-
-
-def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, flip, layout,
-           out, exif, max_pixels) -> np.ndarray:
-    scale_num = check_options(mode, scale, min_size, crop, layout, max_pixels, size,
-                              interpolation)
-    mode = getattr(mode, "value", mode)
+def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
+    """Decodes `data` (not JPEG or BMP, or a BMP at a reduced scale: ``fmt``
+    'bmp') with every option of decode_image; ``fast`` and ``strict`` are
+    libjpeg's and do not apply. The geometry is the C planner's."""
+    o: DecodeOptions = {**DEFAULTS, **options}
+    mode = getattr(o["mode"], "value", o["mode"])
+    crop, size, max_pixels = o["crop"], o["size"], o["max_pixels"]
+    plan = functools.partial(plan_shape, mode=mode, scale=o["scale"], min_size=o["min_size"],
+                             crop=crop, size=size, interpolation=o["interpolation"],
+                             layout=o["layout"], max_pixels=max_pixels)
     if fmt == "bmp":  # native pixels, Pillow only for the rescale
         from PIL import Image
 
@@ -89,14 +75,10 @@ def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, 
         from PIL import Image
 
         im = _open(data)
-        if max_pixels and im.width * im.height > max_pixels:
-            raise ImageTooLargeError(
-                f"image is {im.width}x{im.height} = {im.width * im.height} pixels, "
-                f"above max_pixels={max_pixels}"
-            )
+        plan(im.height, im.width, crop=None)  # the options and max_pixels, before loading
         try:
             im.load()
-            if exif:
+            if o["exif"]:
                 from PIL import ImageOps
 
                 im = ImageOps.exif_transpose(im)
@@ -106,35 +88,23 @@ def decode(data: Any, *, fmt, mode, scale, min_size, crop, size, interpolation, 
         except Exception as exc:  # noqa: BLE001 - Pillow's decoders raise anything on bad data
             raise DecodeError(f"cannot decode {im.format or 'image'}: {exc}") from None
     height, width = im.height, im.width
-    if crop is not None:
-        top, left, ch, cw = crop
-        if top + ch > height or left + cw > width:
-            raise ValueError(
-                f"crop (top={top}, left={left}, height={ch}, width={cw}) is outside the "
-                f"{width}x{height} image"
-            )
+    planned = plan(height, width)  # the crop against the (oriented) image
     if size is not None:  # from full resolution: the most faithful for these formats
         arr = np.asarray(im).reshape(height, width, -1)
         box = None if crop is None else (crop[1], crop[0], crop[1] + crop[3], crop[0] + crop[2])
-        return resize(arr, size, interpolation=interpolation, box=box, flip=flip,
-                      layout=layout, out=out)
-    if min_size is not None:
-        scale_num = pick_scale(height, width, crop, min_size)
-    if scale_num != 8:
-        from PIL import Image
-
-        size = (scaled_extent(width, scale_num), scaled_extent(height, scale_num))
-        im = im.resize(size, Image.Resampling.BOX)
+        return resize(arr, size, interpolation=o["interpolation"], box=box, flip=o["flip"],
+                      layout=o["layout"], out=o["out"])
+    if planned.scale_num != 8:
+        scaled_h, scaled_w = planned.scaled_size
+        im = im.resize((scaled_w, scaled_h), Image.Resampling.BOX)
     arr = np.asarray(im)
     if arr.ndim == 2:
         arr = arr[:, :, None]
-    if crop is not None:
-        top, left, ch, cw = crop
-        arr = arr[scaled_span(top, ch, scale_num, arr.shape[0]),
-                  scaled_span(left, cw, scale_num, arr.shape[1])]
-    if flip:
+    top, left, region_h, region_w = planned.region
+    arr = arr[top:top + region_h, left:left + region_w]
+    if o["flip"]:
         arr = arr[:, ::-1]
-    if layout == "CHW":
+    if getattr(o["layout"], "value", o["layout"]) == "CHW":
         arr = arr.transpose(2, 0, 1)
     arr = np.ascontiguousarray(arr)
-    return arr if out is None else fill_out(arr, out)
+    return arr if o["out"] is None else fill_out(arr, o["out"], o["layout"])

@@ -1,9 +1,10 @@
 # JPEG entry points; included by _native.pyx.
 
 
-def decode_jpeg(data, *, mode="RGB", scale=None, min_size=None, crop=None, size=None,
-                interpolation="bilinear", flip=False, layout="HWC", out=None, exif=False,
-                fast=False, strict=False, max_pixels=DEFAULT_MAX_PIXELS):
+def decode_jpeg(data, *, mode=_D["mode"], scale=_D["scale"], min_size=_D["min_size"],
+                crop=_D["crop"], size=_D["size"], interpolation=_D["interpolation"],
+                flip=_D["flip"], layout=_D["layout"], out=_D["out"], exif=_D["exif"],
+                fast=_D["fast"], strict=_D["strict"], max_pixels=_D["max_pixels"]):
     cdef fd_options opt
 
     parse_common(&opt, mode, crop, flip, layout, max_pixels)

@@ -4,21 +4,22 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from fastdecode._types import ImageInfo, Layout, Mode
+from fastdecode._options import Interpolation, LayoutName, ModeName
+from fastdecode._types import ImageInfo, PlannedShape
 
 DEFAULT_MAX_PIXELS: int
 
 def decode_jpeg(
     data: Any,
     *,
-    mode: Mode | str = ...,
+    mode: ModeName = ...,
     scale: Optional[float] = ...,
     min_size: Optional[Tuple[int, int]] = ...,
     crop: Optional[Tuple[int, int, int, int]] = ...,
     size: Optional[Tuple[int, int]] = ...,
-    interpolation: str = ...,
+    interpolation: Interpolation = ...,
     flip: bool = ...,
-    layout: Layout | str = ...,
+    layout: LayoutName = ...,
     out: Any = ...,
     exif: bool = ...,
     fast: bool = ...,
@@ -28,41 +29,40 @@ def decode_jpeg(
 def decode_bmp(
     data: Any,
     *,
-    mode: Mode | str = ...,
+    mode: ModeName = ...,
     crop: Optional[Tuple[int, int, int, int]] = ...,
     size: Optional[Tuple[int, int]] = ...,
-    interpolation: str = ...,
+    interpolation: Interpolation = ...,
     flip: bool = ...,
-    layout: Layout | str = ...,
+    layout: LayoutName = ...,
     out: Any = ...,
     max_pixels: Optional[int] = ...,
 ) -> np.ndarray: ...
 def sniff(data: Any) -> Optional[str]: ...
 def read_native_header(data: Any) -> Optional[ImageInfo]: ...
-def check_options(
-    mode: Mode | str,
-    scale: Optional[float],
-    min_size: Optional[Tuple[int, int]],
-    crop: Optional[Tuple[int, int, int, int]],
-    layout: Layout | str,
-    max_pixels: Optional[int],
+def plan_shape(
+    height: int,
+    width: int,
+    *,
+    mode: ModeName = ...,
+    scale: Optional[float] = ...,
+    min_size: Optional[Tuple[int, int]] = ...,
+    crop: Optional[Tuple[int, int, int, int]] = ...,
     size: Optional[Tuple[int, int]] = ...,
-    interpolation: str = ...,
-) -> int: ...
-def fill_out(arr: np.ndarray, out: Any) -> Any: ...
+    interpolation: Interpolation = ...,
+    layout: LayoutName = ...,
+    max_pixels: Optional[int] = ...,
+) -> PlannedShape: ...
+def fill_out(arr: np.ndarray, out: Any, layout: LayoutName = ...) -> Any: ...
 def library_info() -> Tuple[str, bool]: ...
 def resize(
     image: np.ndarray,
     size: Tuple[int, int],
     *,
-    interpolation: str = ...,
+    interpolation: Interpolation = ...,
     box: Optional[Tuple[float, float, float, float]] = ...,
     flip: bool = ...,
-    layout: Layout | str = ...,
+    layout: LayoutName = ...,
     out: Any = ...,
 ) -> np.ndarray: ...
 def lut_to_float(src: np.ndarray, lut: np.ndarray, out: Optional[np.ndarray] = ...) -> np.ndarray: ...
-def normalize_table(mean: Any, std: Any, channels: int = ...) -> np.ndarray: ...
-def normalize_u8(
-    src: np.ndarray, mean: Any = ..., std: Any = ..., out: Optional[np.ndarray] = ...
-) -> np.ndarray: ...

@@ -27,9 +27,11 @@ import operator
 import numpy as np
 
 from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
-from fastdecode._types import ImageInfo
+from fastdecode._options import DEFAULT_MAX_PIXELS, DEFAULTS as _D
+from fastdecode._types import ImageInfo, PlannedShape
 
-DEFAULT_MAX_PIXELS = 178956970
+if DEFAULT_MAX_PIXELS != FD_DEFAULT_MAX_PIXELS:  # the C default, for C callers
+    raise ImportError("fastdecode: _options.DEFAULT_MAX_PIXELS differs from the C core's")
 
 _COLOR_SPACES = {
     FD_CS_GRAY: "gray",
@@ -342,24 +344,49 @@ def read_native_header(data):
     return info_tuple(&info)
 
 
-def check_options(mode, scale, min_size, crop, layout, max_pixels, size=None,
-                  interpolation="bilinear"):
-    """Validates options for a decoder outside the C core; returns M of M/8."""
+def plan_shape(height, width, *, mode=_D["mode"], scale=_D["scale"], min_size=_D["min_size"],
+               crop=_D["crop"], size=_D["size"], interpolation=_D["interpolation"],
+               layout=_D["layout"], max_pixels=_D["max_pixels"]):
+    """The C planner's geometry for an image of height x width pixels (after
+    EXIF orientation, when the decode applies it): the scale, the crop in the
+    scaled frame and the output shape, with the decoders' own checks and
+    errors (ValueError for options that do not fit, ImageTooLargeError above
+    max_pixels). Options mean what they mean for decode_jpeg."""
     cdef fd_options opt
+    cdef fd_geometry geo
+    cdef fd_shape shape
+    cdef fd_error err
+    cdef uint32_t h, w
     parse_common(&opt, mode, crop, False, layout, max_pixels)
     parse_size(&opt, size, interpolation)
     parse_scaling(&opt, scale, min_size)
-    return opt.scale_num
+    h_in, w_in = operator.index(height), operator.index(width)
+    if not (0 < h_in <= 0xFFFFFFFF and 0 < w_in <= 0xFFFFFFFF):
+        raise ValueError(f"height and width must be positive 32-bit sizes, got {height}x{width}")
+    h, w = h_in, w_in
+    if fd_plan_dims(h, w, &opt, &geo, &shape, &err) != FD_OK:
+        raise_error(&err)
+    return PlannedShape(
+        geo.scale_num,
+        (geo.scaled_height, geo.scaled_width),
+        (geo.region.top, geo.region.left, geo.region.height, geo.region.width),
+        shape_tuple(&shape, opt.layout),
+    )
 
 
-def fill_out(arr, out):
-    """Copies a finished (H, W, C) or (C, H, W) uint8 array into `out`,
-    validating `out` exactly as the native decoders do; returns `out`."""
+def fill_out(arr, out, layout="HWC"):
+    """Copies a finished uint8 array of shape (H, W, C) (layout 'HWC') or
+    (C, H, W) ('CHW') into `out`, validating `out` exactly as the native
+    decoders do; returns `out`."""
     cdef fd_shape shape
     cdef Py_buffer view
-    shape.height, shape.width, shape.channels = arr.shape
+    cdef fd_layout lay = <fd_layout>parse_layout(layout)
+    if lay == FD_LAYOUT_CHW:
+        shape.channels, shape.height, shape.width = arr.shape
+    else:
+        shape.height, shape.width, shape.channels = arr.shape
     shape.nbytes = arr.size
-    prepare_out(out, &shape, FD_LAYOUT_HWC, &view)
+    prepare_out(out, &shape, lay, &view)
     try:
         np.frombuffer(<object>PyMemoryView_FromObject(out), dtype=np.uint8)[:] = arr.reshape(-1)
     finally:

@@ -1,20 +1,46 @@
-"""Facts about the machine the loader runs on: usable CPUs, /dev/shm, the
-thread pools loaded into this process. Shared by the loader's guards and by
-``fastdecode doctor``."""
+"""Facts about the machine the loader runs on, each computed in one place:
+usable CPUs, the /dev/shm budget and its advice, the thread pools loaded into
+this process, and pinning those pools to one thread. Shared by the loader's
+guards and by the ``fastdecode`` tools (doctor, tune, convert, datagen)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, Literal, Optional
 
+__all__ = [
+    "CGROUP_ROOT", "OPENCV_RUNTIMES", "OPENMP_RUNTIMES", "POOL_RUNTIMES", "THREAD_ENV_VARS",
+    "THREAD_RUNTIMES", "CpuBudget", "ShmBudget", "cgroup_cpu_limit", "cpu_budget",
+    "limit_threads_to_one", "loaded_thread_runtimes", "one_thread_per_pool", "shm_budget",
+    "shm_free_bytes", "usable_cpus",
+]
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+SHM_PATH = "/dev/shm"
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                    "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+# Shared-library name prefixes of the runtimes that start thread pools.
+OPENMP_RUNTIMES = ("libgomp", "libiomp", "libomp")
+# The pools that size themselves by the CPU count unless told otherwise.
+POOL_RUNTIMES = OPENMP_RUNTIMES + ("libopenblas", "libscipy_openblas", "libmkl")
+OPENCV_RUNTIMES = ("libcv2", "libopencv")
+THREAD_RUNTIMES = POOL_RUNTIMES + OPENCV_RUNTIMES
+# Free /dev/shm below this many times the need is "tight": pinned copies and
+# other ranks on the machine share it.
+SHM_HEADROOM = 2
 
 
-def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+# --------------------------------------------------------------------------
+# CPUs
+
+
+def cgroup_cpu_limit(root: Path = CGROUP_ROOT) -> float | None:
     """CPUs granted by the cgroup CPU quota (v2 cpu.max or v1 cfs), or None."""
     try:
         quota, period = (root / "cpu.max").read_text().split()[:2]
@@ -24,45 +50,101 @@ def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
     except (OSError, ValueError):
         pass
     try:
-        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        return quota / period if quota > 0 and period > 0 else None
+        cfs_quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        cfs_period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return cfs_quota / cfs_period if cfs_quota > 0 and cfs_period > 0 else None
     except (OSError, ValueError):
         return None
+
+
+@dataclass(frozen=True)
+class CpuBudget:
+    """The parts of the usable-CPU count, kept apart for reports."""
+
+    cpu_count: int  # os.cpu_count(): the machine
+    affinity: int  # CPUs the scheduler lets this process run on
+    cgroup_quota: Optional[float]  # CPUs the cgroup quota grants, None without a quota
+    usable: int  # what the process may really use: affinity capped by the quota
+
+
+def cpu_budget(cgroup_root: Path = CGROUP_ROOT) -> CpuBudget:
+    """The CPUs this process may use and where that number comes from."""
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS and Windows have no affinity call
+        affinity = os.cpu_count() or 1
+    quota = cgroup_cpu_limit(cgroup_root)
+    usable = affinity if quota is None else min(affinity, math.floor(quota))
+    return CpuBudget(os.cpu_count() or 1, affinity, quota, max(1, usable))
 
 
 def usable_cpus() -> int:
     """CPUs this process may really use: affinity, capped by the cgroup quota
     (what os.cpu_count() ignores)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    limit = cgroup_cpu_limit()
-    if limit is not None:
-        cpus = min(cpus, max(1, math.floor(limit)))
-    return max(1, cpus)
+    return cpu_budget().usable
 
 
-def shm_free_bytes(path: str = "/dev/shm") -> int | None:
+# --------------------------------------------------------------------------
+# /dev/shm
+
+
+def shm_free_bytes(path: str = SHM_PATH) -> int | None:
     try:
         return shutil.disk_usage(path).free
     except OSError:
         return None
 
 
+ShmStatus = Literal["ok", "tight", "short", "unknown"]
+
+
+@dataclass(frozen=True)
+class ShmBudget:
+    """What DataLoader workers need in /dev/shm against what it has free.
+
+    ``status``: "short" (need > free: workers die with a bus error or "No
+    space left on device"), "tight" (under 2x headroom), "ok", or "unknown"
+    (/dev/shm cannot be read). ``advice`` says how to enlarge it.
+    """
+
+    need: int
+    free: Optional[int]
+    status: ShmStatus
+    advice: str
+
+
+def shm_budget(num_workers: int, prefetch_factor: int, batch_bytes: int) -> ShmBudget:
+    """Workers x prefetch_factor batches of ``batch_bytes`` in /dev/shm."""
+    need = num_workers * prefetch_factor * batch_bytes
+    free = shm_free_bytes()
+    gib = max(1, math.ceil(SHM_HEADROOM * need / 2**30))
+    advice = (f"docker run --shm-size={gib}g (Kubernetes: an emptyDir with medium: Memory "
+              "on /dev/shm)")
+    status: ShmStatus
+    if free is None:
+        status = "unknown"
+    elif need > free:
+        status = "short"
+    elif SHM_HEADROOM * need > free:
+        status = "tight"
+    else:
+        status = "ok"
+    return ShmBudget(need, free, status, advice)
+
+
+# --------------------------------------------------------------------------
+# thread pools
+
+
 def loaded_thread_runtimes() -> list[str]:
     """OpenMP / BLAS / OpenCV runtimes mapped into this process."""
-    names = ("libgomp", "libiomp", "libomp", "libopenblas", "libscipy_openblas", "libmkl",
-             "libcv2", "libopencv")
     found = set()
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
                 base = os.path.basename(line.split()[-1]) if "/" in line else ""
-                for name in names:
-                    if base.startswith(name):
-                        found.add(base)
+                if base.startswith(THREAD_RUNTIMES):
+                    found.add(base)
     except OSError:
         pass
     if "cv2" in sys.modules:
@@ -70,20 +152,47 @@ def loaded_thread_runtimes() -> list[str]:
     return sorted(found)
 
 
-def limit_threads_to_one() -> None:
-    """Every library thread pool in this process to one thread: a worker
-    process is one unit of parallelism, not N."""
-    for var in THREAD_ENV_VARS:
-        os.environ[var] = "1"  # for pools created later and for subprocesses
+def _pin_pools(stack: contextlib.ExitStack) -> None:
+    """Every library thread pool in this process to one thread; ``stack``
+    holds what undoes it."""
+    for var in THREAD_ENV_VARS:  # for pools created later and for subprocesses
+        stack.callback(_restore_env, var, os.environ.get(var))
+        os.environ[var] = "1"
     try:
         from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
     except ImportError:
         pass
+    else:
+        stack.enter_context(threadpool_limits(1))
     cv2 = sys.modules.get("cv2")
     if cv2 is not None:
+        stack.callback(cv2.setNumThreads, cv2.getNumThreads())
         cv2.setNumThreads(0)
     torch = sys.modules.get("torch")
     if torch is not None:
+        stack.callback(torch.set_num_threads, torch.get_num_threads())
         torch.set_num_threads(1)
+
+
+def _restore_env(var: str, value: Optional[str]) -> None:
+    if value is None:
+        os.environ.pop(var, None)
+    else:
+        os.environ[var] = value
+
+
+@contextlib.contextmanager
+def one_thread_per_pool() -> Iterator[None]:
+    """What a worker runs under (one thread per pool), undone on exit: for
+    measuring inside someone else's process."""
+    with contextlib.ExitStack() as stack:
+        _pin_pools(stack)
+        yield
+
+
+def limit_threads_to_one() -> None:
+    """Every library thread pool in this process to one thread, for good: a
+    worker process is one unit of parallelism, not N."""
+    with contextlib.ExitStack() as stack:
+        _pin_pools(stack)
+        stack.pop_all()  # keep the limits: nothing is undone

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 __all__ = ["Mode", "Layout", "ImageInfo"]
 
@@ -37,3 +37,13 @@ class ImageInfo(NamedTuple):
     subsampling: Optional[str]
     progressive: bool
     orientation: int
+
+
+class PlannedShape(NamedTuple):
+    """What a decode of an image of a given size will produce (private:
+    ``_native.plan_shape`` returns it from the C planner)."""
+
+    scale_num: int  # M of the M/8 DCT scale the decode runs at
+    scaled_size: Tuple[int, int]  # (h, w) of the whole image at M/8
+    region: Tuple[int, int, int, int]  # (top, left, h, w) of the crop in the scaled frame
+    shape: Tuple[int, ...]  # the output array's shape in the requested layout

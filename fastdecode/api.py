@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fastdecode import _fallback, _native
 from fastdecode._native import DEFAULT_MAX_PIXELS, decode_bmp, decode_jpeg
+from fastdecode._options import BMP_OPTIONS, DecodeOptions, Interpolation, LayoutName, ModeName
+from fastdecode._options import DEFAULTS as _D
 from fastdecode._types import ImageInfo
 from fastdecode._version import __version__
 from fastdecode.errors import DecodeError, FastDecodeError, UnsupportedFormatError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -44,19 +49,19 @@ def read_header(data: Any) -> ImageInfo:
 def decode_image(
     data: Any,
     *,
-    mode: str = "RGB",
-    scale: float | None = None,
-    min_size: tuple[int, int] | None = None,
-    crop: tuple[int, int, int, int] | None = None,
-    size: tuple[int, int] | None = None,
-    interpolation: str = "bilinear",
-    flip: bool = False,
-    layout: str = "HWC",
-    out: Any = None,
-    exif: bool = False,
-    fast: bool = False,
-    strict: bool = False,
-    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    mode: ModeName = _D["mode"],
+    scale: float | None = _D["scale"],
+    min_size: tuple[int, int] | None = _D["min_size"],
+    crop: tuple[int, int, int, int] | None = _D["crop"],
+    size: tuple[int, int] | None = _D["size"],
+    interpolation: Interpolation = _D["interpolation"],
+    flip: bool = _D["flip"],
+    layout: LayoutName = _D["layout"],
+    out: Any = _D["out"],
+    exif: bool = _D["exif"],
+    fast: bool = _D["fast"],
+    strict: bool = _D["strict"],
+    max_pixels: int | None = _D["max_pixels"],
 ) -> np.ndarray:
     """Decodes any image, natively for JPEG and BMP, through Pillow otherwise.
 
@@ -65,28 +70,29 @@ def decode_image(
     size, ``scale``/``min_size`` box-filter the image to the size libjpeg would
     have produced.
     """
-    common = dict(mode=mode, crop=crop, size=size, interpolation=interpolation, flip=flip,
-                  layout=layout, out=out, max_pixels=max_pixels)
+    options = DecodeOptions(mode=mode, scale=scale, min_size=min_size, crop=crop, size=size,
+                            interpolation=interpolation, flip=flip, layout=layout, out=out,
+                            exif=exif, fast=fast, strict=strict, max_pixels=max_pixels)
     fmt = _native.sniff(data)
     if fmt == "jpeg":
         try:
-            return decode_jpeg(data, scale=scale, min_size=min_size, exif=exif, fast=fast,
-                               strict=strict, **common)
+            return decode_jpeg(data, **options)
         except UnsupportedFormatError as native_error:
             # A JPEG variant libjpeg-turbo was built without (lossless, 12-bit):
             # Pillow's own libjpeg may have it, so a mixed dataset keeps loading.
             try:
-                return _fallback.decode(data, fmt=None, scale=scale, min_size=min_size,
-                                        exif=exif, **common)
+                return _fallback.decode(data, None, options)
             except DecodeError:
                 raise native_error from None
     if fmt == "bmp" and (size is not None or (scale in (None, 1) and min_size is None)):
-        return decode_bmp(data, **common)
-    return _fallback.decode(data, fmt=fmt, scale=scale, min_size=min_size, exif=exif, **common)
+        return decode_bmp(data, **{k: options[k] for k in BMP_OPTIONS})  # type: ignore[literal-required]
+    return _fallback.decode(data, fmt, options)
 
 
-def read_image(path: str | os.PathLike[str], **options: Any) -> np.ndarray:
-    """Reads and decodes the image file at ``path``; errors name the file."""
+def read_image(path: str | os.PathLike[str], **options: Unpack[DecodeOptions]) -> np.ndarray:
+    """Reads and decodes the image file at ``path``; errors name the file.
+
+    Takes the options of :func:`decode_image`."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -108,5 +114,4 @@ def info() -> dict[str, Any]:
         "version": __version__,
         "libjpeg_turbo": version,
         "simd": simd,
-        "openmp": False,
     }

@@ -179,6 +179,68 @@ fd_status fd_check_crop(const fd_rect *c, uint32_t h, uint32_t w, fd_error *err)
     return FD_OK;
 }
 
+fd_status fd_check_pixels(uint32_t h, uint32_t w, uint64_t max_pixels, fd_error *err)
+{
+    const uint64_t pixels = (uint64_t)h * w;
+    if (max_pixels && pixels > max_pixels)
+        return fd_fail(err, FD_ERR_TOO_LARGE,
+                       "image is %ux%u = %llu pixels, above max_pixels=%llu", w, h,
+                       (unsigned long long)pixels, (unsigned long long)max_pixels);
+    return FD_OK;
+}
+
+fd_status fd_plan_geometry(uint32_t h, uint32_t w, const fd_options *opt, fd_geometry *g,
+                           fd_error *err)
+{
+    fd_rect crop = {0, 0, h, w};
+    if (opt->has_crop) {
+        fd_status st = fd_check_crop(&opt->crop, h, w, err);
+        if (st != FD_OK)
+            return st;
+        crop = opt->crop;
+    }
+    int m = opt->scale_num;
+    if (opt->min_height || opt->min_width) {
+        /* Smallest M/8 whose crop output still covers min_size. */
+        for (m = 1; m < 8; m++) {
+            uint32_t y0, y1, x0, x1;
+            if (opt->simd_scales_only && (m & (m - 1)) != 0)
+                continue; /* 3/8, 5/8, 6/8, 7/8 run libjpeg-turbo's scalar IDCT */
+            fd_scaled_span(crop.top, crop.height, m, fd_scaled_extent(h, m), &y0, &y1);
+            fd_scaled_span(crop.left, crop.width, m, fd_scaled_extent(w, m), &x0, &x1);
+            if (y1 - y0 >= opt->min_height && x1 - x0 >= opt->min_width)
+                break;
+        }
+    }
+    if (m < 1 || m > 8)
+        return fd_fail(err, FD_ERR_ARGUMENT, "scale must be M/8 with M in 1..8, got %d/8", m);
+    g->scale_num = m;
+    g->scaled_height = fd_scaled_extent(h, m);
+    g->scaled_width = fd_scaled_extent(w, m);
+    uint32_t y0, y1, x0, x1;
+    fd_scaled_span(crop.top, crop.height, m, g->scaled_height, &y0, &y1);
+    fd_scaled_span(crop.left, crop.width, m, g->scaled_width, &x0, &x1);
+    g->region.top = y0;
+    g->region.left = x0;
+    g->region.height = (int64_t)y1 - y0;
+    g->region.width = (int64_t)x1 - x0;
+    return FD_OK;
+}
+
+fd_status fd_geometry_shape(const fd_geometry *g, const fd_options *opt, fd_shape *shape,
+                            fd_error *err)
+{
+    size_t px;
+    shape->height = (uint32_t)g->region.height;
+    shape->width = (uint32_t)g->region.width;
+    shape->channels = opt->mode == FD_MODE_L ? 1 : 3;
+    shape->scale_num = g->scale_num;
+    if (!fd_mul_size(shape->height, shape->width, &px) ||
+        !fd_mul_size(px, shape->channels, &shape->nbytes))
+        return fd_fail(err, FD_ERR_TOO_LARGE, "output size overflows");
+    return FD_OK;
+}
+
 fd_format fd_sniff(const uint8_t *data, size_t size)
 {
     if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)

@@ -169,4 +169,26 @@ static inline uint32_t fd_scaled_extent(uint32_t full, int scale_num)
 /* Validates a crop against an oriented h x w image. */
 fd_status fd_check_crop(const fd_rect *crop, uint32_t h, uint32_t w, fd_error *err);
 
+/* FD_ERR_TOO_LARGE when h * w is above max_pixels (0 = no limit). */
+fd_status fd_check_pixels(uint32_t h, uint32_t w, uint64_t max_pixels, fd_error *err);
+
+/* Where a decode's pixels come from, known from the image size alone. */
+typedef struct {
+    int scale_num;                        /* the M of M/8 the decode runs at */
+    uint32_t scaled_height, scaled_width; /* the whole (oriented) image at M/8 */
+    fd_rect region;                       /* the crop in that scaled frame */
+} fd_geometry;
+
+/* The planner's geometry for an oriented h x w image: checks the crop
+ * (FD_ERR_ARGUMENT), picks M/8 from scale_num or min_height/min_width (the
+ * smallest M whose cropped output still covers min_size, among 1, 2, 4 and 8
+ * only when simd_scales_only) and maps the crop to the scaled frame. Does
+ * not check max_pixels (fd_check_pixels) and ignores size_*. */
+fd_status fd_plan_geometry(uint32_t h, uint32_t w, const fd_options *opt, fd_geometry *g,
+                           fd_error *err);
+
+/* The shape of g's region in opt's mode (before any resize). */
+fd_status fd_geometry_shape(const fd_geometry *g, const fd_options *opt, fd_shape *shape,
+                            fd_error *err);
+
 #endif

@@ -61,6 +61,21 @@ fd_status fd_plan(fd_format fmt, const uint8_t *data, size_t size, const fd_opti
     return st == FD_OK ? resized_shape(opt, &region, shape, err) : st;
 }
 
+fd_status fd_plan_dims(uint32_t h, uint32_t w, const fd_options *opt, fd_geometry *geo,
+                       fd_shape *shape, fd_error *err)
+{
+    fd_status st = fd_check_pixels(h, w, opt->max_pixels, err);
+    if (st != FD_OK)
+        return st;
+    fd_options r = region_options(opt);
+    st = fd_plan_geometry(h, w, &r, geo, err);
+    if (st == FD_OK)
+        st = fd_geometry_shape(geo, &r, shape, err);
+    if (st == FD_OK && opt->size_height)
+        st = resized_shape(opt, shape, shape, err);
+    return st;
+}
+
 /* Sub-pixel source box of the crop inside the decoded region: the region
  * starts at floor(start * M/8) and the crop spans len * M/8 pixels. */
 static void crop_box(const fd_options *opt, int m, uint32_t region_h, uint32_t region_w,

@@ -1,2 +1,26 @@
-"""The ``fastdecode`` command line: one module per subcommand, each imported
-only when it runs (see ``fastdecode.cli.__main__``)."""
+"""The ``fastdecode`` command line: the table of subcommands (name, module,
+one-line help). Each module is imported only when its command runs; see
+``fastdecode.cli.__main__``."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["COMMANDS", "Command"]
+
+
+class Command(NamedTuple):
+    module: str  # defines register(subparsers), which adds the full parser and sets run
+    help: str  # the line `fastdecode --help` lists
+
+
+# In the order `fastdecode --help` lists them.
+COMMANDS: dict[str, Command] = {
+    "info": Command("fastdecode.cli.info", "versions and capabilities of the installed library"),
+    "convert": Command("fastdecode.cli.convert", "re-encode an ImageFolder tree as BMP or JPEG"),
+    "bench": Command("fastdecode.cli.bench",
+                     "benchmark decoding, fused transforms and loaders against their peers"),
+    "doctor": Command("fastdecode.cli.doctor", "check this machine for what stalls data loading"),
+    "tune": Command("fastdecode.cli.tune",
+                    "measure decode speed on your data and recommend num_workers"),
+}

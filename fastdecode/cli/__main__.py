@@ -1,21 +1,23 @@
-"""The ``fastdecode`` command line (also ``python -m fastdecode``).
+"""The ``fastdecode`` command line (also ``python -m fastdecode``): builds the
+parser and runs the chosen subcommand.
 
-Every subcommand lives in its own module and plugs in through a
-``register(subparsers)`` function that adds its parser and sets ``run``, the
-function that takes the parsed arguments and returns the exit code.
+Only the module of the command that runs is imported: the others are
+registered by name and help line (``fastdecode.cli.COMMANDS``), which is all
+``fastdecode --help`` shows. ``build_parser()`` with no argument builds every
+command's full parser.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
-from typing import Callable, Sequence
+from typing import Optional, Sequence
 
-from fastdecode.cli import bench, convert
-from fastdecode.cli import doctor, tune
 from fastdecode._version import __version__
-from fastdecode.api import info
+from fastdecode.cli import COMMANDS
+
+__all__ = ["build_parser", "main"]
 
 EPILOG = """\
 examples:
@@ -27,40 +29,9 @@ examples:
 """
 
 
-def run_info(args: argparse.Namespace) -> int:
-    details = info()
-    if args.json:
-        print(json.dumps(details, indent=2))
-    else:
-        width = max(map(len, details))
-        for key, value in details.items():
-            print(f"{key:<{width}}  {value}")
-    return 0
-
-
-def register_info(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "info",
-        help="versions and capabilities of the installed library",
-        description="Prints the fastdecode version, the libjpeg-turbo it runs with and its "
-        "capabilities, as the running library reports them.",
-        epilog="examples:\n  fastdecode info\n  fastdecode info --json > fastdecode-info.json\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(run=run_info)
-
-
-COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    register_info,
-    convert.register,
-    bench.register,
-    doctor.register,
-    tune.register,
-)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that command gets its full parser (its
+    module is imported) and the others their name and help line."""
     parser = argparse.ArgumentParser(
         prog="fastdecode",
         description="Fast JPEG/BMP decoding for PyTorch data loading: tools.",
@@ -69,15 +40,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fastdecode {__version__}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    for register in COMMANDS:
-        register(subparsers)
+    for name, command in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(command.module).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=command.help)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def chosen_command(argv: Sequence[str]) -> str:
+    """The command ``argv`` names: its first word that is not an option (the
+    top-level options take no value). "" when there is none."""
+    return next((arg for arg in argv if not arg.startswith("-")), "")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line in ``argv`` (default: sys.argv[1:]); returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(only=chosen_command(argv)).parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors: argparse exits, main returns
         return exc.code if isinstance(exc.code, int) else 2
     return args.run(args)

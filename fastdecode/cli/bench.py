@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from fastdecode.cli._args import add_command
 
 SECTIONS = {
     "decode": "bench_decode",
@@ -36,15 +39,22 @@ examples:
 """
 
 
+# Where the benchmarks/ package is importable: inside the wheel, or in a checkout.
+PACKAGES = ("fastdecode.benchmarks", "benchmarks")
+
+
+def benchmark_package() -> str:
+    """The name the benchmarks/ package has here: from the wheel, else from a checkout."""
+    for package in PACKAGES:
+        if importlib.util.find_spec(package) is not None:
+            return package
+    raise ModuleNotFoundError("the benchmarks are not installed (neither "
+                              f"{' nor '.join(PACKAGES)} imports)")
+
+
 def benchmark_module(module: str):
-    """A module of benchmarks/: from the wheel, or from a checkout."""
-    for package in ("fastdecode.benchmarks", "benchmarks"):
-        try:
-            return importlib.import_module(f"{package}.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name not in (package, f"{package}.{module}", package.split(".")[0]):
-                raise
-    raise ModuleNotFoundError(f"benchmark module {module!r} is not installed")
+    """A module of the benchmarks/ package."""
+    return importlib.import_module(f"{benchmark_package()}.{module}")
 
 
 def section_argv(name: str, data: Path, quick: bool, json_path: Path) -> list[str]:
@@ -135,13 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "bench",
-        help="benchmark decoding, fused transforms and loaders against their peers",
-        description=__doc__,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "bench", description=__doc__, epilog=EPILOG)
     parser.add_argument("--data", type=Path,
                         help="an ImageFolder tree (default: a generated ImageNet-like set, "
                              "cached under ~/.cache/fastdecode)")

@@ -8,51 +8,46 @@ CPU every epoch; the summary measures that trade on a sample of the files.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import multiprocessing
 import os
-import signal
-import struct
 import sys
 import time
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
 
-import numpy as np
 from tqdm import tqdm
 
-from fastdecode.api import decode_image, read_header
+from fastdecode import _system
+from fastdecode.api import decode_image
+from fastdecode.cli._args import add_command
+from fastdecode.cli._convert_jobs import fit_within, run_jobs
+from fastdecode.cli._output import (
+    OUTPUT_SUFFIXES,
+    PARTIAL_SUFFIX,
+    SUBSAMPLINGS,
+    WRITERS,
+    EncodeOptions,
+    is_complete,
+    is_partial,
+    write_atomically,
+    write_bmp,
+)
+from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 from fastdecode.errors import FastDecodeError
 
-__all__ = ["Summary", "convert_tree", "register"]
+__all__ = ["ConvertError", "Summary", "convert_tree", "register"]
+# Re-exported: what tests and callers used from this module before _output.
+__all__ += ["EncodeOptions", "OUTPUT_SUFFIXES", "PARTIAL_SUFFIX", "WRITERS", "fit_within",
+            "is_complete", "write_atomically", "write_bmp"]
 
-# What torchvision's ImageFolder loads (torchvision.datasets.folder.IMG_EXTENSIONS);
-# it skips every other file, and so does the conversion.
-IMAGE_EXTENSIONS = frozenset(
-    {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
-)
-OUTPUT_SUFFIXES = {"bmp": ".bmp", "jpeg": ".jpg"}
-SUBSAMPLINGS = ("4:4:4", "4:2:2", "4:2:0")
-# The temporary name is fixed per output, so a file left by a killed run is
-# overwritten and renamed by the rerun that redoes that output. ImageFolder
-# skips it: ".partial" is not an image extension.
-PARTIAL_SUFFIX = ".partial"
-# BITMAPFILEHEADER (14 bytes) + BITMAPINFOHEADER (40 bytes).
-BMP_HEADER = struct.Struct("<2sIHHIIiiHHIIiiII")
-BMP_PIXELS_PER_METRE = 2835  # 72 dpi, what most writers put there
 TIMING_REPEATS = 3
+PROBE_NAME = ".fastdecode-convert-probe"
 
 
-@dataclass(frozen=True)
-class Options:
-    """How each image is converted; sent to every worker process."""
-
-    to: str
-    quality: int = 90
-    subsampling: str = "4:2:0"
-    max_side: int | None = None
+class ConvertError(Exception):
+    """The run cannot go on: the destination is not writable or is full, or a
+    worker process died. What was finished stays; a rerun resumes."""
 
 
 @dataclass
@@ -74,219 +69,71 @@ class Summary:
     decode_ms_after: float | None = None
     decode_speedup: float | None = None
     timing_error: str | None = None
-
-
-# --- writing -----------------------------------------------------------------
-
-
-def bmp_row_stride(width: int) -> int:
-    return (width * 3 + 3) & ~3
-
-
-def write_bmp(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
-    """24-bit bottom-up BI_RGB: the BMP variant fastdecode reads fastest."""
-    height, width, _ = pixels.shape
-    stride = bmp_row_stride(width)
-    image_size = stride * height
-    file.write(BMP_HEADER.pack(
-        b"BM", BMP_HEADER.size + image_size, 0, 0, BMP_HEADER.size,
-        40, width, height, 1, 24, 0, image_size,
-        BMP_PIXELS_PER_METRE, BMP_PIXELS_PER_METRE, 0, 0,
-    ))
-    rows = np.zeros((height, stride), np.uint8)  # the zeros are the row padding
-    rows[:, : width * 3].reshape(height, width, 3)[...] = pixels[::-1, :, ::-1]
-    file.write(rows.data)
-
-
-def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: Options) -> None:
-    from PIL import Image
-
-    Image.fromarray(pixels).save(
-        file, format="JPEG", quality=options.quality, subsampling=options.subsampling,
-        optimize=False,
-    )
-
-
-WRITERS: dict[str, Callable[[BinaryIO, np.ndarray, Options], None]] = {
-    "bmp": write_bmp,
-    "jpeg": write_jpeg,
-}
-
-
-def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> int:
-    """Writes through a temporary file renamed into place; returns the size.
-
-    No fsync: after a crash a file may be short, and the completeness check
-    of the next run catches that at a fraction of the cost of a sync per file.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}{PARTIAL_SUFFIX}")
-    try:
-        with open(partial, "wb") as file:
-            write(file)
-            size = file.tell()
-        os.replace(partial, path)
-    except BaseException:  # interrupts too: never leave a half-written file
-        partial.unlink(missing_ok=True)
-        raise
-    return size
-
-
-def is_complete_bmp(file: BinaryIO, size: int) -> bool:
-    header = file.read(BMP_HEADER.size)
-    if len(header) < BMP_HEADER.size:
-        return False
-    magic, file_size, _, _, offset, _, width, height, _, bits, *_ = BMP_HEADER.unpack(header)
-    expected = offset + bmp_row_stride(width) * abs(height)
-    return magic == b"BM" and bits == 24 and file_size == size == expected
-
-
-def is_complete_jpeg(file: BinaryIO, size: int) -> bool:
-    if size < 4:
-        return False
-    head = file.read(2)
-    file.seek(-2, os.SEEK_END)
-    return head == b"\xff\xd8" and file.read(2) == b"\xff\xd9"  # SOI ... EOI
-
-
-COMPLETENESS_CHECKS: dict[str, Callable[[BinaryIO, int], bool]] = {
-    "bmp": is_complete_bmp,
-    "jpeg": is_complete_jpeg,
-}
-
-
-def is_complete(path: Path, to: str) -> bool:
-    """Whether an earlier run finished this output (a cheap check, no decode)."""
-    try:
-        with open(path, "rb") as file:
-            return COMPLETENESS_CHECKS[to](file, os.fstat(file.fileno()).st_size)
-    except OSError:  # missing or unreadable: (re)convert, and report it if that fails
-        return False
-
-
-# --- converting one image ----------------------------------------------------
-
-
-def fit_within(height: int, width: int, max_side: int | None) -> tuple[int, int]:
-    """The size with the longer side at most ``max_side``, aspect kept."""
-    longer = max(height, width)
-    if max_side is None or longer <= max_side:
-        return height, width
-    return max(1, round(height * max_side / longer)), max(1, round(width * max_side / longer))
-
-
-def resize(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Resamples HWC uint8 RGB pixels; the one place to swap in fastdecode's own resampler."""
-    from PIL import Image
-
-    resized = Image.fromarray(pixels).resize((width, height), Image.Resampling.LANCZOS)
-    return np.asarray(resized)
-
-
-def load_pixels(data: bytes, max_side: int | None) -> np.ndarray:
-    """RGB pixels as ImageFolder's loader sees them (no EXIF rotation), shrunk to ``max_side``."""
-    if max_side is None:
-        return decode_image(data, mode="RGB")
-    header = read_header(data)
-    height, width = fit_within(header.height, header.width, max_side)
-    if (height, width) == (header.height, header.width):
-        return decode_image(data, mode="RGB")
-    # A JPEG shrinks by up to 8x for free in the decoder (DCT scaling), which
-    # then decodes faster too; other formats are resampled from full size.
-    min_size = (height, width) if header.format == "jpeg" else None
-    pixels = decode_image(data, mode="RGB", min_size=min_size)
-    if pixels.shape[:2] != (height, width):
-        pixels = resize(pixels, height, width)
-    return pixels
-
-
-@dataclass(frozen=True)
-class Outcome:
-    source: str
-    error: str | None = None
-    source_bytes: int = 0
-    output_bytes: int = 0
-
-
-def convert_one(options: Options, job: tuple[str, str]) -> Outcome:
-    source, output = job
-    try:
-        data = Path(source).read_bytes()
-        pixels = load_pixels(data, options.max_side)
-        writer = WRITERS[options.to]
-        size = write_atomically(Path(output), lambda file: writer(file, pixels, options))
-    except Exception as exc:  # one bad file must not end a run over millions: it is listed
-        return Outcome(source, error=f"{type(exc).__name__}: {exc}")
-    return Outcome(source, source_bytes=len(data), output_bytes=size)
+    classes: int = 0  # class folders of the source, every one mirrored in the destination
+    empty_classes: list[str] = field(default_factory=list)  # mirrored with no image in them
 
 
 # --- the tree ----------------------------------------------------------------
 
 
-def find_images(root: Path) -> list[Path]:
-    """The files ImageFolder would load, in its order: class folders sorted, each walked."""
-    classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
-    if not classes:
-        raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per class)")
-    images: list[Path] = []
-    for name in classes:
-        for folder, _, files in sorted(os.walk(root / name, followlinks=True)):
-            images += [Path(folder, file) for file in sorted(files)
-                       if os.path.splitext(file)[1].lower() in IMAGE_EXTENSIONS]
-    return images
+def source_classes(root: Path) -> dict[str, int]:
+    """The class folders of ``root`` and their indices, as ImageFolder finds them."""
+    try:
+        return find_classes(root)[1]
+    except FileNotFoundError:
+        raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per "
+                         "class)") from None
 
 
 @dataclass
 class Plan:
+    classes: list[str] = field(default_factory=list)  # the class folders, sorted
     todo: list[tuple[str, str]] = field(default_factory=list)  # (source, output)
     done: list[tuple[str, str]] = field(default_factory=list)  # output already complete
     failures: dict[str, str] = field(default_factory=dict)  # source -> why
 
 
-def plan_conversion(source: Path, destination: Path, to: str) -> Plan:
-    plan = Plan()
+def prepare_destination(destination: Path, classes: list[str]) -> None:
+    """Every class folder of the source, made in the destination before any
+    work (a class none of whose files converts keeps its folder, so the
+    class indices of ImageFolder(destination) stay the source's); and a
+    probe write, so that a read-only destination fails here, not per file."""
+    try:
+        destination.mkdir(parents=True, exist_ok=True)
+        for name in classes:
+            (destination / name).mkdir(exist_ok=True)
+        probe = destination / PROBE_NAME
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConvertError(f"destination {destination} is not writable "
+                           f"({exc.strerror or exc}): nothing was converted") from exc
+
+
+def remove_partials(destination: Path) -> None:
+    """Temporary files of an earlier run that was killed mid-write (a SIGKILL
+    leaves them): outputs redone by this run would overwrite them, the
+    others would stay forever."""
+    for folder, _, names in os.walk(destination):
+        for name in names:
+            if is_partial(name):
+                Path(folder, name).unlink(missing_ok=True)
+
+
+def plan_conversion(source: Path, destination: Path, to: str, classes: dict[str, int]) -> Plan:
+    """What to convert: the files ImageFolder loads (its walk, ``fastdecode.data``), in order."""
+    plan = Plan(classes=sorted(classes))
     claimed: dict[Path, Path] = {}
-    for image in find_images(source):
+    walk = make_dataset(source, classes, extensions=IMG_EXTENSIONS, allow_empty=True)
+    for path, _ in walk:
+        image = Path(path)
         output = (destination / image.relative_to(source)).with_suffix(OUTPUT_SUFFIXES[to])
         if output in claimed:  # e.g. cat.jpg and cat.png: both would become cat.bmp
-            plan.failures[str(image)] = f"same output name as {claimed[output]}"
+            plan.failures[path] = f"same output name as {claimed[output]}"
             continue
         claimed[output] = image
-        (plan.done if is_complete(output, to) else plan.todo).append((str(image), str(output)))
+        (plan.done if is_complete(output, to) else plan.todo).append((path, str(output)))
     return plan
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS and Windows have no affinity call
-        return os.cpu_count() or 1
-
-
-def quit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(1)  # unwinds through write_atomically, which removes its partial file
-
-
-def init_worker() -> None:
-    # Ctrl-C reaches every process of the terminal; only the parent acts on it,
-    # and its Pool.terminate() sends the SIGTERM that ends a worker cleanly.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, quit_on_sigterm)
-
-
-def run_jobs(jobs: list[tuple[str, str]], options: Options, workers: int) -> Iterator[Outcome]:
-    convert = functools.partial(convert_one, options)
-    if workers == 1:
-        yield from map(convert, jobs)
-        return
-    # spawn, not fork: forking a parent that runs threads (tqdm's monitor, a
-    # notebook's) is unsafe, and Python 3.12+ warns about it.
-    context = multiprocessing.get_context("spawn")
-    chunksize = max(1, min(16, len(jobs) // (workers * 8)))
-    with context.Pool(workers, initializer=init_worker) as pool:
-        yield from pool.imap_unordered(convert, jobs, chunksize=chunksize)
-        pool.close()
-        pool.join()
 
 
 # --- measuring the trade -----------------------------------------------------
@@ -326,7 +173,7 @@ def measure_decode_trade(summary: Summary, pairs: list[tuple[str, str]], sample:
 
 
 def check_arguments(
-    source: Path, destination: Path, options: Options, workers: int | None, time_sample: int
+    source: Path, destination: Path, options: EncodeOptions, workers: int | None, time_sample: int
 ) -> None:
     if not source.is_dir():
         raise ValueError(f"source {source} is not a folder")
@@ -365,46 +212,76 @@ def convert_tree(
 ) -> Summary:
     """Converts the ImageFolder tree at ``source`` into ``destination``; see ``--help``.
 
-    Raises ValueError for bad arguments and ImportError when Pillow is needed
-    but missing; a file that cannot be converted is listed, not raised.
+    Raises ValueError for bad arguments, ImportError when Pillow is needed
+    but missing, and ConvertError when the destination cannot be written
+    (checked before any work; or full) or a worker dies; a file that cannot
+    be converted is listed, not raised.
     """
     source, destination = Path(source), Path(destination)
-    options = Options(to, quality, subsampling, max_side)
+    options = EncodeOptions(to, quality, subsampling, max_side)
     check_arguments(source, destination, options, workers, time_sample)
     started = time.perf_counter()
-    plan = plan_conversion(source, destination, to)
-    summary = Summary(str(source), str(destination), to, skipped=len(plan.done))
+    classes = source_classes(source)
+    prepare_destination(destination, sorted(classes))
+    remove_partials(destination)
+    plan = plan_conversion(source, destination, to, classes)
+    summary = Summary(str(source), str(destination), to, skipped=len(plan.done),
+                      classes=len(plan.classes))
     failures = dict(plan.failures)
     for image, output in plan.done:
         summary.bytes_before += os.path.getsize(image)
         summary.bytes_after += os.path.getsize(output)
-    workers = min(workers or usable_cpus(), max(1, len(plan.todo)))
-    outputs = dict(plan.todo)
-    finished = list(plan.done)
-    with tqdm(total=len(plan.todo), unit="img", desc=f"convert to {to}", disable=None) as bar:
-        for outcome in run_jobs(plan.todo, options, workers):
-            if outcome.error is None:
-                summary.converted += 1
-                summary.bytes_before += outcome.source_bytes
-                summary.bytes_after += outcome.output_bytes
-                finished.append((outcome.source, outputs[outcome.source]))
-            else:
-                failures[outcome.source] = outcome.error
-                bar.set_postfix(failed=len(failures))
-            bar.update()
+    workers = min(workers or _system.usable_cpus(), max(1, len(plan.todo)))
+    finished = list(plan.done) + convert_files(plan.todo, options, workers, summary, failures)
     summary.seconds = time.perf_counter() - started
     summary.failed = len(failures)
     summary.failures = [{"path": path, "error": error} for path, error in sorted(failures.items())]
+    filled = {Path(output).relative_to(destination).parts[0] for _, output in finished}
+    summary.empty_classes = [name for name in plan.classes if name not in filled]
     measure_decode_trade(summary, sorted(finished), time_sample)
     return summary
 
 
+def convert_files(todo: list[tuple[str, str]], options: EncodeOptions, workers: int,
+                  summary: Summary, failures: dict[str, str]) -> list[tuple[str, str]]:
+    """Converts ``todo`` and counts it into ``summary`` and ``failures``;
+    returns the (source, output) pairs written. Raises ConvertError when the
+    destination fails (full, read-only) or a worker dies."""
+    outputs = dict(todo)
+    finished = []
+    bar = tqdm(total=len(todo), unit="img", desc=f"convert to {options.to}", disable=None)
+    try:
+        with bar:
+            for outcome in run_jobs(todo, options, workers):
+                if outcome.destination_errno is not None:
+                    raise ConvertError(
+                        f"cannot write {outputs[outcome.source]}: "
+                        f"{os.strerror(outcome.destination_errno)}; nothing half-written is "
+                        "left: make room (or make the destination writable) and run the same "
+                        "command again to resume")
+                if outcome.error is None:
+                    summary.converted += 1
+                    summary.bytes_before += outcome.source_bytes
+                    summary.bytes_after += outcome.output_bytes
+                    finished.append((outcome.source, outputs[outcome.source]))
+                else:
+                    failures[outcome.source] = outcome.error
+                    bar.set_postfix(failed=len(failures))
+                bar.update()
+    except BrokenProcessPool as exc:
+        raise ConvertError(f"a worker process died ({exc}); every finished file is kept: run "
+                           "the same command again to resume") from exc
+    return finished
+
+
 def format_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            break
+    if size < 1024:
+        return f"{int(size)} B"
+    for unit in ("KiB", "MiB", "GiB"):
         size /= 1024
-    return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
 
 
 def format_summary(summary: Summary) -> str:
@@ -423,6 +300,11 @@ def format_summary(summary: Summary) -> str:
                      f"faster; {summary.timed_images} images, best of {TIMING_REPEATS})")
     elif summary.timing_error:
         lines.append(f"decode: not measured ({summary.timing_error})")
+    if summary.empty_classes:
+        lines.append(f"empty classes: {len(summary.empty_classes)} of {summary.classes} class "
+                     "folders hold no converted image (their folders are kept, so the other "
+                     "classes keep their indices; ImageFolder refuses an empty class unless "
+                     "allow_empty=True): " + ", ".join(summary.empty_classes))
     if summary.failures:
         lines.append("failed inputs:")
         lines += [f"  {failure['path']}: {failure['error']}" for failure in summary.failures]
@@ -434,6 +316,9 @@ def format_summary(summary: Summary) -> str:
 DESCRIPTION = """\
 Re-encodes an ImageFolder tree (SRC/<class>/.../<name>.<ext>) into DST with
 the same class folders and file names and the new extension (.bmp or .jpg).
+Every class folder of SRC is made in DST, also one none of whose files
+converts (the summary lists those empty classes), so that ImageFolder(DST)
+gives every class the index it has in ImageFolder(SRC).
 A 24-bit BMP decodes several times faster than a JPEG and takes several times
 the disk; the summary measures both on a sample of the files.
 
@@ -447,9 +332,13 @@ header, a JPEG from SOI to EOI) is skipped, whatever options made it; delete
 DST to redo everything. Each output is written to a temporary file next to it
 and renamed into place, so an interrupted run never leaves a half image.
 
-Files that cannot be read are listed at the end and do not stop the run.
-Exit status: 0 when done (even with failed files, unless --strict), 1 with
---strict when some file failed, 2 for bad arguments, 130 when interrupted.
+Files that cannot be read are listed at the end and do not stop the run. A
+destination that cannot be written stops it: read-only before any work, full
+at the file that did not fit (nothing half-written stays; rerun once there is
+room). Exit status: 0 when done (even with failed files or empty classes,
+unless --strict), 1 with --strict when some file failed or some class is
+empty, 1 when the destination cannot be written or a worker died, 2 for bad
+arguments, 130 when interrupted.
 """
 
 EPILOG = """\
@@ -478,6 +367,9 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         print(f"fastdecode convert: error: {exc}", file=sys.stderr)
         return 2
+    except ConvertError as exc:
+        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\nfastdecode convert: interrupted; run the same command again to resume",
               file=sys.stderr)
@@ -485,15 +377,11 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     if args.json is not None:
         args.json.write_text(json.dumps(asdict(summary), indent=2) + "\n")
-    return 1 if args.strict and summary.failed else 0
+    return 1 if args.strict and (summary.failed or summary.empty_classes) else 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "convert", help="re-encode an ImageFolder tree as BMP or JPEG",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "convert", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("source", metavar="SRC", type=Path, help="ImageFolder root")
     parser.add_argument("destination", metavar="DST", type=Path,
                         help="output root (created; must not be inside SRC)")
@@ -505,11 +393,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-side", type=int, metavar="N",
                         help="shrink so the longer side is at most N pixels (never enlarges)")
     parser.add_argument("--workers", type=int, metavar="N",
-                        help=f"processes (default: the usable CPUs, {usable_cpus()} here)")
+                        help=f"processes (default: the usable CPUs, {_system.usable_cpus()} here)")
     parser.add_argument("--time-sample", type=int, default=50, metavar="N",
                         help="files whose decode time is measured before/after (default 50, "
                              "0 skips)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the summary here")
     parser.add_argument("--strict", action="store_true",
-                        help="exit with status 1 when some input could not be converted")
+                        help="exit with status 1 when some input could not be converted or "
+                        "some class folder holds no converted image")
     parser.set_defaults(run=run)

@@ -24,9 +24,12 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 from PIL import Image, ImageDraw
+
+from fastdecode._system import usable_cpus
 
 __all__ = ["default_dataset_dir", "generate_imagenet_like"]
 
@@ -175,9 +178,9 @@ def _draw_size(rng: np.random.Generator) -> tuple[int, int]:
 # How to draw: pixels.
 
 def _render_all(specs: list[ImageSpec], progress: bool) -> None:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     # A worker costs ~0.5 s to start; below ~50 images one process is faster.
-    workers = max(1, min(cores or 1, len(specs) // 50))
+    workers = max(1, min(usable_cpus(), len(specs) // 50))
+    results: Iterable[None]
     if workers == 1:
         results = map(write_image, specs)
         pool = None
@@ -284,7 +287,7 @@ def _smooth_field(rng: np.random.Generator, height: int, width: int, alpha: floa
     small = _noise_field(rng, -(-height // k), -(-width // k), alpha)
     if k == 1:
         return small
-    return np.asarray(Image.fromarray(small).resize((width, height), Image.BICUBIC))
+    return np.asarray(Image.fromarray(small).resize((width, height), Image.Resampling.BICUBIC))
 
 
 def _tiled_texture(rng: np.random.Generator, height: int, width: int,

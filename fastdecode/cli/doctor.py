@@ -12,29 +12,25 @@ import argparse
 import importlib
 import importlib.util
 import json
-import math
 import multiprocessing
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 from fastdecode import _system
 from fastdecode.api import info
+from fastdecode.cli._args import add_command, count
 
-__all__ = ["Check", "Options", "diagnose", "recommended_num_workers", "register"]
+__all__ = ["Check", "JobOptions", "Options", "diagnose", "recommended_num_workers", "register"]
 
 STATUSES = ("ok", "warn", "fail")
-# Read by _system.cgroup_cpu_limit; a module attribute so tests can point it at a fake.
-CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Read by _system.cpu_budget; a module attribute so tests can point it at a fake.
+CGROUP_ROOT = _system.CGROUP_ROOT
 # More workers than this many times the usable CPUs is a fail: each batch
 # then waits on several others sharing its CPU, and memory grows with no gain.
 OVERSUBSCRIPTION_FAIL = 2
 PINNED_PROBE_BYTES = 1 << 20
-# Thread pools that size themselves by the CPU count unless told otherwise.
-POOL_RUNTIMES = ("libgomp", "libiomp", "libomp", "libopenblas", "libscipy_openblas", "libmkl")
-OPENMP_RUNTIMES = ("libgomp", "libiomp", "libomp")
 
 
 @dataclass
@@ -46,7 +42,7 @@ class Check:
 
 
 @dataclass
-class Options:
+class JobOptions:
     """What the training job will ask for (the doctor's command line)."""
 
     num_workers: Optional[int] = None
@@ -58,6 +54,9 @@ class Options:
     @property
     def batch_bytes(self) -> int:
         return self.batch_size * 3 * self.image_size ** 2 * (4 if self.float32 else 1)
+
+
+Options = JobOptions  # the old name, kept for one release
 
 
 @dataclass
@@ -119,7 +118,7 @@ def check_cpus(facts: dict) -> Check:
     return Check("cpus", "ok", finding, "nothing to change")
 
 
-def check_num_workers(facts: dict, opts: Options, recommended: int) -> Check:
+def check_num_workers(facts: dict, opts: JobOptions, recommended: int) -> Check:
     usable, asked = facts["usable_cpus"], opts.num_workers
     why = (f"num_workers={recommended}: the {usable} usable CPU(s)"
            + (" minus one for the main process" if usable > 2 else ""))
@@ -142,34 +141,34 @@ def check_num_workers(facts: dict, opts: Options, recommended: int) -> Check:
                  "nothing to change" if asked >= recommended else f"up to {why}")
 
 
-def check_shm(facts: dict, opts: Options, workers: int) -> Check:
-    free, need = facts["shm_free_bytes"], workers * opts.prefetch_factor * opts.batch_bytes
+def check_shm(facts: dict, opts: JobOptions, workers: int) -> Check:
+    shm = _system.shm_budget(workers, opts.prefetch_factor, opts.batch_bytes)
+    free, need = shm.free, shm.need
     facts["shm_needed_bytes"] = need
     sizing = (f"{workers} worker(s) x prefetch_factor={opts.prefetch_factor} x "
               f"{_mib(opts.batch_bytes)} per batch ({opts.batch_size}x3x{opts.image_size}x"
               f"{opts.image_size} {'float32' if opts.float32 else 'uint8'}) = {_mib(need)}")
-    grow = (f"docker run --shm-size={max(1, math.ceil(2 * need / 2**30))}g (Kubernetes: an "
-            "emptyDir with medium: Memory on /dev/shm)")
     if free is None:
         return Check("shm", "warn", f"/dev/shm cannot be read; workers need {sizing}",
-                     f"mount a tmpfs on /dev/shm of at least {_mib(2 * need)}: {grow}")
-    if need > free:
+                     f"mount a tmpfs on /dev/shm of at least {_mib(2 * need)}: {shm.advice}")
+    if shm.status == "short":
         return Check("shm", "fail", f"/dev/shm has {_mib(free)} free, less than the {sizing}: "
                      "workers die with a bus error or 'No space left on device'",
-                     f"enlarge it, {grow}, or lower num_workers, prefetch_factor or batch_size")
-    if 2 * need > free:
+                     f"enlarge it, {shm.advice}, or lower num_workers, prefetch_factor or "
+                     "batch_size")
+    if shm.status == "tight":
         return Check("shm", "warn", f"/dev/shm has {_mib(free)} free for {sizing}: under 2x "
                      "headroom (pinned copies, other ranks on the machine share it)",
-                     f"enlarge it: {grow}")
+                     f"enlarge it: {shm.advice}")
     return Check("shm", "ok", f"/dev/shm has {_mib(free)} free for {sizing}", "nothing to change")
 
 
 def check_threads(facts: dict, workers: int) -> Check:
     env, pools = facts["thread_env"], facts["thread_runtimes"]
-    loaded = [r for r in pools if r.startswith(POOL_RUNTIMES)]
+    loaded = [r for r in pools if r.startswith(_system.POOL_RUNTIMES)]
     finding = ("thread variables: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "none set")
                + "; runtimes loaded with torch: " + (", ".join(pools) or "none"))
-    openmp = {r.split(".")[0] for r in pools if r.startswith(OPENMP_RUNTIMES)}
+    openmp = {r.split(".")[0] for r in pools if r.startswith(_system.OPENMP_RUNTIMES)}
     if len(openmp) > 1:
         return Check("threads", "warn", finding + f" (two OpenMP runtimes: {sorted(openmp)})",
                      "two OpenMP runtimes each start a pool per process and can conflict: "
@@ -256,21 +255,15 @@ def check_torch(facts: dict) -> Check:
 
 
 def gather(torch) -> dict[str, Any]:
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        affinity = os.cpu_count() or 1
-    quota = _system.cgroup_cpu_limit(CGROUP_ROOT)
-    # as _system.usable_cpus, with the parts kept apart for the report
-    usable = affinity if quota is None else min(affinity, max(1, math.floor(quota)))
+    cpus = _system.cpu_budget(CGROUP_ROOT)
     library = info()
     cv2 = "loaded" if "cv2" in sys.modules else (
         "installed, not loaded" if importlib.util.find_spec("cv2") else "not installed")
     return {
-        "cpu_count": os.cpu_count() or 1,
-        "affinity_cpus": affinity,
-        "cgroup_cpu_quota": quota,
-        "usable_cpus": max(1, usable),
+        "cpu_count": cpus.cpu_count,
+        "affinity_cpus": cpus.affinity,
+        "cgroup_cpu_quota": cpus.cgroup_quota,
+        "usable_cpus": cpus.usable,
         "shm_free_bytes": _system.shm_free_bytes(),
         "thread_env": {k: os.environ[k] for k in _system.THREAD_ENV_VARS if k in os.environ},
         "thread_runtimes": _system.loaded_thread_runtimes(),
@@ -298,9 +291,11 @@ def probe_cuda(torch, facts: dict) -> None:
             facts["pinned_memory"] = f"failed ({str(exc).splitlines()[0]})"
 
 
-def diagnose(opts: Options = Options()) -> Report:
-    """Runs every check for a job configured as ``opts``. Called from inside
-    a training script it also sees what that script loaded and initialized."""
+def diagnose(opts: Optional[JobOptions] = None) -> Report:
+    """Runs every check for a job configured as ``opts`` (default: the
+    defaults of JobOptions). Called from inside a training script it also sees
+    what that script loaded and initialized."""
+    opts = JobOptions() if opts is None else opts
     torch = _import_torch()
     facts = gather(torch)
     probe_cuda(torch, facts)
@@ -337,7 +332,7 @@ def print_text(report: Report) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    opts = Options(args.num_workers, args.batch_size, args.image_size, args.prefetch_factor,
+    opts = JobOptions(args.num_workers, args.batch_size, args.image_size, args.prefetch_factor,
                    args.float32)
     report = diagnose(opts)
     if args.json:
@@ -349,15 +344,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_text(report)
     return report.exit_code
-
-
-def _count(minimum: int):
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-    return parse
 
 
 EPILOG = """\
@@ -381,21 +367,19 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "doctor",
-        help="check this machine for what stalls data loading",
+    parser = add_command(
+        subparsers, "doctor",
         description="Checks what makes a PyTorch data loader stall or crash on this machine\n"
         "and says, for each finding, what to set instead.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--num-workers", type=_count(0), metavar="N",
+    parser.add_argument("--num-workers", type=count(0), metavar="N",
                         help="the num_workers the job uses (default: the recommended count)")
-    parser.add_argument("--batch-size", type=_count(1), default=256, metavar="B",
+    parser.add_argument("--batch-size", type=count(1), default=256, metavar="B",
                         help="images per batch (default: 256)")
-    parser.add_argument("--image-size", type=_count(1), default=224, metavar="S",
+    parser.add_argument("--image-size", type=count(1), default=224, metavar="S",
                         help="side of the square images in a batch (default: 224)")
-    parser.add_argument("--prefetch-factor", type=_count(1), default=2, metavar="P",
+    parser.add_argument("--prefetch-factor", type=count(1), default=2, metavar="P",
                         help="batches in flight per worker (default: 2)")
     parser.add_argument("--float", dest="float32", action="store_true",
                         help="batches leave the workers as float32 (ToTensor/Normalize there), "

@@ -11,7 +11,6 @@ and a per-batch timeout on the workers, so it never hangs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import importlib
 import inspect
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from fastdecode import _system
+from fastdecode.cli._args import add_command, number
 
 __all__ = ["UsageError", "load_transform", "recommend_prefetch", "register", "tune"]
 
@@ -119,7 +119,7 @@ def load_transform(reference: Optional[str]) -> tuple[Callable, str]:
     path = list(sys.path)
     sys.path.insert(0, os.getcwd())
     try:
-        obj = importlib.import_module(module_name)
+        obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise UsageError(f"--transform {reference!r}: cannot import {module_name!r}: "
                          f"{exc}") from exc
@@ -149,31 +149,6 @@ def load_transform(reference: Optional[str]) -> tuple[Callable, str]:
 # measuring
 
 
-@contextlib.contextmanager
-def one_thread(torch):
-    """What worker_init_fn sets in a worker (one thread per pool), undone on
-    exit: tune may run inside someone else's process."""
-    threads = torch.get_num_threads()
-    cv2 = sys.modules.get("cv2")
-    cv2_threads = cv2.getNumThreads() if cv2 is not None else None
-    with contextlib.ExitStack() as stack:
-        try:
-            from threadpoolctl import threadpool_limits
-
-            stack.enter_context(threadpool_limits(1))
-        except ImportError:
-            pass
-        torch.set_num_threads(1)
-        if cv2 is not None:
-            cv2.setNumThreads(0)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(threads)
-            if cv2 is not None:
-                cv2.setNumThreads(cv2_threads)
-
-
 def measure_worker(ds, batch_size: int, batches: int, torch) -> tuple[list[float], int]:
     """Seconds per batch for one worker (decode, transforms, collate), after a
     warm-up batch (fusing the chain, first touch of the code); and the bytes
@@ -184,7 +159,7 @@ def measure_worker(ds, batch_size: int, batches: int, torch) -> tuple[list[float
 
     rng = np.random.default_rng(SEED)
     times = []
-    with one_thread(torch), torch.random.fork_rng(devices=[]):
+    with _system.one_thread_per_pool(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
         images, _ = collate(ds.__getitems__(rng.integers(0, len(ds), batch_size).tolist()))
         for _ in range(batches):
@@ -281,8 +256,9 @@ def tune(data: Path, transform: Callable, description: str, batch_size: int, bat
         timeout = 60 + 10 * slowest * max(1, workers / usable)
         rate, first, total = measure_loader(ds, workers, batch_size, batches, timeout, caught,
                                             torch)
-        result.sweep.append(Row(workers, rate, first, total, workers > usable, None
-                                if step_time is None else rate >= result.target_images_per_s))
+        target = result.target_images_per_s
+        result.sweep.append(Row(workers, rate, first, total, workers > usable,
+                                None if target is None else rate >= target))
     best = max(result.sweep, key=lambda row: row.images_per_s)
     result.max_images_per_s, result.max_at_num_workers = best.images_per_s, best.num_workers
     result.skipped_images = ds.skipped
@@ -300,13 +276,14 @@ def _recommend(r: Result) -> None:
         notes.append(f"the machine was busy (load average {r.load_average:.1f} on {cpus} CPUs "
                      "when tune started): the rates are lower than on an idle machine")
     _recommend_workers(r)
-    free = _system.shm_free_bytes()
-    need = r.recommended_num_workers * r.recommended_prefetch_factor * r.batch_bytes
-    if free is not None and need > free:
-        notes.append(f"/dev/shm has {free / 2**20:,.0f} MiB free but {r.recommended_num_workers} "
-                     f"workers x prefetch_factor={r.recommended_prefetch_factor} x "
-                     f"{r.batch_bytes / 2**20:,.0f} MiB batches need {need / 2**20:,.0f} MiB: "
-                     "enlarge it (see `fastdecode doctor`) or lower the batch size")
+    shm = _system.shm_budget(r.recommended_num_workers, r.recommended_prefetch_factor,
+                             r.batch_bytes)
+    if shm.status == "short" and shm.free is not None:
+        notes.append(f"/dev/shm has {shm.free / 2**20:,.0f} MiB free but "
+                     f"{r.recommended_num_workers} workers x prefetch_factor="
+                     f"{r.recommended_prefetch_factor} x {r.batch_bytes / 2**20:,.0f} MiB batches "
+                     f"need {shm.need / 2**20:,.0f} MiB: enlarge it ({shm.advice}; see "
+                     "`fastdecode doctor`) or lower the batch size")
 
 
 def _recommend_workers(r: Result) -> None:
@@ -418,19 +395,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _number(kind: type, minimum: float, strict: bool = False):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < minimum or (strict and value == minimum):
-            raise argparse.ArgumentTypeError(
-                f"must be {'>' if strict else '>='} {minimum}, got {text}")
-        return value
-    return parse
-
-
 EPILOG = f"""\
 how it decides:
   num_workers     with --step-time S: ceil(D / S), D being one worker's median
@@ -459,14 +423,12 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "tune",
-        help="measure decode speed on your data and recommend num_workers",
+    parser = add_command(
+        subparsers, "tune",
         description="Measures one worker's decode time per batch on your data with your\n"
         "transform chain, then FastLoader's images/s at each worker count, and\n"
         "recommends num_workers and prefetch_factor.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--data", type=Path, metavar="PATH",
                         help="an ImageFolder tree (default: the generated ImageNet-like set, "
@@ -475,13 +437,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="your transform: a torchvision transform object or a function "
                         "that returns one, imported from the current directory or the "
                         "Python path (default: the standard ImageNet train chain)")
-    parser.add_argument("--batch-size", type=_number(int, 1), default=256, metavar="B",
+    parser.add_argument("--batch-size", type=number(int, 1), default=256, metavar="B",
                         help="images per batch (default: 256)")
-    parser.add_argument("--step-time", type=_number(float, 0, strict=True), metavar="SECONDS",
+    parser.add_argument("--step-time", type=number(float, 0, strict=True), metavar="SECONDS",
                         help="seconds your training step takes per batch, without waiting on data")
-    parser.add_argument("--workers", type=_number(int, 0), nargs="+", metavar="N",
+    parser.add_argument("--workers", type=number(int, 0), nargs="+", metavar="N",
                         help="worker counts to try (default: 1, 2, 4, ... up to the usable CPUs)")
-    parser.add_argument("--batches", type=_number(int, 1), default=8, metavar="N",
+    parser.add_argument("--batches", type=number(int, 1), default=8, metavar="N",
                         help="batches timed per measurement (default: 8)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)

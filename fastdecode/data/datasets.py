@@ -3,102 +3,57 @@ with the decode and the leading transforms fused into one native call.
 
 Swap ``ImageFolder`` for ``FastImageFolder`` and keep the transforms and the
 DataLoader: the same classes, samples, targets and (for the same seed) the
-same tensors, several times faster. torchvision is not needed to import this.
+same tensors, several times faster (bit-identical with ``exact=True``).
+With torchvision installed they are instances of its ImageFolder /
+DatasetFolder / VisionDataset; torchvision is not needed to import this.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: inspect.signature must show the
+# constructors' annotations as torchvision's (objects, not strings).
 import os
-import threading
-from contextlib import contextmanager
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from fastdecode.data._samples import SampleStore, SamplesView, TargetsView
 from fastdecode.api import decode_image
-from fastdecode.errors import DecodeError, FastDecodeError
+from fastdecode.data._base import (
+    TV_DEFAULT_LOADER,
+    DatasetFolder,
+    ImageFolder,
+    VisionDataset,
+    is_pil_loader,
+)
+from fastdecode.data._batches import BatchBuffers, _taken_whole  # noqa: F401  (_taken_whole: tests)
+from fastdecode.data._chain import LiveFused
+from fastdecode.data._folder import (
+    IMG_EXTENSIONS,
+    find_classes,
+    has_file_allowed_extension,
+    is_image_file,
+    make_dataset,
+)
+from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
+from fastdecode.errors import FastDecodeError, file_error
 
 __all__ = [
     "IMG_EXTENSIONS",
     "FastDatasetFolder",
     "FastImageFolder",
+    "default_loader",
     "find_classes",
     "has_file_allowed_extension",
     "is_image_file",
     "make_dataset",
 ]
 
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 ON_ERROR = ("raise", "skip", "warn")
 # Attempts at another index before 'skip'/'warn' give up (never a hang on a
 # dataset that is mostly broken).
 MAX_SKIPS = 16
-
-
-def has_file_allowed_extension(filename: str, extensions: Union[str, tuple[str, ...]]) -> bool:
-    """True if ``filename`` ends with one of ``extensions`` (lowercase)."""
-    return filename.lower().endswith(extensions if isinstance(extensions, str) else tuple(extensions))
-
-
-def is_image_file(filename: str) -> bool:
-    return has_file_allowed_extension(filename, IMG_EXTENSIONS)
-
-
-def find_classes(directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
-    """Class folders of ``directory``, sorted, and their indices."""
-    classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
-    if not classes:
-        raise FileNotFoundError(f"Couldn't find any class folder in {directory}.")
-    return classes, {name: i for i, name in enumerate(classes)}
-
-
-def make_dataset(
-    directory: Union[str, Path],
-    class_to_idx: Optional[dict[str, int]] = None,
-    extensions: Optional[Union[str, tuple[str, ...]]] = None,
-    is_valid_file: Optional[Callable[[str], bool]] = None,
-    allow_empty: bool = False,
-) -> list[tuple[str, int]]:
-    """(path, class_index) pairs, walked exactly as torchvision walks them."""
-    directory = os.path.expanduser(directory)
-    if class_to_idx is None:
-        _, class_to_idx = find_classes(directory)
-    elif not class_to_idx:
-        raise ValueError("'class_to_index' must have at least one entry to collect any samples.")
-    if (extensions is None) == (is_valid_file is None):
-        raise ValueError(
-            "Both extensions and is_valid_file cannot be None or not None at the same time"
-        )
-    if extensions is not None:
-        def is_valid_file(path: str) -> bool:
-            return has_file_allowed_extension(path, extensions)
-
-    instances = []
-    available = set()
-    for target_class in sorted(class_to_idx):
-        class_index = class_to_idx[target_class]
-        target_dir = os.path.join(directory, target_class)
-        if not os.path.isdir(target_dir):
-            continue
-        for root, _, fnames in sorted(os.walk(target_dir, followlinks=True)):
-            for fname in sorted(fnames):
-                path = os.path.join(root, fname)
-                if is_valid_file(path):
-                    instances.append((path, class_index))
-                    available.add(target_class)
-    empty = set(class_to_idx) - available
-    if empty and not allow_empty:
-        msg = f"Found no valid file for the classes {', '.join(sorted(empty))}. "
-        if extensions is not None:
-            listed = extensions if isinstance(extensions, str) else ", ".join(extensions)
-            msg += f"Supported extensions are: {listed}"
-        raise FileNotFoundError(msg)
-    return instances
 
 
 def _read_bytes(path: str) -> bytes:
@@ -107,137 +62,91 @@ def _read_bytes(path: str) -> bytes:
 
 
 @contextmanager
-def _naming(path: str, index: int):
-    """Errors inside name the sample: its index and file."""
+def _naming(path: str, index: Optional[int]) -> Iterator[None]:
+    """Errors inside become ImageFileErrors (a DecodeError and an OSError)
+    naming the file and, for a dataset item, its index."""
+    where = "" if index is None else f"sample {index}: "
     try:
         yield
     except FastDecodeError as exc:
-        raise type(exc)(f"sample {index}: {exc.reason}", path=path) from exc
+        raise file_error(exc, f"{where}{exc.reason}", path) from exc
     except OSError as exc:
-        raise DecodeError(f"sample {index}: cannot read file: {exc}", path=path) from exc
+        raise file_error(exc, f"{where}cannot read file: {exc.strerror or exc}", path) from exc
 
 
-def _to_pil(array: np.ndarray):
+def _to_pil(array: np.ndarray) -> Any:
     from PIL import Image
 
     return Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array)
 
 
-def _in_worker() -> bool:
-    return torch.utils.data.get_worker_info() is not None
+def default_loader(path: Union[str, Path]) -> Any:
+    """The RGB PIL image of the file at ``path``: what torchvision's
+    ``default_loader`` returns (PIL backend), decoded by fastdecode (JPEG and
+    BMP natively, other formats through Pillow). Errors are ImageFileErrors."""
+    name = os.fspath(path)
+    with _naming(name, None):
+        return _to_pil(decode_image(_read_bytes(name)))
 
 
-def _new_batch(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """A batch tensor; in a DataLoader worker it is born in shared memory so
-    sending it to the main process copies nothing."""
-    if not _in_worker():
-        return torch.empty(shape, dtype=dtype)
-    nbytes = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-    storage = torch.UntypedStorage._new_shared(nbytes)
-    return torch.empty(0, dtype=dtype).set_(storage).view(shape)
+class FastDatasetFolder(DatasetFolder):
+    """torchvision's ``DatasetFolder`` with fused decoding; with torchvision
+    installed it is a ``torchvision.datasets.DatasetFolder``.
 
+    With fastdecode's :func:`default_loader` (or torchvision's
+    ``default_loader``/``pil_loader``, or None) samples are decoded by
+    fastdecode and ``transform`` runs fused (see
+    :func:`fastdecode.transforms.fuse`); any other ``loader`` is called as
+    torchvision calls it, with no fast path.
 
-# How many tensors share a storage; private in torch, so optional: without
-# it no batch that leaves __getitems__ is reused.
-_storage_use_count = getattr(torch._C, "_storage_Use_Count", None)
+    exact: False (default) lets JPEGs decode at a reduced DCT scale when the
+      output is much smaller (within the bound :func:`~fastdecode.transforms.
+      fuse` documents); True gives tensors bit-identical to ImageFolder's.
+      A :class:`~fastdecode.transforms.FusedTransform` given as ``transform``
+      is used as it is (``exact=True`` then needs one built with exact=True).
+    on_error: 'raise' (an :class:`~fastdecode.errors.ImageFileError`, which
+      is a DecodeError and an OSError, naming the file and index), 'skip'
+      (another index, drawn deterministically, is loaded instead and
+      ``skipped`` counts it) or 'warn' (the same, with a warning).
 
-
-def _holders(tensor: torch.Tensor) -> int:
-    return _storage_use_count(tensor.untyped_storage()._cdata) if _storage_use_count else 0
-
-
-_taken_whole = threading.local()
-
-
-def note_batch_taken_whole() -> None:
-    """fastdecode.collate hands this thread's batch on as it is, so the next
-    batches must be fresh (in shared memory, in a worker), never reused."""
-    _taken_whole.flag = True
-
-
-class _BatchBuffers(threading.local):
-    """This thread's batch buffers, reused from one batch to the next when
-    nothing else holds them: fresh memory costs a page fault per 4 KiB,
-    which on some VMs rivals the decode itself.
-
-    A buffer is reused only when no tensor outside this cache still views
-    it (the stock collate has copied the samples and dropped them) and it
-    was never moved to shared memory (pickling a tensor to another process
-    does that in place). A worker's first batch is born in shared memory,
-    as every batch was before this cache, because the collate might take it
-    whole; once fastdecode.collate has said it does, or a batch that left
-    was sent as it is, this thread hands out only such fresh batches."""
-
-    def __init__(self) -> None:
-        self.kept: dict[str, tuple[torch.Tensor, int]] = {}
-        self.sent = False
-        self.handed_out = 0
-
-    def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype,
-            leaves: bool = True) -> torch.Tensor:
-        """A (shape, dtype) buffer; ``leaves`` when it goes out to the
-        caller, rather than being consumed inside __getitems__."""
-        kept = self.kept.pop(name, None)
-        if leaves:
-            self.handed_out += 1
-            self.sent = (self.sent or getattr(_taken_whole, "flag", False)
-                         or _storage_use_count is None
-                         or (kept is not None and kept[0].is_shared()))
-            if self.sent or (self.handed_out == 1 and _in_worker()):
-                return _new_batch(shape, dtype)
-        if kept is not None:
-            buf, holders = kept
-            if (tuple(buf.shape) == shape and buf.dtype == dtype and not buf.is_shared()
-                    and _holders(buf) == holders):
-                self.kept[name] = kept
-                return buf
-        buf = torch.empty(shape, dtype=dtype)
-        self.kept[name] = (buf, _holders(buf))
-        return buf
-
-
-class FastDatasetFolder(Dataset):
-    """torchvision's ``DatasetFolder`` with fused decoding.
-
-    With ``loader=None`` samples are decoded by fastdecode (JPEG and BMP
-    natively, other formats through Pillow) and ``transform`` runs fused
-    (see :func:`fastdecode.transforms.fuse`); a custom ``loader`` is called
-    as torchvision calls it, with no fast path.
-
-    on_error: 'raise' (a DecodeError naming the file and index), 'skip'
-    (another index, drawn deterministically, is loaded instead and
-    ``skipped`` counts it) or 'warn' (the same, with a warning).
+    ``samples``, ``targets`` (and FastImageFolder's ``imgs``) are what
+    torchvision has: separate lists, ``imgs`` the same object as ``samples``;
+    items come from ``samples``. ``samples`` is kept compact until changed
+    (see :mod:`fastdecode.data._samples`). The transform chain is followed
+    live: a change to it is used from the next item on, in every process.
     """
 
     def __init__(
         self,
         root: Union[str, Path],
-        loader: Optional[Callable[[str], Any]] = None,
+        loader: Callable[[str], Any],
         extensions: Optional[tuple[str, ...]] = None,
         transform: Optional[Callable] = None,
         target_transform: Optional[Callable] = None,
         is_valid_file: Optional[Callable[[str], bool]] = None,
         allow_empty: bool = False,
         *,
+        exact: bool = False,
         on_error: str = "raise",
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
-        self.root = os.path.expanduser(root) if isinstance(root, str) else root
-        self.transform = transform
-        self.target_transform = target_transform
-        self.loader = loader
-        self.extensions = extensions
         self.on_error = on_error
         self.skipped = 0
+        self._live = LiveFused(bool(exact))
+        self.loader = loader  # before the transform: it decides whether the chain is fused
+        VisionDataset.__init__(self, root, transform=transform, target_transform=target_transform)
         classes, class_to_idx = self.find_classes(self.root)
         samples = self.make_dataset(
             self.root, class_to_idx=class_to_idx, extensions=extensions,
             is_valid_file=is_valid_file, allow_empty=allow_empty,
         )
+        self.extensions = extensions
         self.classes = classes
         self.class_to_idx = class_to_idx
-        self.samples = samples
+        self.targets = [s[1] for s in samples]  # ints shared with class_to_idx, as torchvision's
+        self.samples = SamplesView(SampleStore(samples))
+        self.imgs = self.samples  # ImageFolder's name (kept on DatasetFolder too, as before)
 
     # -- torchvision's overridable hooks -----------------------------------
 
@@ -257,88 +166,82 @@ class FastDatasetFolder(Dataset):
     def find_classes(self, directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
         return find_classes(directory)
 
-    # -- the file list, stored compactly -----------------------------------
-
-    @property
-    def samples(self) -> SamplesView:
-        return SamplesView(self._store)
-
-    @samples.setter
-    def samples(self, value) -> None:
-        self._store = SampleStore(value)
-
-    @property
-    def imgs(self) -> SamplesView:
-        return self.samples
-
-    @imgs.setter
-    def imgs(self, value) -> None:
-        self.samples = value
-
-    @property
-    def targets(self) -> TargetsView:
-        return TargetsView(self._store)
-
-    # -- the transform, fused once -----------------------------------------
+    # -- the transform, fused and followed ---------------------------------
 
     @property
     def transform(self) -> Optional[Callable]:
-        return self._transform
+        return self.__dict__.get("_transform")
 
     @transform.setter
     def transform(self, value: Optional[Callable]) -> None:
-        self._transform = value
-        self._fused = None  # rebuilt on first use, in whichever process uses it
+        self.__dict__["_transform"] = value
+        if self._fast_loader():
+            self._live.get(value)  # fuse now, here: a bad chain warns once, in this process
 
-    def _fused_transform(self):
-        if self._fused is None:
-            from fastdecode.transforms import fuse
+    @property
+    def exact(self) -> bool:
+        return self._live.exact
 
-            self._fused = fuse(self._transform)
-        return self._fused
+    def explain(self) -> str:
+        """How each item is loaded: the fused plan of ``transform`` (what joins
+        the decode, what runs unfused), as text."""
+        if not self._fast_loader():
+            return f"custom loader {self.loader!r}: called as torchvision calls it, nothing fused"
+        return self._live.explain(self.transform)
 
-    def __getstate__(self):
+    def _fast_loader(self) -> bool:
+        loader = self.__dict__.get("loader")
+        return loader is None or loader is default_loader or is_pil_loader(loader)
+
+    def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_fused"] = None
         state.pop("_buffers", None)  # per-thread buffers stay with their threads
+        samples, targets = state.get("samples"), state.get("targets")
+        if (isinstance(samples, SamplesView) and samples.store is not None
+                and type(targets) is list and len(targets) == len(samples)
+                and all(type(t) is int for t in targets)
+                and np.array_equal(np.asarray(targets, dtype=np.int64),
+                                   samples.store.target_array)):
+            state["targets"] = _TARGETS_FROM_STORE  # rebuilt with shared ints on unpickling
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        if state.get("targets") is _TARGETS_FROM_STORE:
+            state["targets"] = shared_int_list(state["samples"].store.target_array)
+        self.__dict__.update(state)
 
     # -- loading ------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._store)
+        return len(self.samples)
 
-    def __repr__(self) -> str:
-        lines = [f"Dataset {type(self).__name__}", f"    Number of datapoints: {len(self)}",
-                 f"    Root location: {self.root}"]
-        if self._transform is not None:
-            lines += ["    " + line for line in repr(self._transform).splitlines()]
-        return "\n".join(lines)
-
-    def _load(self, index: int) -> Any:
-        path = self._store.path(index)
-        if self.loader is not None:
+    def _load(self, index: int) -> tuple[Any, Any]:
+        path, target = self.samples[index]
+        transform = self.transform
+        if not self._fast_loader():
             sample = self.loader(path)
-            return self._transform(sample) if self._transform is not None else sample
+            return (transform(sample) if transform is not None else sample), target
+        fused = self._live.get(transform)
+        path = os.fspath(path)
         with _naming(path, index):
             data = _read_bytes(path)
-            if self._transform is None:
-                return _to_pil(decode_image(data))
-            return self._fused_transform()(data)
+            if fused is not None:
+                return fused(data), target
+            image = _to_pil(decode_image(data))
+        return (transform(image) if transform is not None else image), target
 
     def _replacement(self, index: int, attempt: int) -> int:
         """Deterministic stand-in for a broken sample: same index, same
         replacement, in every worker and every epoch."""
         return (index * 2654435761 + attempt * 40503 + 1) % len(self)
 
-    def _with_policy(self, index: int, load: Callable[[int], Any]) -> tuple[int, Any]:
-        """load(index), or for 'skip'/'warn' a replacement's; returns the
-        index actually loaded and its result."""
+    def _with_policy(self, index: int, load: Callable[[int], Any]) -> Any:
+        """load(index), or for 'skip'/'warn' a replacement's."""
         current = index
         for attempt in range(MAX_SKIPS + 1):
             try:
-                return current, load(current)
-            except DecodeError as exc:
+                return load(current)
+            except OSError as exc:  # ImageFileError, or a custom loader's file error
                 if self.on_error == "raise" or attempt == MAX_SKIPS:
                     raise
                 self.skipped += 1
@@ -350,20 +253,19 @@ class FastDatasetFolder(Dataset):
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         index = range(len(self))[index]  # negative indices, bounds, as a list
-        used, sample = self._with_policy(index, self._load)
-        target = self._store.target(used)
+        sample, target = self._with_policy(index, self._load)
         if self.target_transform is not None:
             target = self.target_transform(target)
         return sample, target
 
     # -- batches decoded in place -----------------------------------------
 
-    def _batch_fused(self):
+    def _batch_fused(self) -> Any:
         """The fused transform when batches can be decoded in place."""
-        if self.loader is not None or self._transform is None:
+        if not self._fast_loader():
             return None
-        fused = self._fused_transform()
-        return fused if fused.output_shape is not None else None
+        fused = self._live.get(self.transform)
+        return fused if fused is not None and fused.output_shape is not None else None
 
     def fixed_sample_shape(self) -> Optional[tuple[int, int, int]]:
         """(C, H, W) of the uint8 geometric result when every sample has it
@@ -377,11 +279,11 @@ class FastDatasetFolder(Dataset):
         when the chain's result is the uint8 pixels themselves. Lets a loader
         defer that step to the GPU."""
         fused = self._batch_fused()
-        if fused is None or fused.tail.identity:
+        if fused is None or fused.tensor_table is None:
             return None
-        return torch.from_numpy(fused.tail.table)
+        return torch.from_numpy(fused.tensor_table)
 
-    def decode_batch_into(self, indices: list[int], pixels) -> list[Any]:
+    def decode_batch_into(self, indices: list[int], pixels: Any) -> list[Any]:
         """Decodes samples ``indices`` into the uint8 (N, C, H, W) ``pixels``
         (tensor or array), slot by slot, and returns their targets."""
         fused = self._batch_fused()
@@ -393,13 +295,14 @@ class FastDatasetFolder(Dataset):
         for slot, index in enumerate(indices):
             index = range(len(self))[index]
 
-            def load_into(i: int, slot: int = slot) -> None:
-                path = self._store.path(i)
+            def load_into(i: int, slot: int = slot) -> Any:
+                path, target = self.samples[i]
+                path = os.fspath(path)
                 with _naming(path, i):
                     fused.decode_into(_read_bytes(path), slots[slot])
+                return target
 
-            used, _ = self._with_policy(index, load_into)
-            target = self._store.target(used)
+            target = self._with_policy(index, load_into)
             targets.append(self.target_transform(target) if self.target_transform else target)
         return targets
 
@@ -413,39 +316,51 @@ class FastDatasetFolder(Dataset):
             return [self[i] for i in indices]
         shape = (len(indices), *fused.output_shape)
         buffers = self._batch_buffers()
-        if fused.tail.identity:  # the uint8 pixels are the result
+        if fused.tensor_table is None:  # the uint8 pixels are the result
             pixels = buffers.get("batch", shape, torch.uint8)
             targets = self.decode_batch_into(indices, pixels)
             batch = fused.finish(pixels)
         else:  # the pixels are consumed at once, by the chain's tensor step
             pixels = buffers.get("pixels", shape, torch.uint8, leaves=False)
             targets = self.decode_batch_into(indices, pixels)
-            batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.tail.dtype))
+            batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
         return list(zip(batch.unbind(0), targets))
 
-    def _batch_buffers(self) -> _BatchBuffers:
+    def _batch_buffers(self) -> BatchBuffers:
         buffers = self.__dict__.get("_buffers")
         if buffers is None:
-            buffers = self.__dict__.setdefault("_buffers", _BatchBuffers())
+            buffers = self.__dict__.setdefault("_buffers", BatchBuffers())
         return buffers
 
 
-class FastImageFolder(FastDatasetFolder):
-    """torchvision's ``ImageFolder`` with fused decoding (see FastDatasetFolder)."""
+class _TARGETS_FROM_STORE:  # noqa: N801 - a marker pickled by reference (identity survives)
+    """In a pickled dataset: targets equal the samples' targets (rebuilt from the store)."""
+
+
+# ImageFolder's loader default, so the signatures are equal (it keeps the fast path)
+_IMAGEFOLDER_LOADER: Callable[[str], Any] = TV_DEFAULT_LOADER or default_loader
+
+
+class FastImageFolder(FastDatasetFolder, ImageFolder):
+    """torchvision's ``ImageFolder`` with fused decoding (see
+    FastDatasetFolder); with torchvision installed it is a
+    ``torchvision.datasets.ImageFolder``, with the same constructor plus the
+    keyword-only ``exact`` and ``on_error``."""
 
     def __init__(
         self,
         root: Union[str, Path],
         transform: Optional[Callable] = None,
         target_transform: Optional[Callable] = None,
-        loader: Optional[Callable[[str], Any]] = None,
+        loader: Callable[[str], Any] = _IMAGEFOLDER_LOADER,
         is_valid_file: Optional[Callable[[str], bool]] = None,
         allow_empty: bool = False,
         *,
+        exact: bool = False,
         on_error: str = "raise",
-    ) -> None:
+    ):
         super().__init__(
             root, loader, IMG_EXTENSIONS if is_valid_file is None else None,
             transform=transform, target_transform=target_transform,
-            is_valid_file=is_valid_file, allow_empty=allow_empty, on_error=on_error,
+            is_valid_file=is_valid_file, allow_empty=allow_empty, exact=exact, on_error=on_error,
         )

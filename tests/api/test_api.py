@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import io
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.jpeg_samples import natural_image, pillow_rgb, sample_jpeg
 from PIL import Image
 
 import fastdecode as fd
 from fastdecode import api
-from helpers.jpeg_samples import natural_image, pillow_rgb, sample_jpeg
+from fastdecode._options import BMP_OPTIONS, DEFAULTS, DecodeOptions
 
 
 def encoded(fmt: str, size=(45, 67), mode="RGB") -> bytes:
@@ -87,12 +91,78 @@ def test_read_image_maps_large_files(tmp_path, monkeypatch):
     monkeypatch.setattr(api, "MMAP_THRESHOLD", 16)
     np.testing.assert_array_equal(fd.read_image(path), pillow_rgb(data))
     monkeypatch.setattr(api, "MMAP_THRESHOLD", 1 << 30)
-    np.testing.assert_array_equal(fd.read_image(path, layout="CHW"), pillow_rgb(data).transpose(2, 0, 1))
+    np.testing.assert_array_equal(fd.read_image(path, layout="CHW"),
+                                  pillow_rgb(data).transpose(2, 0, 1))
 
 
-def test_public_api_is_small_and_typed():
-    assert all(isinstance(name, str) for name in fd.__all__)
-    assert set(fd.__all__) <= set(dir(fd))
+def test_value_types_and_error_hierarchy():
+    # (that every name in __all__ resolves: tests/api/test_public_api.py)
     assert fd.Mode("RGB") is fd.Mode.RGB and fd.Mode.L == "L" and fd.Mode.RGB.channels == 3
     assert issubclass(fd.DecodeError, ValueError) and issubclass(fd.DecodeError, fd.FastDecodeError)
     assert issubclass(fd.UnsupportedFormatError, fd.DecodeError)
+
+
+FALLBACK_OPTIONS = {
+    "scale-3/8": {"scale": 0.375},
+    "min_size": {"min_size": (12, 20)},
+    "crop-scale-1/2": {"crop": (5, 9, 30, 40), "scale": 0.5},
+    "crop-min_size-CHW": {"crop": (3, 1, 33, 50), "min_size": (10, 10), "layout": "CHW"},
+    "crop-size-L": {"crop": (3, 1, 33, 50), "size": (7, 9), "mode": "L"},
+}
+
+
+@pytest.mark.parametrize("options", FALLBACK_OPTIONS.values(), ids=FALLBACK_OPTIONS.keys())
+@pytest.mark.parametrize("fmt", FALLBACK_FORMATS)
+def test_fallback_geometry_is_the_c_planners(fmt, options):
+    data = encoded(fmt)
+    header = fd.read_header(data)
+    planned = fd._native.plan_shape(header.height, header.width, **options)
+    got = fd.decode_image(data, **options)
+    assert got.shape == planned.shape
+    if "size" not in options:  # the crop of the box-filtered image at M/8
+        scaled = fd.decode_image(data, scale=planned.scale_num / 8, mode=options.get("mode", "RGB"))
+        assert scaled.shape[:2] == planned.scaled_size
+        top, left, h, w = planned.region
+        want = scaled[top:top + h, left:left + w]
+        if options.get("layout") == "CHW":
+            want = want.transpose(2, 0, 1)
+        np.testing.assert_array_equal(got, want)
+
+
+def _keywords(fn):
+    params = inspect.signature(fn).parameters.values()
+    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def _stub_keywords(name):
+    tree = ast.parse((Path(fd.__file__).parent / "_native.pyi").read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return [a.arg for a in fn.args.kwonlyargs]
+
+
+ENTRY_POINTS = {
+    "decode_image": (lambda: fd.decode_image, list(DecodeOptions.__annotations__)),
+    "decode_jpeg": (lambda: fd.decode_jpeg, list(DecodeOptions.__annotations__)),
+    "decode_bmp": (lambda: fd.decode_bmp, list(BMP_OPTIONS)),
+    "plan_shape": (lambda: fd._native.plan_shape,
+                   ["mode", "scale", "min_size", "crop", "size", "interpolation", "layout",
+                    "max_pixels"]),
+}
+
+
+@pytest.mark.parametrize("entry, names", ENTRY_POINTS.values(), ids=ENTRY_POINTS.keys())
+def test_entry_points_take_the_decode_options_with_their_defaults(entry, names):
+    keywords = _keywords(entry())
+    assert list(keywords) == names
+    assert keywords == {name: DEFAULTS[name] for name in names}
+    assert list(DEFAULTS) == list(DecodeOptions.__annotations__)
+
+
+@pytest.mark.parametrize("name", ["decode_jpeg", "decode_bmp", "plan_shape"])
+def test_stubs_take_the_decode_options(name):
+    assert _stub_keywords(name) == ENTRY_POINTS[name][1]
+
+
+def test_read_image_options_are_the_decode_options():
+    annotation = inspect.signature(fd.read_image).parameters["options"].annotation
+    assert annotation == "Unpack[DecodeOptions]"

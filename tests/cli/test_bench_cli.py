@@ -7,6 +7,7 @@ import json
 import pytest
 
 from fastdecode.cli.__main__ import main
+
 from helpers.trees import make_tree
 
 pytest.importorskip("torchvision")

@@ -128,6 +128,49 @@ def test_small_dev_shm_warns(tree, monkeypatch):
         fd.FastLoader(ds, batch_size=4, num_workers=2)
 
 
+def test_unsharded_loader_under_a_distributed_world_warns_once(tree, monkeypatch):
+    from torch.utils.data.distributed import DistributedSampler
+
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 0)
+    ds = fd.FastImageFolder(tree, TRAIN)
+    sharded = fd.FastLoader(ds, batch_size=4, num_workers=0,
+                            sampler=DistributedSampler(ds, num_replicas=2, rank=0))
+    next(iter(sharded))  # no warning: warnings are errors here
+    loader = fd.FastLoader(ds, batch_size=4, num_workers=0, shuffle=True)
+    with pytest.warns(RuntimeWarning, match=r"torch.distributed runs 2 processes but this "
+                                            r"FastLoader's sampler \(RandomSampler\) does not "
+                                            r"shard the data.*DistributedSampler"):
+        next(iter(loader))
+    next(iter(loader))  # once
+
+
+def test_fast_loader_is_a_dataloader_that_survives_re_creation(tree):
+    """What Lightning and Accelerate do: rebuild it from its attributes with
+    another sampler; the rebuilt one keeps threads, device and collate."""
+    from torch.utils.data.distributed import DistributedSampler
+
+    ds = fd.FastImageFolder(tree, TRAIN)
+    loader = fd.FastLoader(ds, batch_size=4, threads=2, shuffle=True)
+    assert isinstance(loader, torch.utils.data.DataLoader)
+    kwargs = {k: v for k, v in vars(loader).items() if not k.startswith("_")}
+    kwargs.update(sampler=DistributedSampler(ds, num_replicas=2, rank=1), batch_sampler=None)
+    again = fd.FastLoader(**kwargs)
+    assert again.threads == 2 and again.collate_fn is fd.collate and again.num_workers == 0
+    assert again.worker_init_fn is loader.worker_init_fn  # pinning not chained twice
+    assert [len(y) for _, y in batches(again)] == [4, 4, 1]  # 9 of the 18 samples
+
+
+def test_the_cuda_ring_module_imports_without_a_gpu():
+    from fastdecode.data import _cuda_ring
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(RuntimeError, match="the CUDA ring needs CUDA"):
+        _cuda_ring.CudaRing(2, (1, 3, 8, 8))
+
+
 def test_usable_cpus_reads_the_cgroup_quota(tmp_path):
     from fastdecode import _system
 
@@ -179,7 +222,8 @@ def shm_entries():
 def test_dead_worker_is_reported_quickly_and_leaks_no_shm():
     before = shm_entries()
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"):
+    with pytest.raises(RuntimeError,
+                       match=r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"):
         for _ in fd.FastLoader(Killer(), batch_size=1, num_workers=2):
             pass
     assert time.monotonic() - start < 30

@@ -43,22 +43,28 @@ By default the decoder also downscales in the DCT domain when the output is
 much smaller than the decoded region (``exact=False``: a JPEG at least 2.5x
 larger than the output decodes at 1/2, 1/4 or 1/8 scale first; >= 43 dB PSNR
 from the Pillow result on real photos); ``exact=True`` always decodes at full
-resolution and resamples like Pillow (near bit-exact: within 1 level).
+resolution and resamples where the result is Pillow's bit for bit (the
+native resampler for single-pass and nearest resamples, Pillow's for the
+rest): bit-identical to torchvision for every fused chain and format.
 """
 
 from __future__ import annotations
 
-import mmap
 from typing import Any
 
-import numpy as np
-import torch
-from torchvision import transforms as _T
 from torchvision.transforms import InterpolationMode
 
-from fastdecode import _fuse
-from fastdecode._fuse import FusedTransform, interpolation_mode
-from fastdecode._plan import Geometry
+from fastdecode.transforms.encoded import (
+    CenterCrop,
+    Compose,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    Resize,
+)
+from fastdecode.transforms.fused import FusedTransform
+from fastdecode.transforms.fused import fuse as _fuse
+from fastdecode.transforms.geometry import Geometry
+from fastdecode.transforms.render import DCT_MARGIN
 
 __all__ = [
     "CenterCrop",
@@ -74,15 +80,16 @@ __all__ = [
 
 
 def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
-         dct_margin: float = _fuse.DCT_MARGIN) -> FusedTransform:
+         dct_margin: float = DCT_MARGIN) -> FusedTransform:
     """A picklable callable ``f(data)`` on encoded image bytes that returns
     what ``transform(Image.open(io.BytesIO(data)).convert('RGB'))`` returns.
 
     transform: a torchvision ``transforms.Compose`` / ``transforms.v2.Compose``
       (nested ones are flattened), a list of transforms, a single transform,
       fastdecode's own classes, or None (the decoded PIL image).
-    exact: decode at full resolution before resampling (Pillow's pixels,
-      near bit-exact) instead of letting the decoder downscale by M/8 first.
+    exact: decode at full resolution and resample as Pillow does (results
+      bit-identical to torchvision's) instead of letting the decoder
+      downscale by M/8 first and resampling natively.
     region: for a region kept after a resample (``Resize(256)`` then
       ``CenterCrop(224)``): 'box' (default) decodes just the pixels the centre
       reads and resamples the sub-pixel source box, as Pillow's
@@ -106,79 +113,4 @@ def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
     :class:`FusedTransform`. Raises TypeError when a step is not callable,
     ValueError for an unknown ``region`` or a ``dct_margin`` below 1.
     """
-    return _fuse.fuse(transform, exact=exact, region=region, dct_margin=dct_margin)
-
-
-def _is_encoded(data: Any) -> bool:
-    if isinstance(data, (bytes, bytearray, memoryview, mmap.mmap)):
-        return True
-    if isinstance(data, np.ndarray):
-        return data.ndim == 1 and data.dtype == np.uint8
-    if isinstance(data, torch.Tensor):
-        return data.dim() == 1 and data.dtype == torch.uint8
-    return False
-
-
-class _AcceptsEncoded:
-    """Routes encoded bytes through a (cached) fused plan of ``self``: in
-    ``forward`` for the transforms (nn.Modules), in ``__call__`` for Compose."""
-
-    def forward(self, img):
-        if _is_encoded(img):
-            return self._fused_plan()(img)
-        return super().forward(img)
-
-    def _fused_plan(self) -> FusedTransform:
-        key = tuple(id(t) for t in _fuse.flatten(self))
-        cached = self.__dict__.get("_fd_fused")
-        if cached is None or cached[0] != key:
-            cached = (key, fuse(self))
-            self.__dict__["_fd_fused"] = cached
-        return cached[1]
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state.pop("_fd_fused", None)
-        return state
-
-
-class RandomResizedCrop(_AcceptsEncoded, _T.RandomResizedCrop):
-    """torchvision's RandomResizedCrop, also on encoded bytes (see module doc)."""
-
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
-                 interpolation=InterpolationMode.BILINEAR, antialias=True):
-        super().__init__(size, scale=scale, ratio=ratio,
-                         interpolation=interpolation_mode(interpolation), antialias=antialias)
-
-
-class Resize(_AcceptsEncoded, _T.Resize):
-    """torchvision's Resize, also on encoded bytes (see module doc)."""
-
-    def __init__(self, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
-                 antialias=True):
-        super().__init__(size, interpolation=interpolation_mode(interpolation),
-                         max_size=max_size, antialias=antialias)
-
-
-class CenterCrop(_AcceptsEncoded, _T.CenterCrop):
-    """torchvision's CenterCrop (zero padding included), also on encoded bytes."""
-
-
-class RandomHorizontalFlip(_AcceptsEncoded, _T.RandomHorizontalFlip):
-    """torchvision's RandomHorizontalFlip, also on encoded bytes."""
-
-
-class Compose(_AcceptsEncoded, _T.Compose):
-    """torchvision's Compose; on encoded bytes the whole chain is fused."""
-
-    def __call__(self, img):
-        if _is_encoded(img):
-            return self._fused_plan()(img)
-        return super().__call__(img)
-
-
-_fuse.register("rrc", RandomResizedCrop)
-_fuse.register("resize", Resize)
-_fuse.register("center_crop", CenterCrop)
-_fuse.register("hflip", RandomHorizontalFlip)
-_fuse.register("compose", Compose)
+    return _fuse(transform, exact=exact, region=region, dct_margin=dct_margin)

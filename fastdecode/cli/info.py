@@ -1,0 +1,33 @@
+"""``fastdecode info``: the version and capabilities of the installed library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from fastdecode.api import info
+from fastdecode.cli._args import add_command
+
+__all__ = ["register", "run"]
+
+
+def run(args: argparse.Namespace) -> int:
+    details = info()
+    if args.json:
+        print(json.dumps(details, indent=2))
+    else:
+        width = max(map(len, details))
+        for key, value in details.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = add_command(
+        subparsers, "info",
+        description="Prints the fastdecode version, the libjpeg-turbo it runs with and its "
+        "capabilities, as the running library reports them.",
+        epilog="examples:\n  fastdecode info\n  fastdecode info --json > fastdecode-info.json\n",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)

@@ -1,0 +1,369 @@
+"""FusedTransform: a chain split into geometry, tensor table and trailing steps, on bytes.
+
+:func:`split_chain` cuts the flat list of steps, in order, never reordered:
+
+1. ``geometric``: the leading run of RandomResizedCrop / Resize / CenterCrop /
+   RandomHorizontalFlip (:mod:`.kinds`), walked per image by
+   :mod:`.geometry` and rendered by one native decode (:mod:`.render`);
+   v2 geometric steps right after ToImage / PILToTensor join at the tensor
+   stage;
+2. ``tensor``: the converter and the per-pixel steps after it, one table
+   (:mod:`.tensor`);
+3. ``trailing``: everything from the first step not understood, run
+   unfused on the type torchvision would have given it there.
+
+When an image's geometry stops at an op (a second resample, a padded
+canvas...), :meth:`FusedTransform._unfused` runs the rest unfused: the one
+stop-and-replay routine for ``__call__`` and ``decode_into`` alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+import PIL.Image
+import torch
+from torchvision import tv_tensors
+
+from fastdecode import api
+from fastdecode.transforms.filters import FILTERS
+from fastdecode.transforms.geometry import (
+    Geometry,
+    GeoOp,
+    RandomResizedCropOp,
+    ResizeOp,
+    draw_geometry,
+    static_output_size,
+)
+from fastdecode.transforms.kinds import (
+    flatten,
+    geo_op,
+    is_converter,
+    is_pointwise,
+    is_uint8_converter,
+    short_name,
+    tensor_geo_op,
+)
+from fastdecode.transforms.render import DCT_MARGIN, Renderer
+from fastdecode.transforms.tensor import TensorTail, as_numpy
+
+__all__ = ["ChainSplit", "FusedTransform", "fuse", "split_chain"]
+
+
+@dataclass(frozen=True)
+class ChainSplit:
+    """Where a chain's steps run (see the module docstring).
+
+    geo_ops:  the geometric ops, PIL stage first, then tensor stage.
+    op_index: the index in ``steps`` of each op.
+    tail:     the tensor table, or None (no converter fused).
+    end:      index of the first trailing step (``steps[end:]`` run unfused).
+    """
+
+    geo_ops: tuple[GeoOp, ...]
+    op_index: tuple[int, ...]
+    tail: Optional[TensorTail]
+    end: int
+
+    @property
+    def tensor_stage(self) -> int:
+        """How many geometric ops run after the converter (on tensors)."""
+        return sum(op.stage == "tensor" for op in self.geo_ops)
+
+
+def split_chain(steps: list, exact: bool = False) -> ChainSplit:
+    """Splits a flat list of steps into geometry, tensor table and trailing
+    steps; reads the steps, changes nothing. ``exact``: only crops and flips
+    join after the converter (torch's uint8 resample is Pillow's within a
+    level, not bit for bit)."""
+    ops: list[GeoOp] = []
+    index: list[int] = []
+    i = 0
+    while i < len(steps) and (op := geo_op(steps[i])) is not None:
+        ops.append(op)
+        index.append(i)
+        i += 1
+    if i == len(steps) or not is_converter(steps[i]):
+        return ChainSplit(tuple(ops), tuple(index), None, i)
+    converter, j = steps[i], i + 1
+    tensor_ops: list[tuple[GeoOp, int]] = []
+    while (is_uint8_converter(converter) and j < len(steps)
+           and (op := tensor_geo_op(steps[j])) is not None
+           and not (exact and isinstance(op, (RandomResizedCropOp, ResizeOp)))):
+        tensor_ops.append((op, j))
+        j += 1
+    n = 0
+    while j + n < len(steps) and is_pointwise(steps[j + n]):
+        n += 1
+    # the longest prefix that runs (a bad Normalize raises at call time, as it would)
+    while n >= 0:
+        try:
+            tail = TensorTail([converter] + steps[j:j + n])
+        except Exception:  # noqa: BLE001 - any failure: leave it to torchvision
+            n -= 1
+            continue
+        ops += [op for op, _ in tensor_ops]
+        index += [k for _, k in tensor_ops]
+        return ChainSplit(tuple(ops), tuple(index), tail, j + n)
+    return ChainSplit(tuple(ops), tuple(index), None, i)  # the converter runs unfused
+
+
+class _Draw(NamedTuple):
+    """One image's drawn geometry and where it stopped."""
+
+    geo: Geometry
+    stop: int  # index of the first op that did not join; len(geo_ops) when all did
+    replacement: Optional[list]  # what runs instead of that op (None: the op itself)
+    fmt: str
+    rng: Optional[torch.Tensor]  # RNG state before the draws, for a tensor-stage replay
+
+
+def _as_data(data: Any):
+    if isinstance(data, torch.Tensor):
+        if data.dtype != torch.uint8 or data.dim() != 1:
+            raise TypeError(
+                "a tensor given to a fused transform must hold encoded bytes (1-D uint8), got "
+                f"{data.dtype} shape {tuple(data.shape)}"
+            )
+        return data.contiguous().numpy()
+    return data
+
+
+class FusedTransform:
+    """``f(data)`` == ``transform(Image.open(data).convert('RGB'))``, decoded
+    and transformed in as few passes as the chain allows.
+
+    Build with :func:`fastdecode.transforms.fuse`. Picklable (re-fused from the
+    source transform on unpickling), so it works in DataLoader workers.
+
+    Attributes:
+        plan: ``{'geometric': [...], 'tensor': [...], 'trailing': [...]}``, the
+            source transforms in each part (see the module docstring); ``repr``
+            prints it.
+        output_shape: (C, H, W) of every result when it is fixed and the whole
+            chain is geometric + tensor (then :meth:`decode_into` and
+            :meth:`finish` work); otherwise None.
+        last_params: the :class:`~fastdecode.transforms.Geometry` of the last
+            image (debugging only; not thread-safe).
+
+    The batch protocol (what datasets and loaders use; stable): when
+    :attr:`output_shape` is not None, :meth:`decode_into` fills a uint8
+    (C, H, W) slot, :attr:`tensor_table` is the per-channel table that
+    :meth:`finish` applies (None when ``finish`` returns the uint8 pixels
+    themselves) and :attr:`result_dtype` is the dtype ``finish`` returns.
+    """
+
+    def __init__(self, transform: Any, *, exact: bool = False, region: str = "box",
+                 dct_margin: float = DCT_MARGIN):
+        self.source = transform
+        self.exact = exact
+        self.renderer = Renderer(exact=exact, region_mode=region, dct_margin=dct_margin)
+        steps = flatten(transform)
+        for step in steps:
+            if not callable(step):
+                raise TypeError(f"fuse: {step!r} in the chain is not callable")
+        self.steps = steps
+        split = split_chain(steps, exact)
+        self.geo_ops = list(split.geo_ops)
+        self.op_index = list(split.op_index)
+        self.tail: Optional[TensorTail] = split.tail
+        self.tensor_stage = split.tensor_stage
+        self.trailing = steps[split.end:]
+        fixed = static_output_size(self.geo_ops) if self.geo_ops else None
+        self.output_shape = (
+            (3, fixed[0], fixed[1]) if fixed is not None and self.tail is not None
+            and not self.tail.numpy and not self.trailing else None
+        )
+        self.plan = {
+            "geometric": [op.transform for op in self.geo_ops],  # (after the converter: on tensors)
+            "tensor": list(self.tail.steps) if self.tail else [],
+            "trailing": list(self.trailing),
+        }
+        self.last_params: Optional[Geometry] = None
+
+    # -- the batch protocol ----------------------------------------------------------
+
+    @property
+    def tensor_table(self) -> Optional[np.ndarray]:
+        """The (C, 256) table of the tensor step: ``finish(pixels)[..., c, y, x]
+        == table[c, pixels[..., c, y, x]]``; np.float32 for the ToTensor /
+        Normalize / ToDtype(float32) chains (the array of the result dtype in
+        general). None when that step is the identity (``finish`` returns the
+        uint8 values as they are) or the chain has no fused tensor step.
+        Read-only; do not modify."""
+        if self.tail is None or self.tail.identity:
+            return None
+        return self.tail.table
+
+    @property
+    def result_dtype(self) -> Optional[torch.dtype]:
+        """The torch dtype of what :meth:`finish` returns (torch.uint8 for a
+        PILToTensor / ToImage tail, torch.float32 for ToTensor + Normalize...);
+        None when the chain has no fused tensor step (``finish`` raises)."""
+        return None if self.tail is None else self.tail.dtype
+
+    # -- saying what happened -----------------------------------------------------
+
+    def fusion_report(self):
+        """None when the chain's leading geometric run fused (steps after a
+        colour or augmentation step run unfused by design); otherwise a
+        :class:`~fastdecode.transforms.FusionReport` naming the first step
+        that stopped the fusion and why (``.step``, ``.index``, ``.reason``,
+        ``.fused``; ``str()`` says it in one line). For warnings."""
+        from fastdecode.transforms.report import fusion_report
+
+        return fusion_report(self)
+
+    def explain(self) -> str:
+        """Every step of the chain, where it runs (decode, tensor table,
+        unfused) and the :meth:`fusion_report`, as text."""
+        from fastdecode.transforms.report import explain
+
+        return explain(self)
+
+    # -- pickling: rebuild from the source ----------------------------------------
+
+    def __reduce__(self):
+        r = self.renderer
+        return (_rebuild, (self.source, self.exact, r.region_mode, r.dct_margin))
+
+    # -- calls -----------------------------------------------------------------------
+
+    def __call__(self, data: Any):
+        """The chain's result for encoded image bytes (any bytes-like, or a 1-D
+        uint8 tensor); a PIL image runs the chain unfused."""
+        if isinstance(data, PIL.Image.Image):
+            return self._run(self.steps, data)
+        data = _as_data(data)
+        draw = self._draw(data)
+        if draw.stop < len(self.geo_ops):
+            return self._unfused(data, draw, len(self.steps))
+        if self.tail is None:
+            return self._run(self.trailing, self._pil(data, draw.geo, draw.fmt))
+        chw = self.renderer.render(data, draw.geo, "CHW", fmt=draw.fmt)
+        return self._run(self.trailing, self.tail.apply(chw))
+
+    def decode_into(self, data: Any, out: Any) -> Geometry:
+        """Writes the geometric part's uint8 (C, H, W) result for ``data`` into
+        ``out`` and returns the :class:`~fastdecode.transforms.Geometry` used.
+
+        For batch loaders: ``out`` is a writable C-contiguous uint8 tensor or
+        array of shape :attr:`output_shape` (e.g. ``batch[i]`` of a
+        preallocated (N, C, H, W) uint8 batch); the random parameters are drawn
+        exactly as ``f(data)`` draws them. ``finish(batch)`` then turns the
+        uint8 batch into what ``f`` returns per image, stacked. Only available
+        when :attr:`output_shape` is not None (raises TypeError otherwise).
+        """
+        if self.output_shape is None:
+            raise TypeError(
+                "decode_into needs a chain with a fixed output shape made only of geometric "
+                f"and tensor steps (output_shape is None); plan: {self.plan}"
+            )
+        target = as_numpy(out, np.uint8, self.output_shape)
+        data = _as_data(data)
+        draw = self._draw(data)
+        if draw.stop == len(self.geo_ops):
+            self.renderer.render(data, draw.geo, "CHW", out=target, fmt=draw.fmt)
+            return draw.geo
+        # the geometric steps (with the converter when some run on tensors) unfused
+        result = self._unfused(data, draw, self.op_index[-1] + 1)
+        if isinstance(result, PIL.Image.Image):
+            arr = np.asarray(result.convert("RGB")).transpose(2, 0, 1)
+        else:
+            arr = result.as_subclass(torch.Tensor).numpy()
+        if arr.shape != target.shape:  # pragma: no cover - static size says otherwise
+            raise RuntimeError(f"unexpected shape {arr.shape}, expected {target.shape}")
+        np.copyto(target, arr)
+        return draw.geo
+
+    def finish(self, images: Any, out: Any = None):
+        """The deferred tensor part: uint8 (C, H, W) or (N, C, H, W) tensor (or
+        array) from :meth:`decode_into` -> what ``f(data)`` returns (stacked
+        along N), e.g. float32 normalized; one pass, into ``out`` when given
+        (a tensor/array of the result dtype and the same shape). A tensor with
+        the values of ``images`` is returned as is when the tensor part is a
+        plain PILToTensor. Needs :attr:`output_shape` (TypeError otherwise).
+        """
+        if self.output_shape is None or self.tail is None:
+            raise TypeError("finish needs a chain whose output_shape is not None")
+        arr = images.numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
+        if arr.dtype != np.uint8 or arr.ndim not in (3, 4) or arr.shape[-3] != 3:
+            raise ValueError(
+                f"finish takes uint8 (3, H, W) or (N, 3, H, W), got {arr.dtype} {arr.shape}"
+            )
+        if self.tail.identity and out is None and isinstance(images, torch.Tensor):
+            tensor = images.as_subclass(torch.Tensor)
+            return tensor.as_subclass(tv_tensors.Image) if self.tail.wrap else tensor
+        return self.tail.apply(np.ascontiguousarray(arr), out)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _draw(self, data) -> _Draw:
+        """Reads the header and draws this image's geometry (consuming the RNG
+        as torchvision would)."""
+        info = api.read_header(data)
+        rng = torch.get_rng_state() if self.tensor_stage else None
+        geo, stop, replacement = draw_geometry(self.geo_ops, info.height, info.width)
+        self.last_params = geo
+        if stop < len(self.geo_ops) and self.geo_ops[stop].stage != "tensor":
+            rng = None  # a PIL-stage stop: the rest runs unfused from there
+        return _Draw(geo, stop, replacement, info.format, rng)
+
+    def _unfused(self, data, draw: _Draw, end: int):
+        """``steps[:end]``'s result when the geometry stopped at op
+        ``draw.stop``. A tensor-stage stop cannot be resumed (the converter
+        already ran in torchvision's order): the RNG state from before the
+        draws is restored and ``steps[:end]`` replay from the whole image. A
+        PIL-stage stop renders what joined, then runs the stopping op (or its
+        replacement) and the steps after it up to ``end``."""
+        if draw.rng is not None:
+            torch.set_rng_state(draw.rng)
+            whole = Geometry.start(*draw.geo.image_size)
+            return self._run(self.steps[:end], self._pil(data, whole, draw.fmt))
+        index = self.op_index[draw.stop]
+        first = draw.replacement if draw.replacement is not None else [self.steps[index]]
+        return self._run(list(first) + self.steps[index + 1:end],
+                         self._pil(data, draw.geo, draw.fmt))
+
+    def _pil(self, data, geo: Geometry, fmt: str) -> PIL.Image.Image:
+        return PIL.Image.fromarray(self.renderer.render(data, geo, "HWC", fmt=fmt), "RGB")
+
+    @staticmethod
+    def _run(steps, value):
+        for step in steps:
+            value = step(value)
+        return value
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}("]
+        geo = " -> ".join(short_name(op.transform) + (" (on tensors)" if op.stage == "tensor"
+                                                      else "") for op in self.geo_ops)
+        pillow = sorted({FILTERS[op.filter].name for op in self.geo_ops
+                         if hasattr(op, "filter") and not FILTERS[op.filter].native})
+        how = ("native decode + resample" if not pillow
+               else f"native decode, Pillow resample ({', '.join(pillow)})")
+        lines.append(f"  decode: {geo or 'full image'}   [{how}]")
+        if self.tail is not None:
+            kind = ("uint8, no pass" if self.tail.identity
+                    else f"one table pass -> {self.tail.dtype}")
+            lines.append(f"  tensor: {self.tail!r}   [{kind}]")
+        if self.trailing:
+            lines.append("  trailing (unfused): " + " -> ".join(short_name(s)
+                                                                 for s in self.trailing))
+        report = self.fusion_report()
+        if report is not None:
+            lines.append(f"  stopped: {report}")
+        lines.append(f"  output_shape={self.output_shape}, exact={self.exact})")
+        return "\n".join(lines)
+
+
+def _rebuild(source, exact, region, dct_margin):
+    return FusedTransform(source, exact=exact, region=region, dct_margin=dct_margin)
+
+
+def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
+         dct_margin: float = DCT_MARGIN) -> FusedTransform:
+    """See :func:`fastdecode.transforms.fuse`."""
+    return FusedTransform(transform, exact=exact, region=region, dct_margin=dct_margin)

@@ -1,0 +1,339 @@
+"""Geometry: a chain's geometric transforms walked over one image's size.
+
+A chain of torchvision geometric transforms (RandomResizedCrop, Resize,
+CenterCrop, RandomHorizontalFlip) applied to ``Image.open(f).convert('RGB')``
+is translated into one :class:`Geometry`: which pixels of the stored image are
+decoded (an integer box, full resolution), the size they are resampled to,
+which part of that resampled image is kept, where it sits on a zero canvas
+(CenterCrop pads when the crop is larger than the image) and whether the
+result is mirrored.
+
+Random parameters are drawn through torchvision's own ``get_params`` /
+``make_params`` (on a zero-stride stand-in tensor of the image's size), so the
+global torch RNG is consumed exactly as torchvision consumes it: the same seed
+gives the same crop boxes and flips, and DataLoader's per-worker seeding works
+unchanged.
+
+An op that cannot join the geometry exactly (a second resample, a resample of
+a zero-padded canvas, an option torchvision would warn or fail on) *stops*
+it: that op and everything after it run unfused, in order, on the PIL image.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from fastdecode.transforms.filters import PIL_BILINEAR, PIL_FILTER_NAMES
+
+__all__ = ["CenterCropOp", "FlipOp", "GeoOp", "Geometry", "PilResize", "RandomResizedCropOp",
+           "ResizeOp", "Stop", "draw_geometry", "standin", "resized_output_size", "round_box",
+           "static_output_size"]
+
+
+def resized_output_size(height: int, width: int, size, max_size) -> tuple[int, int]:
+    """torchvision's ``_compute_resized_output_size`` (v1 and v2), as (h, w).
+
+    ``size`` is None (v2, with ``max_size``), a 1-sequence (shorter edge) or a
+    2-sequence (h, w). Raises ValueError where torchvision does.
+    """
+    short, long = (width, height) if width <= height else (height, width)
+    if size is None:
+        if not isinstance(max_size, int):
+            raise ValueError(f"max_size must be an integer when size is None, but got {max_size}")
+        new_short, new_long = int(max_size * short / long), max_size
+        new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
+    elif len(size) == 1:
+        requested = size[0]
+        new_short, new_long = requested, int(requested * long / short)
+        if max_size is not None:
+            if max_size <= requested:
+                raise ValueError(
+                    f"max_size = {max_size} must be strictly greater than the requested "
+                    f"size for the smaller edge size = {size}"
+                )
+            if new_long > max_size:
+                new_short, new_long = int(max_size * new_short / new_long), max_size
+        new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
+    else:
+        new_h, new_w = size[0], size[1]
+    return int(new_h), int(new_w)
+
+
+class Stop(Exception):
+    """Raised by an op that cannot join the geometry; carries what runs instead.
+
+    ``steps`` are callables on a PIL image that replace the op itself (e.g. the
+    resize half of a RandomResizedCrop whose crop already joined the geometry);
+    None means the op runs unfused as it is.
+    """
+
+    def __init__(self, reason: str, steps=None):
+        super().__init__(reason)
+        self.reason = reason
+        self.steps = steps
+
+
+@dataclass
+class Geometry:
+    """The geometry of one image: what is decoded, resampled, kept and where it
+    lands; also what ``decode_into`` returns.
+
+    Coordinates are (top, left, height, width). Stage 0 is the stored image
+    (``image_size``), stage 1 the resampled image (``size``) of ``crop``.
+
+    image_size: (H, W) of the stored image.
+    crop:       integer box of the stored image that is decoded.
+    size:       (h, w) that ``crop`` is resampled to, or None (no resample).
+    region:     the part kept, in stage-1 coordinates (stage 0 when ``size`` is
+                None; then it equals ``crop``).
+    canvas:     (H, W) of the result.
+    content:    where ``region`` lands on the canvas (before mirroring); the
+                rest of the canvas is zero (CenterCrop padding).
+    flip:       the canvas is mirrored left-right.
+    filter:     Pillow filter id of the resample (see :mod:`.filters`).
+    """
+
+    image_size: tuple[int, int]
+    crop: tuple[int, int, int, int]
+    size: Optional[tuple[int, int]]
+    region: tuple[int, int, int, int]
+    canvas: tuple[int, int]
+    content: tuple[int, int, int, int]
+    flip: bool = False
+    filter: int = PIL_BILINEAR
+
+    @classmethod
+    def start(cls, height: int, width: int) -> "Geometry":
+        box = (0, 0, height, width)
+        return cls((height, width), box, None, box, (height, width), box)
+
+    @property
+    def padded(self) -> bool:
+        return self.content != (0, 0) + self.canvas
+
+    @property
+    def region_is_full(self) -> bool:
+        return self.size is None or self.region == (0, 0) + self.size
+
+    def source_box(self) -> tuple[float, float, float, float]:
+        """The kept region in stored-image coordinates (floats after a resample)."""
+        if self.size is None:
+            top, left, height, width = self.region
+            return (float(top), float(left), float(height), float(width))
+        ct, cl, ch, cw = self.crop
+        sy, sx = ch / self.size[0], cw / self.size[1]
+        top, left, height, width = self.region
+        return (ct + top * sy, cl + left * sx, height * sy, width * sx)
+
+    # -- the primitive operations -------------------------------------------------
+
+    def do_crop(self, top: int, left: int, height: int, width: int) -> None:
+        """Crop (top, left, height, width) of the current canvas; zero outside it."""
+        canvas_h, canvas_w = self.canvas
+        if self.flip:
+            left = canvas_w - left - width
+        ct, cl, ch, cw = self.content
+        it, il = max(ct, top), max(cl, left)
+        ib, ir = min(ct + ch, top + height), min(cl + cw, left + width)
+        ih, iw = max(0, ib - it), max(0, ir - il)
+        rt, rl, _, _ = self.region
+        rt, rl = rt + (it - ct), rl + (il - cl)
+        self.region = (rt, rl, ih, iw)
+        if self.size is None:
+            self.crop = self.region
+        self.content = (it - top, il - left, ih, iw)
+        self.canvas = (height, width)
+
+    def do_resize(self, height: int, width: int, pil_filter: int) -> None:
+        """Resample the canvas to (height, width); Stop if that is not exact."""
+        if (height, width) == self.canvas:
+            return  # torchvision returns the image unchanged
+        if self.size is not None:
+            raise Stop("a second resample")
+        if self.padded:
+            raise Stop("resample of a zero-padded canvas")
+        if self.content[2] == 0 or self.content[3] == 0:
+            raise Stop("resample of an empty image")
+        self.crop = self.region
+        self.size = (height, width)
+        self.region = (0, 0, height, width)
+        self.canvas = (height, width)
+        self.content = (0, 0, height, width)
+        self.filter = pil_filter
+
+    def do_flip(self) -> None:
+        self.flip = not self.flip
+
+
+def standin(canvas: tuple[int, int]) -> torch.Tensor:
+    """A zero-stride uint8 tensor of the canvas size: what torchvision's
+    get_params / make_params need to know the size, without any pixel."""
+    return torch.zeros(1, dtype=torch.uint8).expand(3, canvas[0], canvas[1])
+
+
+class GeoOp:
+    """One geometric transform, translated. ``apply`` mutates the Geometry."""
+
+    name = "geometric"
+    stage = "pil"  # "tensor": the transform comes after the PIL-to-tensor converter
+
+    def __init__(self, transform: Any):
+        self.transform = transform
+
+    def apply(self, geo: Geometry) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def fixed_size(self, size):
+        """The canvas size after this op given the one before (None: unknown)."""
+        return size
+
+    def __repr__(self) -> str:
+        return repr(self.transform)
+
+
+class RandomResizedCropOp(GeoOp):
+    def __init__(self, transform, size, pil_filter, v2: bool):
+        super().__init__(transform)
+        self.size = size
+        self.filter = pil_filter
+        self.v2 = v2
+
+    def draw(self, canvas: tuple[int, int]) -> tuple[int, int, int, int]:
+        t = self.transform
+        if self.v2:
+            make_params = getattr(t, "make_params", None) or t._get_params
+            p = make_params([standin(canvas)])
+            return p["top"], p["left"], p["height"], p["width"]
+        top, left, height, width = type(t).get_params(standin(canvas), t.scale, t.ratio)
+        return int(top), int(left), int(height), int(width)
+
+    def pick_filter(self) -> int:
+        """The filter of this image's resample (drawn after the box, where a
+        transform draws it at all)."""
+        return self.filter
+
+    def apply(self, geo: Geometry) -> None:
+        if geo.padded:
+            raise Stop("random crop of a zero-padded canvas")
+        top, left, height, width = self.draw(geo.canvas)
+        flt = self.pick_filter()
+        geo.do_crop(top, left, height, width)
+        try:
+            geo.do_resize(self.size[0], self.size[1], flt)
+        except Stop as stop:
+            raise Stop(stop.reason, steps=[PilResize(self.size, flt)]) from None
+
+    def fixed_size(self, size):
+        return tuple(self.size)
+
+
+class ResizeOp(GeoOp):
+    def __init__(self, transform, size, max_size, pil_filter):
+        super().__init__(transform)
+        self.size = size  # None, [s] or [h, w]
+        self.max_size = max_size
+        self.filter = pil_filter
+
+    def apply(self, geo: Geometry) -> None:
+        h, w = geo.canvas
+        try:
+            new_h, new_w = resized_output_size(h, w, self.size, self.max_size)
+        except (ValueError, TypeError, ZeroDivisionError) as exc:
+            raise Stop(f"torchvision raises here: {exc}") from None
+        if new_h <= 0 or new_w <= 0:
+            raise Stop("empty output size")
+        geo.do_resize(new_h, new_w, self.filter)
+
+    def fixed_size(self, size):
+        if self.size is not None and len(self.size) == 2:
+            return (int(self.size[0]), int(self.size[1]))
+        return None
+
+
+class CenterCropOp(GeoOp):
+    def __init__(self, transform, size):
+        super().__init__(transform)
+        self.size = size  # (h, w)
+
+    def apply(self, geo: Geometry) -> None:
+        crop_h, crop_w = self.size
+        if crop_h <= 0 or crop_w <= 0:
+            raise Stop("empty crop")
+        image_h, image_w = geo.canvas
+        # F.center_crop: pad (left/top get the floor half) where the crop is
+        # larger, then crop at round((size - crop) / 2) (banker's rounding);
+        # in a padded dimension the padded size equals the crop, offset -pad.
+        top = (-((crop_h - image_h) // 2) if crop_h > image_h
+               else int(round((image_h - crop_h) / 2.0)))
+        left = (-((crop_w - image_w) // 2) if crop_w > image_w
+                else int(round((image_w - crop_w) / 2.0)))
+        # (in the coordinates of what torchvision sees, i.e. after any flip:
+        # do_crop mirrors the window when the canvas is flipped)
+        geo.do_crop(top, left, crop_h, crop_w)
+
+    def fixed_size(self, size):
+        return tuple(self.size)
+
+
+class FlipOp(GeoOp):
+    def __init__(self, transform, p):
+        super().__init__(transform)
+        self.p = p
+
+    def apply(self, geo: Geometry) -> None:
+        # v1: `if torch.rand(1) < p: flip`; v2: `if torch.rand(1) >= p: skip`.
+        if torch.rand(1) < self.p:
+            geo.do_flip()
+
+
+class PilResize:
+    """The resize half of a RandomResizedCrop, on a PIL image (what
+    torchvision's resized_crop does after its crop)."""
+
+    def __init__(self, size, pil_filter):
+        self.size = (int(size[0]), int(size[1]))
+        self.filter = pil_filter
+
+    def __call__(self, img):
+        if (img.height, img.width) == self.size:
+            return img
+        return img.resize((self.size[1], self.size[0]), self.filter)
+
+    def __repr__(self) -> str:
+        return f"PilResize(size={self.size}, filter={PIL_FILTER_NAMES.get(self.filter)})"
+
+
+def draw_geometry(ops, height: int, width: int):
+    """Walks ``ops`` over an image of (height, width): returns the Geometry,
+    the index of the first op that did not join it (len(ops) when all did) and
+    the replacement steps for that op (None: run it as it is)."""
+    geo = Geometry.start(height, width)
+    for index, op in enumerate(ops):
+        try:
+            op.apply(geo)
+        except Stop as stop:
+            return geo, index, stop.steps
+    return geo, len(ops), None
+
+
+def static_output_size(ops) -> Optional[tuple[int, int]]:
+    """The canvas size every image ends with after ``ops``, when fixed."""
+    size = None
+    for op in ops:
+        size = op.fixed_size(size)
+    return size
+
+
+def round_box(geo: Geometry) -> tuple[int, int, int, int]:
+    """The integer box of the stored image nearest to the kept region."""
+    top, left, height, width = geo.source_box()
+    H, W = geo.image_size
+    t, lf = int(math.floor(top + 0.5)), int(math.floor(left + 0.5))
+    b, r = int(math.floor(top + height + 0.5)), int(math.floor(left + width + 0.5))
+    t, lf = min(max(t, 0), H - 1), min(max(lf, 0), W - 1)
+    b, r = min(max(b, t + 1), H), min(max(r, lf + 1), W)
+    return (t, lf, b - t, r - lf)

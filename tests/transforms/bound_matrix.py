@@ -1,0 +1,97 @@
+"""Measures the default mode's distance from torchvision per op combination on a photo folder.
+
+Not a test (no ``test_`` prefix): the numbers behind the bound in ``fuse``'s
+docstring. Run from the repository root:
+
+    PYTHONPATH=.:tests python tests/transforms/bound_matrix.py /work/shared/corpus/photos
+
+Prints, per combination: images, min / median PSNR (dB) and max abs error
+(levels, uint8 pixels) of ``fuse(chain)(data)`` against
+``chain(Image.open(f).convert('RGB'))`` with the same seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+
+import numpy as np
+import torch
+from helpers.fusion import pil_of, psnr
+from torchvision import transforms as T
+from torchvision.transforms import v2 as T2
+
+from fastdecode.transforms import fuse
+
+BICUBIC, NEAREST = T.InterpolationMode.BICUBIC, T.InterpolationMode.NEAREST
+
+COMBINATIONS = {
+    "train-v1": lambda: T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                                   T.PILToTensor()]),
+    "train-v2": lambda: T2.Compose([T2.RandomResizedCrop(224), T2.RandomHorizontalFlip(),
+                                    T2.ToImage()]),
+    "eval-v1": lambda: T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()]),
+    "eval-v2": lambda: T2.Compose([T2.Resize(256), T2.CenterCrop(224), T2.ToImage()]),
+    "resize-only-v1": lambda: T.Compose([T.Resize(256), T.PILToTensor()]),
+    "resize-only-v2": lambda: T2.Compose([T2.Resize(256), T2.ToImage()]),
+    "resize-only-small": lambda: T.Compose([T.Resize(64), T.PILToTensor()]),
+    "train-bicubic": lambda: T.Compose([T.RandomResizedCrop(224, interpolation=BICUBIC),
+                                        T.PILToTensor()]),
+    "eval-bicubic": lambda: T.Compose([T.Resize(256, interpolation=BICUBIC), T.CenterCrop(224),
+                                       T.PILToTensor()]),
+    "train-nearest": lambda: T.Compose([T.RandomResizedCrop(224, interpolation=NEAREST),
+                                        T.PILToTensor()]),
+    "eval-nearest": lambda: T.Compose([T.Resize(256, interpolation=NEAREST), T.CenterCrop(224),
+                                       T.PILToTensor()]),
+    "eval-antialias-false-v2": lambda: T2.Compose([T2.ToImage(), T2.Resize(256, antialias=False),
+                                                   T2.CenterCrop(224)]),
+    "padding-center-crop": lambda: T.Compose([T.CenterCrop(600), T.PILToTensor()]),
+    "train-small-out": lambda: T.Compose([T.RandomResizedCrop(64), T.PILToTensor()]),
+    "eval-small-out": lambda: T.Compose([T.Resize(73), T.CenterCrop(64), T.PILToTensor()]),
+}
+
+
+def measure(name: str, files: list[pathlib.Path], exact: bool = False, **options) -> dict:
+    chain = COMBINATIONS[name]()
+    f = fuse(chain, exact=exact, **options)
+    values, worst = [], 0
+    for i, path in enumerate(files):
+        data = path.read_bytes()
+        torch.manual_seed(i)
+        ours = f(data).as_subclass(torch.Tensor).numpy().astype(np.int32)
+        torch.manual_seed(i)
+        theirs = chain(pil_of(data)).as_subclass(torch.Tensor).numpy().astype(np.int32)
+        values.append(psnr(ours.astype(float), theirs.astype(float)))
+        worst = max(worst, int(np.abs(ours - theirs).max()))
+    finite = [v for v in values if v != float("inf")] or [float("inf")]
+    return {"name": name, "n": len(files), "min": min(values), "median": statistics.median(values),
+            "max_abs": worst, "exact_share": sum(v == float("inf") for v in values) / len(files),
+            "worst_finite": min(finite)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=pathlib.Path)
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--exact", action="store_true")
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--dct-margin", type=float, default=None)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    files = sorted(p for p in args.folder.rglob("*") if p.suffix.lower() in (".jpeg", ".jpg"))
+    if args.limit:
+        files = files[:args.limit]
+    print(f"{'combination':26s} {'n':>4s} {'min dB':>7s} {'median':>7s} {'max|d|':>6s} "
+          f"{'bit-exact':>9s}")
+    for name in args.only or COMBINATIONS:
+        options = {} if args.dct_margin is None else {"dct_margin": args.dct_margin}
+        r = measure(name, files, exact=args.exact, **options)
+        print(f"{r['name']:26s} {r['n']:4d} {r['min']:7.2f} {r['median']:7.2f} "
+              f"{r['max_abs']:6d} {r['exact_share']:9.0%}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
