@@ -89,6 +89,20 @@ store_four(uint8_t *out, __m256i ab, __m256i cd, __m128i compress)
     memcpy(out + 8, &last, 4);
 }
 
+/* The same for eight pixels (pairs ab, cd, ef, gh), with two 16-byte
+ * stores: the second writes 4 bytes past the 24 of these pixels, so only
+ * while more pixels follow, whose stores overwrite them. */
+static inline __attribute__((target("avx2"), always_inline)) void
+store_eight_overlapping(uint8_t *out, __m256i ab, __m256i cd, __m256i ef, __m256i gh,
+                        __m256i order, __m256i compress)
+{
+    /* lanes after the packs: (a c e g | b d f h); order makes it a..h */
+    const __m256i s = _mm256_packus_epi16(_mm256_packs_epi32(ab, cd), _mm256_packs_epi32(ef, gh));
+    const __m256i v = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(s, order), compress);
+    _mm_storeu_si128((__m128i *)out, _mm256_castsi256_si128(v));
+    _mm_storeu_si128((__m128i *)(out + 12), _mm256_extracti128_si256(v, 1));
+}
+
 /* The loop of fd_hrow3_avx2 for one tap count (a constant after inlining). */
 static inline __attribute__((target("avx2"), always_inline)) uint32_t
 hrow3(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *offs,
@@ -109,8 +123,19 @@ hrow3(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *offs,
     uint32_t quads = out_w / 4;
     while (quads && (size_t)offs[quads * 4 - 1] + reach > avail)
         quads--;
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i compress8 = _mm256_broadcastsi128_si256(compress);
     const int32_t *k = packed;
-    for (uint32_t q = 0; q < quads; q++, offs += 4, out += 12, k += 16 * taps) {
+    uint32_t q = 0;
+    /* eight pixels a step while at least four more follow (see the store) */
+    for (; q + 2 < quads; q += 2, offs += 8, out += 24, k += 32 * taps) {
+        const __m256i ab = pair_sums(in + offs[0], in + offs[1], k, taps, masks);
+        const __m256i cd = pair_sums(in + offs[2], in + offs[3], k + 8 * taps, taps, masks);
+        const __m256i ef = pair_sums(in + offs[4], in + offs[5], k + 16 * taps, taps, masks);
+        const __m256i gh = pair_sums(in + offs[6], in + offs[7], k + 24 * taps, taps, masks);
+        store_eight_overlapping(out, ab, cd, ef, gh, order, compress8);
+    }
+    for (; q < quads; q++, offs += 4, out += 12, k += 16 * taps) {
         const __m256i ab = pair_sums(in + offs[0], in + offs[1], k, taps, masks);
         const __m256i cd = pair_sums(in + offs[2], in + offs[3], k + 8 * taps, taps, masks);
         store_four(out, ab, cd, compress);
