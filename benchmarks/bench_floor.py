@@ -98,14 +98,21 @@ def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
 
 def replayer(files: list[bytes], per_file: list[list[Call]], what: str) -> Callable[[], None]:
     """A pass over the files making the recorded calls ("fused") or only
-    their decodes without resampling ("crop")."""
+    their decodes without resampling ("crop"). For callgrind, whose toggles
+    cannot nest (decode(size=) calls fd_resample itself), the fused calls
+    also split in two: "fused-decodes" (every decode as recorded, resizes
+    left out) and "fused-resizes" (only the files with a separate resize:
+    their decodes, which then have no size=, and the resize)."""
     plans = []
     for data, calls in zip(files, per_file):
         steps = []
+        has_resize = any(kind == "resize" for kind, _ in calls)
+        if what == "fused-resizes" and not has_resize:
+            continue
         for kind, kw in calls:
             if kind == "decode" and what == "crop":
                 steps.append(("decode", {k: v for k, v in kw.items() if k in DECODE_ONLY}))
-            elif kind == "decode" or what == "fused":
+            elif kind == "decode" or what in ("fused", "fused-resizes"):
                 steps.append((kind, kw))
         plans.append((data, steps))
 
@@ -196,17 +203,18 @@ def count_instructions(state: Path, chain: str, n: int, listing: Path,
                        boxes: Path) -> dict[str, float]:
     """Instructions per image of the C floor, the crop decode and the fused calls."""
     per_file = json.loads(state.read_text())[chain][:n]
-    has_size = any(k == "decode" and "size" in kw for c in per_file for k, kw in c)
-    has_resize = any(k == "resize" for c in per_file for k, _ in c)
-    if has_size and has_resize:
-        raise RuntimeError("nested toggles: decode(size=) and resize in one chain")
+    if any(k == "decode" and "size" in kw and any(k2 == "resize" for k2, _ in c)
+           for c in per_file for k, kw in c):
+        raise RuntimeError("a file with both decode(size=) and a resize: toggles would nest")
     me = [sys.executable, str(Path(__file__).resolve()), "--replay", str(state), "--chain", chain,
           "--images", str(n)]
     out = {"C floor": callgrind([str(C_FLOOR), "--boxes", str(boxes), "--check", str(listing)],
                                 ["decode"]) / n / 1e6}
     out["crop"] = callgrind(me + ["--what", "crop"], ["fd_plan", "fd_decode"]) / n / 1e6
-    fused = ["fd_plan", "fd_decode"] + ["fd_resample"] * has_resize
-    out["fused"] = callgrind(me + ["--what", "fused"], fused) / n / 1e6
+    fused = callgrind(me + ["--what", "fused-decodes"], ["fd_plan", "fd_decode"])
+    if any(k == "resize" for c in per_file for k, _ in c):
+        fused += callgrind(me + ["--what", "fused-resizes"], ["fd_resample"])
+    out["fused"] = fused / n / 1e6
     return out
 
 
@@ -255,7 +263,8 @@ def main() -> None:
     p.add_argument("--chain", choices=("train", "eval"), action="append")
     p.add_argument("--json", type=Path)
     p.add_argument("--replay", help=argparse.SUPPRESS)
-    p.add_argument("--what", choices=("crop", "fused"), help=argparse.SUPPRESS)
+    p.add_argument("--what", choices=("crop", "fused", "fused-decodes", "fused-resizes"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.replay:
         return replay_main(args)
