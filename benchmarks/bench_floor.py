@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Per-image cost of the fused train and eval chains against the C crop-decode floor.
 
-    benchmarks/bench_floor.py [--photos DIR] [--images N] [--rounds R] [--seed S]
-                              [--callgrind N] [--json PATH]
+    python -m benchmarks.bench_floor [--photos DIR] [--images N] [--rounds R] [--seed S]
+                                     [--callgrind N] [--json PATH]
 
 Issue 16's per-image limit, measured the way it is stated: for each chain
 (train: RandomResizedCrop(224) + PILToTensor, boxes drawn from torch's RNG
@@ -43,12 +42,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-if (ROOT / "fastdecode" / "__init__.py").exists():
-    sys.path.insert(0, str(ROOT))  # a checkout measures its own in-place build
+import fastdecode
+from fastdecode import _native, api
 
-import fastdecode  # noqa: E402
-from fastdecode import _native, api  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 C_FLOOR = ROOT / "benchmarks" / "c_floor"
 PHOTOS = Path("/work/shared/corpus/photos")
@@ -176,7 +173,7 @@ def callgrind(argv: list[str], toggles: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
                "--collect-atstart=no"] + [f"--toggle-collect={t}" for t in toggles] + argv
-        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, cwd=ROOT)
         found = re.search(r"Collected : (\d+)", done.stderr)
         if done.returncode or not found:
             raise RuntimeError(f"callgrind failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -191,8 +188,8 @@ def count_instructions(state: Path, chain: str, n: int, listing: Path,
     has_resize = any(k == "resize" for c in per_file for k, _ in c)
     if has_size and has_resize:
         raise RuntimeError("nested toggles: decode(size=) and resize in one chain")
-    me = [sys.executable, str(Path(__file__).resolve()), "--replay", str(state), "--chain", chain,
-          "--images", str(n)]
+    me = [sys.executable, "-m", "benchmarks.bench_floor", "--replay", str(state),
+          "--chain", chain, "--images", str(n)]  # run from ROOT (callgrind's cwd)
     out = {"C floor": callgrind([str(C_FLOOR), "--boxes", str(boxes), "--check", str(listing)],
                                 ["decode"]) / n / 1e6}
     out["crop"] = callgrind(me + ["--what", "crop"], ["fd_plan", "fd_decode"]) / n / 1e6

@@ -27,8 +27,8 @@ from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
-from fastdecode._system import limit_threads_to_one, shm_free_bytes, usable_cpus
-from fastdecode.data._batches import note_batch_taken_whole
+from fastdecode._system import limit_threads_to_one, shm_budget, usable_cpus
+from fastdecode.data._batches import CpuRing, RingFiller, RingSampler, note_batch_taken_whole
 from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
@@ -108,16 +108,17 @@ def check_oversubscription(num_workers: int, threads_per_worker: int = 1) -> Non
         )
 
 
-def check_shm(num_workers: int, prefetch_factor: int, batch_bytes: int) -> None:
-    free = shm_free_bytes()
-    need = num_workers * prefetch_factor * batch_bytes
-    if free is not None and num_workers > 0 and need > free:
+def warn_if_shm_short(num_workers: int, prefetch_factor: int, batch_bytes: int) -> None:
+    """Warns once when /dev/shm cannot hold the batches the workers keep in
+    flight (``fastdecode._system.shm_budget``), saying how to enlarge it."""
+    budget = shm_budget(num_workers, prefetch_factor, batch_bytes)
+    if num_workers > 0 and budget.status == "short":
+        assert budget.free is not None
         _warn_once(
             "shm",
-            f"/dev/shm has {free / 2**20:.0f} MiB free but num_workers={num_workers} x "
-            f"prefetch_factor={prefetch_factor} batches need {need / 2**20:.0f} MiB: enlarge it "
-            f"(docker run --shm-size={math.ceil(need * 2 / 2**30)}g) or lower num_workers, "
-            f"prefetch_factor or batch_size",
+            f"/dev/shm has {budget.free / 2**20:.0f} MiB free but num_workers={num_workers} x "
+            f"prefetch_factor={prefetch_factor} batches need {budget.need / 2**20:.0f} MiB: "
+            f"enlarge it ({budget.advice}) or lower num_workers, prefetch_factor or batch_size",
         )
 
 
@@ -249,27 +250,37 @@ class FastLoader(_LoaderBase):
         self._record_for_lightning(given)
         self._lookahead = ahead
         self._ring: Optional[CudaRing] = None
+        self._cpu_ring: Optional[CpuRing] = None
         self._ring_loader: Optional[DataLoader] = None
         self._table: Optional[torch.Tensor] = None
         self._stream: Optional[torch.cuda.Stream] = None
 
         shape = self._fixed_shape()
+        slots = workers * ahead + 2  # in flight, arriving, held by the training step
         if workers:
             check_oversubscription(workers)
             if shape is not None:
-                check_shm(workers, ahead, self._batch_rows() * math.prod(shape))
+                warn_if_shm_short(workers, ahead, self._batch_bytes(shape))
+        inner = dict(num_workers=workers, collate_fn=identity, timeout=timeout, worker_init_fn=init,
+                     multiprocessing_context=multiprocessing_context, generator=generator,
+                     prefetch_factor=ahead, persistent_workers=self.persistent_workers)
         if self._use_ring(shape):
             assert shape is not None
-            slots = workers * ahead + 2
             self._ring = CudaRing(slots, (self._batch_rows(), *shape))
-            table = getattr(self.dataset, "pixel_table")()
+            table = self.dataset.pixel_table()  # type: ignore[attr-defined]
             self._table = None if table is None else table.to(self.device)
             self._ring_loader = _LoaderBase(
                 RingWriter(dataset, self._ring.ring),
-                batch_sampler=SlottedSampler(self.batch_sampler, slots), num_workers=workers,
-                collate_fn=identity, pin_memory=False, timeout=timeout, worker_init_fn=init,
-                multiprocessing_context=multiprocessing_context, generator=generator,
-                prefetch_factor=ahead, persistent_workers=self.persistent_workers)
+                batch_sampler=SlottedSampler(self.batch_sampler, slots), pin_memory=False, **inner)
+        elif self._use_cpu_ring(shape, collate_fn):
+            assert shape is not None
+            table = self.dataset.pixel_table()  # type: ignore[attr-defined]
+            dtype = torch.uint8 if table is None else table.dtype
+            self._cpu_ring = CpuRing(slots + 1, (self._batch_rows(), *shape), dtype)
+            self._ring_loader = _LoaderBase(
+                RingFiller(dataset, self._cpu_ring, self.collate_fn),
+                batch_sampler=RingSampler(self.batch_sampler, self._cpu_ring),
+                pin_memory=self.pin_memory, **inner)
 
     def _record_for_lightning(self, given: dict) -> None:
         """Lightning re-creates a DataLoader (to inject a DistributedSampler)
@@ -281,6 +292,12 @@ class FastLoader(_LoaderBase):
             for name, value in (("args", ()), ("kwargs", given), ("arg_names", ()),
                                 ("default_kwargs", {})):
                 object.__setattr__(self, f"__pl_saved_{name}", value)
+
+    def _batch_bytes(self, shape: tuple[int, ...]) -> int:
+        """Bytes of one batch as it crosses: the chain's result dtype."""
+        table = getattr(self.dataset, "pixel_table", lambda: None)()
+        size = 1 if table is None else table.element_size()
+        return self._batch_rows() * math.prod(shape) * size
 
     def _batch_rows(self) -> int:
         return int(getattr(self.batch_sampler, "batch_size", None) or self.batch_size or 1)
@@ -294,6 +311,12 @@ class FastLoader(_LoaderBase):
                 and self.num_workers > 0 and hasattr(self.dataset, "decode_batch_into")
                 and self.batch_sampler is not None)
 
+    def _use_cpu_ring(self, shape, collate_fn) -> bool:
+        return (shape is not None and self.num_workers > 0 and collate_fn is None
+                and (self.device is None or self.device.type == "cpu")
+                and hasattr(self.dataset, "decode_batch_into")
+                and hasattr(self.dataset, "pixel_table") and self.batch_sampler is not None)
+
     # -- iteration ----------------------------------------------------------
 
     def __iter__(self) -> Any:  # DataLoader's iterator, or a generator
@@ -301,12 +324,36 @@ class FastLoader(_LoaderBase):
         if self._ring is not None and self._ring_loader is not None and self.device is not None:
             return self._ring.batches(iter(self._ring_loader), self.device, self._side_stream(),
                                       self.num_workers * self._lookahead, self._table)
+        if self._cpu_ring is not None:
+            return self._iter_cpu_ring()
         if self.threads is not None:
             return self._iter_threads()
         it = super().__iter__()
         if self.device is None or self.device.type == "cpu":
             return it
         return (self._to_device(batch) for batch in it)
+
+    def _iter_cpu_ring(self) -> Iterator[Any]:
+        """Batches in the ring's slots; one pass at a time: a new pass ends
+        the workers of one left unfinished, which may still write slots."""
+        assert self._cpu_ring is not None and self._ring_loader is not None
+        previous = self.__dict__.get("_ring_pass")
+        if previous is not None and not self._ring_loader.persistent_workers:
+            previous._shutdown_workers()
+        it = iter(self._ring_loader)
+        self._ring_pass = it
+        ring = self._cpu_ring
+        for item in it:
+            if item[0] == "slot":
+                _, slot, rows, targets = item
+                images = ring.take(slot, rows)
+                targets = default_collate(targets)
+                if self.pin_memory:
+                    images, targets = images.pin_memory(), targets.pin_memory()
+                yield [images, targets]
+            else:
+                ring.fresh += 1
+                yield item[1]
 
     def _check_sharded(self) -> None:
         dist = torch.distributed
