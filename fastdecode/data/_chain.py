@@ -152,7 +152,7 @@ class LiveFused:
         if key in self.warned:
             return
         self.warned.add(key)
-        warnings.warn(f"fastdecode: {text}. See the plan with dataset.explain().",
+        warnings.warn(f"fastdecode stopped fusion: {text}. See the plan with dataset.explain().",
                       RuntimeWarning, stacklevel=5)
 
     def explain(self, transform: Any) -> str:
