@@ -203,8 +203,8 @@ def count_instructions(state: Path, chain: str, n: int, listing: Path,
     if any(k == "decode" and "size" in kw and any(k2 == "resize" for k2, _ in c)
            for c in per_file for k, kw in c):
         raise RuntimeError("a file with both decode(size=) and a resize: toggles would nest")
-    me = [sys.executable, str(Path(__file__).resolve()), "--replay", str(state), "--chain", chain,
-          "--images", str(n)]
+    me = [sys.executable, "-m", "benchmarks.bench_floor", "--replay", str(state),
+          "--chain", chain, "--images", str(n)]  # run from ROOT (callgrind's cwd)
     out = {"C floor": callgrind([str(C_FLOOR), "--boxes", str(boxes), "--check", str(listing)],
                                 ["decode"]) / n / 1e6}
     out["crop"] = callgrind(me + ["--what", "crop"], ["fd_plan", "fd_decode"]) / n / 1e6
