@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fuzz.bounded import bounded, hang_guard  # noqa: F401
-from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb
 from PIL import Image
 
 import fastdecode as fd
+
+from fuzz.bounded import bounded, hang_guard  # noqa: F401
+from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb
 
 NEEDS_CJPEG = pytest.mark.skipif(CJPEG is None, reason="cjpeg (libjpeg-turbo-progs) not installed")
 pytestmark = bounded(120)

@@ -15,7 +15,6 @@ import io
 import os
 import struct
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,10 +22,10 @@ from PIL import Image
 
 import fastdecode as fd
 from fastdecode import _native
-from helpers.jpeg_samples import encode, natural_image, with_exif_orientation
 
 from fuzz.bounded import bounded, hang_guard  # noqa: F401
 from fuzz.seeds import hand_bmps
+from helpers.jpeg_samples import encode, natural_image, with_exif_orientation
 
 CALLS = 100_000
 RSS_BOUND = 2 << 20

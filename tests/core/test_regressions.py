@@ -8,7 +8,6 @@ for the option-taking targets its last 12 bytes are the option trailer
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
