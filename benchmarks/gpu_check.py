@@ -324,11 +324,11 @@ def measure_copies(args: argparse.Namespace) -> dict[str, Any]:
     ring = CudaRing(2, shape)
     try:
         ring.ring.random_(0, 256)
-        pinned = torch.empty(shape, dtype=torch.uint8, pin_memory=True).copy_(ring.ring[0])
+        pinned = torch.empty(shape, dtype=torch.uint8, pin_memory=DEVICE == "cuda").copy_(ring.ring[0])
         pageable = ring.ring[0].clone()
-        dst = torch.empty(shape, dtype=torch.uint8, device="cuda")
+        dst = torch.empty(shape, dtype=torch.uint8, device=DEVICE)
         kinds = {
-            "ring .to()": lambda: ring.ring[1].to("cuda", non_blocking=True),
+            "ring .to()": lambda: ring.ring[1].to(DEVICE, non_blocking=True),
             "ring copy_": lambda: dst.copy_(ring.ring[1], non_blocking=True),
             "pinned copy_": lambda: dst.copy_(pinned, non_blocking=True),
             "pageable copy_": lambda: dst.copy_(pageable, non_blocking=True),
@@ -341,13 +341,13 @@ def measure_copies(args: argparse.Namespace) -> dict[str, Any]:
         out: list[dict[str, Any]] = [{"name": k, "ms": summarize(v),
                                       "gb_per_s": summarize([gb_per_s(nbytes, ms) for ms in v])}
                                      for k, v in times.items()]
-        registered = ring.registered
+        registered, pinned_seen = ring.registered, ring.ring.is_pinned()
     finally:
         ring.close()
     by = {k["name"]: k["gb_per_s"]["median"] for k in out}
     ratio = by["ring .to()"] / by["pinned copy_"]
     return {"ok": registered and ratio > 0.9, "bytes": nbytes, "kinds": out,
-            "ring_registered": registered,
+            "ring_registered": registered, "ring_is_pinned": pinned_seen,
             "summary": f"{nbytes / 1e6:.1f} MB: ring {by['ring .to()']:.2f} GB/s = "
                        f"{ratio:.2f}x pinned copy_ ({by['pinned copy_']:.2f} GB/s); pageable "
                        f"{by['pageable copy_']:.2f} GB/s"
