@@ -324,7 +324,8 @@ def measure_copies(args: argparse.Namespace) -> dict[str, Any]:
     ring = CudaRing(2, shape)
     try:
         ring.ring.random_(0, 256)
-        pinned = torch.empty(shape, dtype=torch.uint8, pin_memory=DEVICE == "cuda").copy_(ring.ring[0])
+        pinned = torch.empty(shape, dtype=torch.uint8, pin_memory=DEVICE == "cuda")
+        pinned.copy_(ring.ring[0])
         pageable = ring.ring[0].clone()
         dst = torch.empty(shape, dtype=torch.uint8, device=DEVICE)
         kinds = {
