@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import fastdecode as fd
+from fuzz import targets
 
 HERE = Path(__file__).resolve().parent
-from fuzz import targets
 
 REGRESSIONS = HERE / "regressions"
 
