@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import fastdecode as fd
+
 from fuzz import targets
 
 HERE = Path(__file__).resolve().parent
