@@ -58,8 +58,11 @@ What it does not do: variable-size outputs (the chain must fix the size, as
 for batches in FastImageFolder), actor pools (not needed: an actor pool that
 takes every CPU starves the read tasks and Ray waits 30 minutes before it
 reports no progress), on-error skipping (a bad file fails its task, naming
-the file). ``iter_torch_batches`` needs ``pydantic``, which ``ray[data]``
-does not install; ``fastdecode[ray]`` does.
+the file). ``iter_torch_batches`` cannot turn the ``path`` strings of
+``include_paths=True`` into tensors: drop the column first
+(``ds.drop_columns(["path"])``) or use ``iter_batches``.
+``iter_torch_batches`` needs ``pydantic``, which ``ray[data]`` does not
+install; ``fastdecode[ray]`` does.
 """
 
 from __future__ import annotations
