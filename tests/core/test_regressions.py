@@ -14,8 +14,9 @@ import pytest
 
 import fastdecode as fd
 
-HERE = Path(__file__).resolve().parent
 from fuzz import targets
+
+HERE = Path(__file__).resolve().parent
 
 REGRESSIONS = HERE / "regressions"
 

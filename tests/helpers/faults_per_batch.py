@@ -64,8 +64,9 @@ def faults_per_batch(make_loader: Callable[[], torch.utils.data.DataLoader],
 
 
 def main() -> None:
-    import fastdecode as fd
     from torchvision import transforms as T
+
+    import fastdecode as fd
 
     ap = argparse.ArgumentParser()
     ap.add_argument("root")
