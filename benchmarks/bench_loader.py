@@ -49,7 +49,7 @@ NOISY_SPREAD = 0.10  # (max - min) / median of a row's rounds above this: noisy
 STARTUP_SHARE = 0.05  # start-up should be under this share of a round
 # mode -> settings; batches per round are rounded up to whole waves of workers
 MODES: dict[str, dict[str, Any]] = {
-    "quick": dict(workers=[0, 2], batch=32, batches=4, rounds=3, fused=16, entries=100_000),
+    "quick": dict(workers=[0, 2], batch=16, batches=2, rounds=3, fused=8, entries=20_000),
     # about 90 s on 2 cores: 2 chains x 3 loaders x 4 epochs of 1,536 images, +file list
     "default": dict(workers=None, batch=256, batches=6, rounds=3, fused=128, entries=200_000),
     "full": dict(workers=[0, 1, 2, 4, 8], batch=256, batches=6, rounds=3, fused=256,
