@@ -25,6 +25,7 @@ tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
+
 from helpers.faults_per_batch import children  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 

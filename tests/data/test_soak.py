@@ -21,6 +21,7 @@ from PIL import Image  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
+
 from helpers.faults_per_batch import children  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitize
