@@ -23,6 +23,9 @@ soak: build
 
 # PyTurboJPEG loads libturbojpeg at run time; Debian ships it apart from the
 # libjpeg API (package libturbojpeg0). Without apt the benchmark skips it.
+# The default run takes about four minutes on 2 cores and ends with a
+# five-line summary; BENCH_ARGS=--full runs the whole sweep (~20 minutes),
+# BENCH_ARGS=--quick a smoke run.
 bench: build $(VENV)/.bench-deps benchmarks/c_floor
 	@if ! $(VPY) -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("turbojpeg"))' \
 	    && command -v apt-get >/dev/null; then \
@@ -75,7 +78,7 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	cp build/asan-lib/fastdecode/*.so $(ASAN_PKG)/fastdecode/
 	cd $(ASAN_PKG) && FASTDECODE_EXPECT_SANITIZED=1 LD_PRELOAD=$(ASAN_LIB) \
 	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    ../../$(VPY) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
+	    $(abspath $(VPY)) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
 
 clean:
 	rm -rf build dist *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor

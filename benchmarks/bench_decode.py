@@ -649,16 +649,18 @@ def run_shared(pool: ThreadPoolExecutor, calls: list[Call]) -> None:
 
 
 def bmp_section(peers: dict, samples: list[Sample]) -> Section:
-    """24-bit BMPs of the images (bottom-up, as Pillow and most tools write
-    them), against fastdecode's own decode of the source JPEGs and the
-    floor: a memcpy of the pixel bytes into a new array, the least that a
-    decoder returning a new array can do. (Into one reused buffer it was
-    slower on the VMs this was tuned on, so that is not the floor.)"""
-    from PIL import Image
+    """24-bit BMPs of the images (bottom-up BI_RGB, as Pillow, most tools and
+    `fastdecode convert` write them; written here by convert's writer, so the
+    section needs no Pillow), against fastdecode's own decode of the source
+    JPEGs and the floor: a memcpy of the pixel bytes into a new array, the
+    least that a decoder returning a new array can do. (Into one reused
+    buffer it was slower on the VMs this was tuned on, so that is not the
+    floor.)"""
+    from fastdecode.cli._output import EncodeOptions, write_bmp
 
     for s in samples:
         buf = io.BytesIO()
-        Image.open(io.BytesIO(s.jpeg)).convert("RGB").save(buf, "BMP")
+        write_bmp(buf, fastdecode.decode_image(s.jpeg, mode="RGB"), EncodeOptions("bmp"))
         s.bmp = buf.getvalue()
     out = reused_output(samples)
 

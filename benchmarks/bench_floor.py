@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Per-image cost of the fused train and eval chains against the C crop-decode floor.
 
-    benchmarks/bench_floor.py [--photos DIR] [--images N] [--rounds R] [--seed S]
-                              [--callgrind N] [--json PATH]
+    python -m benchmarks.bench_floor [--photos DIR] [--images N] [--rounds R] [--seed S]
+                                     [--callgrind N] [--json PATH]
 
 Issue 16's per-image limit, measured the way it is stated: for each chain
 (train: RandomResizedCrop(224) + PILToTensor, boxes drawn from torch's RNG
@@ -43,12 +42,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-if (ROOT / "fastdecode" / "__init__.py").exists():
-    sys.path.insert(0, str(ROOT))  # a checkout measures its own in-place build
+import fastdecode
+from fastdecode import _native, api
 
-import fastdecode  # noqa: E402
-from fastdecode import _native, api  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 C_FLOOR = ROOT / "benchmarks" / "c_floor"
 PHOTOS = Path("/work/shared/corpus/photos")
@@ -67,6 +64,7 @@ def chains() -> dict[str, Any]:
 def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
     """The native calls fuse(chain) makes for each file, in order."""
     import torch
+
     from fastdecode.transforms import fuse
     fused = fuse(chain)
     calls: list[Call] = []
@@ -84,7 +82,7 @@ def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
 
     torch.manual_seed(seed)
     per_file = []
-    api.decode_image, _native.resize = rec_decode, rec_resize
+    api.decode_image, _native.resize = rec_decode, rec_resize  # type: ignore[assignment]
     try:
         for data in files:
             calls.clear()
@@ -97,14 +95,21 @@ def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
 
 def replayer(files: list[bytes], per_file: list[list[Call]], what: str) -> Callable[[], None]:
     """A pass over the files making the recorded calls ("fused") or only
-    their decodes without resampling ("crop")."""
+    their decodes without resampling ("crop"). For callgrind, whose toggles
+    cannot nest (decode(size=) calls fd_resample itself), the fused calls
+    also split in two: "fused-decodes" (every decode as recorded, resizes
+    left out) and "fused-resizes" (only the files with a separate resize:
+    their decodes, which then have no size=, and the resize)."""
     plans = []
     for data, calls in zip(files, per_file):
         steps = []
+        has_resize = any(kind == "resize" for kind, _ in calls)
+        if what == "fused-resizes" and not has_resize:
+            continue
         for kind, kw in calls:
             if kind == "decode" and what == "crop":
                 steps.append(("decode", {k: v for k, v in kw.items() if k in DECODE_ONLY}))
-            elif kind == "decode" or what == "fused":
+            elif kind == "decode" or what in ("fused", "fused-resizes"):
                 steps.append((kind, kw))
         plans.append((data, steps))
 
@@ -116,6 +121,7 @@ def replayer(files: list[bytes], per_file: list[list[Call]], what: str) -> Calla
                     arr = api.decode_image(data, **kw)
                 else:
                     kw = dict(kw)
+                    assert arr is not None, "a resize without a decode before it"
                     arr = _native.resize(arr, kw.pop("size"), **kw)
     return run
 
@@ -138,20 +144,27 @@ class Floor:
         self.proc = subprocess.Popen([str(C_FLOOR), "--boxes", str(boxes), "--serve",
                                       str(listing)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout
         first = self.proc.stdout.readline().strip()
         if first != "ready":
             raise RuntimeError(f"c_floor did not start: {first!r}")
 
     def cpu_seconds(self, n: int) -> float:
+        assert self.proc.stdin and self.proc.stdout
         self.proc.stdin.write(f"0 {n}\n")
         self.proc.stdin.flush()
-        reply = dict(self.proc.stdout.readline().strip().split("=", 1) for _ in range(4))
+        assert self.proc.stdin and self.proc.stdout
+        reply: dict[str, str] = {}
+        for _ in range(4):
+            key, _, value = self.proc.stdout.readline().strip().partition("=")
+            reply[key] = value
         if int(reply["images"]) != n:
             raise RuntimeError(f"c_floor decoded {reply['images']} of {n} files")
         return float(reply["cpu_seconds"])
 
     def close(self) -> None:
-        self.proc.stdin.close()
+        if self.proc.stdin:
+            self.proc.stdin.close()
         self.proc.wait(timeout=30)
 
 
@@ -176,7 +189,7 @@ def callgrind(argv: list[str], toggles: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
                "--collect-atstart=no"] + [f"--toggle-collect={t}" for t in toggles] + argv
-        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, cwd=ROOT)
         found = re.search(r"Collected : (\d+)", done.stderr)
         if done.returncode or not found:
             raise RuntimeError(f"callgrind failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -187,17 +200,18 @@ def count_instructions(state: Path, chain: str, n: int, listing: Path,
                        boxes: Path) -> dict[str, float]:
     """Instructions per image of the C floor, the crop decode and the fused calls."""
     per_file = json.loads(state.read_text())[chain][:n]
-    has_size = any(k == "decode" and "size" in kw for c in per_file for k, kw in c)
-    has_resize = any(k == "resize" for c in per_file for k, _ in c)
-    if has_size and has_resize:
-        raise RuntimeError("nested toggles: decode(size=) and resize in one chain")
-    me = [sys.executable, str(Path(__file__).resolve()), "--replay", str(state), "--chain", chain,
-          "--images", str(n)]
+    if any(k == "decode" and "size" in kw and any(k2 == "resize" for k2, _ in c)
+           for c in per_file for k, kw in c):
+        raise RuntimeError("a file with both decode(size=) and a resize: toggles would nest")
+    me = [sys.executable, "-m", "benchmarks.bench_floor", "--replay", str(state),
+          "--chain", chain, "--images", str(n)]  # run from ROOT (callgrind's cwd)
     out = {"C floor": callgrind([str(C_FLOOR), "--boxes", str(boxes), "--check", str(listing)],
                                 ["decode"]) / n / 1e6}
     out["crop"] = callgrind(me + ["--what", "crop"], ["fd_plan", "fd_decode"]) / n / 1e6
-    fused = ["fd_plan", "fd_decode"] + ["fd_resample"] * has_resize
-    out["fused"] = callgrind(me + ["--what", "fused"], fused) / n / 1e6
+    fused = callgrind(me + ["--what", "fused-decodes"], ["fd_plan", "fd_decode"])
+    if any(k == "resize" for c in per_file for k, _ in c):
+        fused += callgrind(me + ["--what", "fused-resizes"], ["fd_resample"])
+    out["fused"] = fused / n / 1e6
     return out
 
 
@@ -246,7 +260,8 @@ def main() -> None:
     p.add_argument("--chain", choices=("train", "eval"), action="append")
     p.add_argument("--json", type=Path)
     p.add_argument("--replay", help=argparse.SUPPRESS)
-    p.add_argument("--what", choices=("crop", "fused"), help=argparse.SUPPRESS)
+    p.add_argument("--what", choices=("crop", "fused", "fused-decodes", "fused-resizes"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.replay:
         return replay_main(args)
@@ -271,9 +286,9 @@ def main() -> None:
             floor = Floor(listing, boxes)
             crop, fused = replayer(files, per_file, "crop"), replayer(files, per_file, "fused")
             crop(), fused()  # warm-up: scratch buffers, caches
-            sec = time_rounds({"C floor": lambda: floor.cpu_seconds(len(files)),
-                               "crop": lambda: timed(crop), "fused": lambda: timed(fused)},
-                              args.rounds)
+            sec = time_rounds({"C floor": functools.partial(floor.cpu_seconds, len(files)),
+                               "crop": functools.partial(timed, crop),
+                               "fused": functools.partial(timed, fused)}, args.rounds)
             floor.close()
             ms = {k: v / len(files) * 1e3 for k, v in sec.items()}
             ir = None

@@ -66,6 +66,7 @@ cdef extern from "fd_common.h" nogil:
         int64_t width
 
     uint64_t FD_DEFAULT_MAX_PIXELS
+    uint32_t FD_DEFAULT_MAX_WORK_PER_BYTE
 
     ctypedef struct fd_options:
         fd_mode mode
@@ -81,6 +82,7 @@ cdef extern from "fd_common.h" nogil:
         int fast
         int strict
         uint64_t max_pixels
+        uint32_t max_work_per_byte
         uint32_t size_height
         uint32_t size_width
         int interpolation
@@ -99,6 +101,8 @@ cdef extern from "fd_common.h" nogil:
         fd_rect region
 
     void fd_options_init(fd_options *opt)
+    fd_status fd_check_work(uint64_t blocks, size_t size, uint32_t max_work_per_byte,
+                            const char *what, fd_error *err)
     fd_format fd_sniff(const uint8_t *data, size_t size)
 
 

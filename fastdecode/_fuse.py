@@ -3,6 +3,8 @@
 from fastdecode.transforms.filters import PIL_FILTER_NAMES, interpolation_mode, pil_filter
 from fastdecode.transforms.fused import FusedTransform, fuse
 from fastdecode.transforms.kinds import flatten, geo_op, register
+from fastdecode.transforms.render import DCT_MARGIN, Renderer
+from fastdecode.transforms.tensor import TensorTail
 
-__all__ = ["PIL_FILTER_NAMES", "FusedTransform", "flatten", "fuse", "geo_op", "interpolation_mode",
-           "pil_filter", "register"]
+__all__ = ["DCT_MARGIN", "PIL_FILTER_NAMES", "FusedTransform", "Renderer", "TensorTail", "flatten",
+           "fuse", "geo_op", "interpolation_mode", "pil_filter", "register"]

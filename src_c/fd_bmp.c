@@ -951,7 +951,11 @@ static fd_status plan(const uint8_t *data, size_t size, const fd_options *opt, b
     if (st != FD_OK)
         return st;
     *crop = geo.region;
-    st = check_data(h, size, err);
+    if (is_rle(h->kind)) /* uncompressed data is all there (check_data): < 1 block a byte */
+        st = fd_check_work(((uint64_t)h->width * h->height + 63u) / 64u, size,
+                           opt->max_work_per_byte, "RLE BMP", err);
+    if (st == FD_OK)
+        st = check_data(h, size, err);
     if (st != FD_OK)
         return st;
     return fd_geometry_shape(&geo, opt, shape, err);

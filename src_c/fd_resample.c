@@ -14,14 +14,14 @@
 /* Scratch slots this file uses (fd_scratch in fd_common.c). */
 enum { SLOT_COEFFS = 0, SLOT_TEMP = 1, SLOT_ROW = 2 };
 
-static double bilinear_filter(double x)
+static inline double bilinear_filter(double x)
 {
     if (x < 0.0)
         x = -x;
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-static double bicubic_filter(double x)
+static inline double bicubic_filter(double x)
 {
     const double a = -0.5;
     if (x < 0.0)
@@ -45,7 +45,7 @@ static int coeff_ksize(uint32_t in_size, double in0, double in1, uint32_t out_si
 
 /* Pillow's precompute_coeffs + normalize_coeffs_8bpc. `pre` has room for
  * out_size * ksize doubles. */
-static void compute_coeffs(uint32_t in_size, double in0, double in1, uint32_t out_size,
+static inline __attribute__((always_inline)) void compute_coeffs(uint32_t in_size, double in0, double in1, uint32_t out_size,
                            double (*filter)(double), double support, coeffs *c, double *pre)
 {
     const double scale = (in1 - in0) / out_size;
@@ -83,6 +83,16 @@ static void compute_coeffs(uint32_t in_size, double in0, double in1, uint32_t ou
     for (size_t i = 0; i < (size_t)out_size * ksize; i++)
         c->kk[i] = pre[i] < 0 ? (int32_t)(-0.5 + pre[i] * (1 << PRECISION_BITS))
                               : (int32_t)(0.5 + pre[i] * (1 << PRECISION_BITS));
+}
+
+/* compute_coeffs with the filter inlined (the same double arithmetic). */
+static void axis_coeffs(uint32_t in_size, double in0, double in1, uint32_t out_size,
+                        fd_interp interp, coeffs *c, double *pre)
+{
+    if (interp == FD_INTERP_BICUBIC)
+        compute_coeffs(in_size, in0, in1, out_size, bicubic_filter, 2.0, c, pre);
+    else
+        compute_coeffs(in_size, in0, in1, out_size, bilinear_filter, 1.0, c, pre);
 }
 
 static inline uint8_t clip8(int32_t v)
@@ -169,7 +179,7 @@ typedef struct {
     uint8_t *row;     /* one output row */
     int32_t *acc;     /* the scalar vertical pass's sums */
     int simd;         /* AVX2 kernels */
-    int32_t *hpack;   /* fd_hrow3_avx2's weights, NULL: scalar horizontal pass */
+    int32_t *hpack;   /* fd_hrow3/1_avx2's weights, NULL: scalar horizontal pass */
     int htaps;        /* the largest tap count of hc */
     int put3;         /* rows go out through fd_put_row3_avx2 */
 #ifdef FD_RESAMPLE_AVX2
@@ -181,8 +191,10 @@ static void horizontal_pass(const job *j, const uint8_t *in, uint8_t *out, const
 {
     uint32_t done = 0;
 #ifdef FD_RESAMPLE_AVX2
-    if (j->hpack)
+    if (j->hpack && j->ch == 3)
         done = fd_hrow3_avx2(in, out, j->dst->width, j->hpack, j->htaps, limit);
+    else if (j->hpack)
+        done = fd_hrow1_avx2(in, out, j->dst->width, j->hpack, j->htaps, limit);
 #else
     (void)limit;
 #endif
@@ -260,12 +272,11 @@ static fd_status resample_nearest(const uint8_t *src, size_t stride, uint32_t sr
 }
 
 /* Both axes' coefficients in one scratch block: the double weights, then
- * bounds, fixed-point weights and (AVX2, RGB) the packed horizontal ones. */
+ * bounds, fixed-point weights and (AVX2, RGB or gray) the packed horizontal ones. */
 static fd_status prepare(job *j, uint32_t src_h, uint32_t src_w, fd_box box, fd_interp interp,
                          fd_error *err)
 {
     const uint32_t ow = j->dst->width, oh = j->dst->height;
-    double (*filter)(double) = interp == FD_INTERP_BICUBIC ? bicubic_filter : bilinear_filter;
     const double support = interp == FD_INTERP_BICUBIC ? 2.0 : 1.0;
     j->hc.ksize = coeff_ksize(src_w, box.x0, box.x1, ow, support);
     j->vc.ksize = coeff_ksize(src_h, box.y0, box.y1, oh, support);
@@ -276,6 +287,8 @@ static fd_status prepare(job *j, uint32_t src_h, uint32_t src_w, fd_box box, fd_
     /* an upper bound of the tap count until the coefficients are known */
     if (j->simd && j->ch == 3 && j->need_h && src_w <= INT32_MAX / 3)
         pack_n = fd_hpack3_count(ow, j->hc.ksize);
+    else if (j->simd && j->ch == 1 && j->need_h)
+        pack_n = fd_hpack1_count(ow, j->hc.ksize);
 #endif
     const size_t bytes = pre_n * sizeof(double) + ((size_t)ow + oh) * 2 * sizeof(int) +
                          (hn + vn + pack_n) * sizeof(int32_t) + 16;
@@ -287,8 +300,8 @@ static fd_status prepare(job *j, uint32_t src_h, uint32_t src_w, fd_box box, fd_
     j->vc.bounds = j->hc.bounds + (size_t)ow * 2;
     j->hc.kk = (int32_t *)(j->vc.bounds + (size_t)oh * 2);
     j->vc.kk = j->hc.kk + hn;
-    compute_coeffs(src_w, box.x0, box.x1, ow, filter, support, &j->hc, pre);
-    compute_coeffs(src_h, box.y0, box.y1, oh, filter, support, &j->vc, pre);
+    axis_coeffs(src_w, box.x0, box.x1, ow, interp, &j->hc, pre);
+    axis_coeffs(src_h, box.y0, box.y1, oh, interp, &j->vc, pre);
 #ifdef FD_RESAMPLE_AVX2
     if (pack_n) {
         int taps = 0;
@@ -297,7 +310,10 @@ static fd_status prepare(job *j, uint32_t src_h, uint32_t src_w, fd_box box, fd_
         if (taps > 0) {
             j->hpack = j->vc.kk + vn;
             j->htaps = taps;
-            fd_hpack3(&j->hc, ow, taps, j->hpack);
+            if (j->ch == 3)
+                fd_hpack3(&j->hc, ow, taps, j->hpack);
+            else
+                fd_hpack1(&j->hc, ow, taps, j->hpack);
         }
     }
 #endif

@@ -89,6 +89,20 @@ store_four(uint8_t *out, __m256i ab, __m256i cd, __m128i compress)
     memcpy(out + 8, &last, 4);
 }
 
+/* The same for eight pixels (pairs ab, cd, ef, gh), with two 16-byte
+ * stores: the second writes 4 bytes past the 24 of these pixels, so only
+ * while more pixels follow, whose stores overwrite them. */
+static inline __attribute__((target("avx2"), always_inline)) void
+store_eight_overlapping(uint8_t *out, __m256i ab, __m256i cd, __m256i ef, __m256i gh,
+                        __m256i order, __m256i compress)
+{
+    /* lanes after the packs: (a c e g | b d f h); order makes it a..h */
+    const __m256i s = _mm256_packus_epi16(_mm256_packs_epi32(ab, cd), _mm256_packs_epi32(ef, gh));
+    const __m256i v = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(s, order), compress);
+    _mm_storeu_si128((__m128i *)out, _mm256_castsi256_si128(v));
+    _mm_storeu_si128((__m128i *)(out + 12), _mm256_extracti128_si256(v, 1));
+}
+
 /* The loop of fd_hrow3_avx2 for one tap count (a constant after inlining). */
 static inline __attribute__((target("avx2"), always_inline)) uint32_t
 hrow3(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *offs,
@@ -109,8 +123,19 @@ hrow3(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *offs,
     uint32_t quads = out_w / 4;
     while (quads && (size_t)offs[quads * 4 - 1] + reach > avail)
         quads--;
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i compress8 = _mm256_broadcastsi128_si256(compress);
     const int32_t *k = packed;
-    for (uint32_t q = 0; q < quads; q++, offs += 4, out += 12, k += 16 * taps) {
+    uint32_t q = 0;
+    /* eight pixels a step while at least four more follow (see the store) */
+    for (; q + 2 < quads; q += 2, offs += 8, out += 24, k += 32 * taps) {
+        const __m256i ab = pair_sums(in + offs[0], in + offs[1], k, taps, masks);
+        const __m256i cd = pair_sums(in + offs[2], in + offs[3], k + 8 * taps, taps, masks);
+        const __m256i ef = pair_sums(in + offs[4], in + offs[5], k + 16 * taps, taps, masks);
+        const __m256i gh = pair_sums(in + offs[6], in + offs[7], k + 24 * taps, taps, masks);
+        store_eight_overlapping(out, ab, cd, ef, gh, order, compress8);
+    }
+    for (; q < quads; q++, offs += 4, out += 12, k += 16 * taps) {
         const __m256i ab = pair_sums(in + offs[0], in + offs[1], k, taps, masks);
         const __m256i cd = pair_sums(in + offs[2], in + offs[3], k + 8 * taps, taps, masks);
         store_four(out, ab, cd, compress);
@@ -141,6 +166,83 @@ uint32_t fd_hrow3_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const in
 static inline __attribute__((target("avx2"), always_inline)) __m256i load8(const uint8_t *p)
 {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+/* Gray: 8 taps per 8-byte load, one pixel per vector. */
+#define TAPS_PER_LANE8 8
+
+size_t fd_hpack1_count(uint32_t out_w, int taps)
+{
+    const int groups = (taps + TAPS_PER_LANE8 - 1) / TAPS_PER_LANE8;
+    return out_w + (size_t)out_w * (size_t)groups * 8;
+}
+
+void fd_hpack1(const fd_coeffs *c, uint32_t out_w, int taps, int32_t *packed)
+{
+    const int lanes = (taps + TAPS_PER_LANE8 - 1) / TAPS_PER_LANE8 * 8;
+    for (uint32_t xx = 0; xx < out_w; xx++)
+        *packed++ = c->bounds[xx * 2];
+    for (uint32_t xx = 0; xx < out_w; xx++) {
+        const int n = c->bounds[xx * 2 + 1];
+        const int32_t *k = c->kk + (size_t)xx * c->ksize;
+        for (int t = 0; t < lanes; t++)
+            *packed++ = t < n ? k[t] : 0;
+    }
+}
+
+/* Lane i: the sum of the 8 lanes of v[i]. */
+static inline __attribute__((target("avx2"), always_inline)) __m256i sum8x8(const __m256i *v)
+{
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                         _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]),
+                                         _mm256_hadd_epi32(v[6], v[7]));
+    /* h0: lanes (0-3 of v0..v3 | 4-7 of v0..v3), h1 the same for v4..v7 */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                            _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+/* The loop of fd_hrow1_avx2 for one tap-group count (constant after inlining). */
+static inline __attribute__((target("avx2"), always_inline)) uint32_t
+hrow1(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *offs,
+      const int32_t *packed, int groups, const uint8_t *limit)
+{
+    const __m256i half = _mm256_set1_epi32(1 << (FD_PRECISION_BITS - 1));
+    /* as in hrow3: the pixels whose loads stay below `limit` are a prefix */
+    const size_t reach = (size_t)8 * groups, avail = (size_t)(limit - in);
+    uint32_t octs = out_w / 8;
+    while (octs && (size_t)offs[octs * 8 - 1] + reach > avail)
+        octs--;
+    const int32_t *k = packed;
+    for (uint32_t o = 0; o < octs; o++, offs += 8, out += 8) {
+        __m256i v[8];
+        for (int i = 0; i < 8; i++, k += 8 * groups) {
+            v[i] = _mm256_setzero_si256();
+            for (int g = 0; g < groups; g++)
+                v[i] = _mm256_add_epi32(v[i], _mm256_mullo_epi32(
+                    load8(in + offs[i] + 8 * g),
+                    _mm256_loadu_si256((const __m256i *)(k + 8 * g))));
+        }
+        __m256i s = _mm256_srai_epi32(_mm256_add_epi32(sum8x8(v), half), FD_PRECISION_BITS);
+        s = _mm256_packus_epi16(_mm256_packs_epi32(s, s), _mm256_setzero_si256());
+        _mm_storel_epi64((__m128i *)out, _mm_unpacklo_epi32(_mm256_castsi256_si128(s),
+                                                            _mm256_extracti128_si256(s, 1)));
+    }
+    return octs * 8;
+}
+
+__attribute__((target("avx2")))
+uint32_t fd_hrow1_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *packed,
+                       int taps, const uint8_t *limit)
+{
+    const int groups = (taps + TAPS_PER_LANE8 - 1) / TAPS_PER_LANE8;
+    const int32_t *offs = packed;
+    packed += out_w;
+    switch (groups) {
+    case 1: return hrow1(in, out, out_w, offs, packed, 1, limit);
+    case 2: return hrow1(in, out, out_w, offs, packed, 2, limit);
+    default: return hrow1(in, out, out_w, offs, packed, groups, limit);
+    }
 }
 
 /* a + 8 bytes at p x w, in int32 lanes */

@@ -41,6 +41,16 @@ void fd_hpack3(const fd_coeffs *c, uint32_t out_w, int taps, int32_t *packed);
 uint32_t fd_hrow3_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *packed,
                        int taps, const uint8_t *limit);
 
+/* The same for one channel: out_w first inputs, then per output pixel
+ * its weights in groups of 8 lanes (0 past its count), for fd_hrow1_avx2. */
+size_t fd_hpack1_count(uint32_t out_w, int taps);
+void fd_hpack1(const fd_coeffs *c, uint32_t out_w, int taps, int32_t *packed);
+
+/* Gray horizontal pass over one row: output pixels [0, returned) (a
+ * multiple of 8), as fd_hrow3_avx2. */
+uint32_t fd_hrow1_avx2(const uint8_t *in, uint8_t *out, uint32_t out_w, const int32_t *packed,
+                       int taps, const uint8_t *limit);
+
 /* Vertical pass for one output row: bytes [0, returned) (a multiple of 8)
  * of `row_bytes`, from rows first .. first + n of `in`. */
 size_t fd_vrow_avx2(const uint8_t *in, size_t stride, uint8_t *out, size_t row_bytes, int first,

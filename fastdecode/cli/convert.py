@@ -209,6 +209,7 @@ def convert_tree(
     max_side: int | None = None,
     workers: int | None = None,
     time_sample: int = 50,
+    engine: str = "local",
 ) -> Summary:
     """Converts the ImageFolder tree at ``source`` into ``destination``; see ``--help``.
 
@@ -232,7 +233,8 @@ def convert_tree(
         summary.bytes_before += os.path.getsize(image)
         summary.bytes_after += os.path.getsize(output)
     workers = min(workers or _system.usable_cpus(), max(1, len(plan.todo)))
-    finished = list(plan.done) + convert_files(plan.todo, options, workers, summary, failures)
+    finished = list(plan.done) + convert_files(plan.todo, options, workers, summary, failures,
+                                               engine)
     summary.seconds = time.perf_counter() - started
     summary.failed = len(failures)
     summary.failures = [{"path": path, "error": error} for path, error in sorted(failures.items())]
@@ -243,7 +245,8 @@ def convert_tree(
 
 
 def convert_files(todo: list[tuple[str, str]], options: EncodeOptions, workers: int,
-                  summary: Summary, failures: dict[str, str]) -> list[tuple[str, str]]:
+                  summary: Summary, failures: dict[str, str],
+                  engine: str = "local") -> list[tuple[str, str]]:
     """Converts ``todo`` and counts it into ``summary`` and ``failures``;
     returns the (source, output) pairs written. Raises ConvertError when the
     destination fails (full, read-only) or a worker dies."""
@@ -252,7 +255,7 @@ def convert_files(todo: list[tuple[str, str]], options: EncodeOptions, workers: 
     bar = tqdm(total=len(todo), unit="img", desc=f"convert to {options.to}", disable=None)
     try:
         with bar:
-            for outcome in run_jobs(todo, options, workers):
+            for outcome in ENGINES[engine]()(todo, options, workers):
                 if outcome.destination_errno is not None:
                     raise ConvertError(
                         f"cannot write {outputs[outcome.source]}: "
@@ -272,6 +275,15 @@ def convert_files(todo: list[tuple[str, str]], options: EncodeOptions, workers: 
         raise ConvertError(f"a worker process died ({exc}); every finished file is kept: run "
                            "the same command again to resume") from exc
     return finished
+
+
+def _ray_jobs():
+    from fastdecode.data.ray import run_convert_jobs  # fastdecode[ray]; cluster: RAY_ADDRESS
+
+    return run_convert_jobs
+
+
+ENGINES = {"local": lambda: run_jobs, "ray": _ray_jobs}
 
 
 def format_bytes(size: float) -> str:
@@ -353,6 +365,8 @@ examples:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.to == "wds" or args.shard_size is not None or args.shard_count is not None:
+        return run_shards(args)
     if args.to == "bmp" and (args.quality is not None or args.subsampling is not None):
         print("fastdecode convert: error: --quality and --subsampling apply to --to jpeg only",
               file=sys.stderr)
@@ -362,7 +376,7 @@ def run(args: argparse.Namespace) -> int:
             args.source, args.destination, to=args.to,
             quality=90 if args.quality is None else args.quality,
             subsampling=args.subsampling or "4:2:0", max_side=args.max_side,
-            workers=args.workers, time_sample=args.time_sample,
+            workers=args.workers, time_sample=args.time_sample, engine=args.engine,
         )
     except (ValueError, ImportError) as exc:
         print(f"fastdecode convert: error: {exc}", file=sys.stderr)
@@ -380,12 +394,48 @@ def run(args: argparse.Namespace) -> int:
     return 1 if args.strict and (summary.failed or summary.empty_classes) else 0
 
 
+def run_shards(args: argparse.Namespace) -> int:
+    """--to wds: fastdecode.webdataset.write_shards."""
+    if args.to != "wds" or args.engine != "local" or args.subsampling is not None:
+        print("fastdecode convert: error: --shard-size/--shard-count go with --to wds, which "
+              "takes neither --engine ray nor --subsampling", file=sys.stderr)
+        return 2
+    from fastdecode.data.webdataset import format_summary as shard_summary
+    from fastdecode.data.webdataset import summary_json, write_shards
+
+    try:
+        summary = write_shards(args.source, args.destination, shard_size=args.shard_size,
+                               shard_count=args.shard_count, max_side=args.max_side,
+                               quality=90 if args.quality is None else args.quality,
+                               workers=args.workers)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nfastdecode convert: interrupted; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    print(shard_summary(summary))
+    if args.json is not None:
+        args.json.write_text(summary_json(summary))
+    return 1 if args.strict and summary.failed else 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "convert", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("source", metavar="SRC", type=Path, help="ImageFolder root")
     parser.add_argument("destination", metavar="DST", type=Path,
                         help="output root (created; must not be inside SRC)")
-    parser.add_argument("--to", required=True, choices=tuple(WRITERS), help="output format")
+    parser.add_argument("--to", required=True, choices=(*WRITERS, "wds"),
+                        help="output format (wds: WebDataset tar shards, see "
+                             "fastdecode.webdataset)")
+    parser.add_argument("--engine", choices=tuple(ENGINES), default="local",
+                        help="local processes, or ray: a Ray cluster (RAY_ADDRESS, else a "
+                             "local one; DST on a filesystem every node writes; fastdecode[ray])")
+    parser.add_argument("--shard-size", type=int, metavar="BYTES",
+                        help="--to wds: source bytes per shard (default 256 MiB)")
+    parser.add_argument("--shard-count", type=int, metavar="N",
+                        help="--to wds: this many shards instead")
     parser.add_argument("--quality", type=int, metavar="Q",
                         help="JPEG quality 1-100 (default 90; --to jpeg only)")
     parser.add_argument("--subsampling", choices=SUBSAMPLINGS,

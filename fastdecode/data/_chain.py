@@ -6,7 +6,7 @@ every item the fingerprint is taken again and a change (an attribute such as
 ``rrc.size = 160``, ``Compose.transforms.append(...)``, a reassignment) re-fuses
 before that item, in whichever process runs it. When the plan fuses less than
 the chain's leading geometric run, or nothing, it warns once (RuntimeWarning
-naming the transform that stopped fusion and why).
+with fuse's fusion report: the transform that stopped fusion and why).
 
 A FusedTransform given as the transform is used as such; when its source chain
 changes it is rebuilt with its own options (exact, region, dct_margin).
@@ -22,38 +22,66 @@ from fastdecode.data._base import HAVE_TORCHVISION
 
 __all__ = ["LiveFused", "fingerprint"]
 
-# Values compared by value in a fingerprint; anything else by identity (a
-# nested transform object is fingerprinted as a step of its own by flatten).
-_ATOMS = (int, float, str, bytes, bool, type(None), enum.Enum)
-_GEOMETRIC = {"RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip"}
+# Values compared by value in a fingerprint (exact types: one set lookup each, the common case);
+# enums and lists/tuples of them too; transform objects found in attributes are walked in
+# turn (Compose.transforms, a preset's self.transforms = Compose(...)), other objects compared
+# by identity. This runs at every item, so it is plain loops over each object's __dict__.
+_ATOMS = frozenset({int, float, str, bytes, bool, type(None)})
+_DEPTH = 4  # Compose in a wrapper in a Compose...: deeper objects count by identity
+
+
+def _walk(obj: Any, out: list, depth: int) -> None:
+    out.append(id(obj))
+    state = getattr(obj, "__dict__", None)
+    if not state or depth >= _DEPTH:
+        return
+    atoms = _ATOMS
+    for key, value in state.items():
+        if key[0] == "_":
+            continue
+        out.append(key)
+        cls = type(value)
+        if cls in atoms:
+            out.append(value)
+        elif cls is list or cls is tuple:
+            out.append(len(value))
+            for item in value:
+                if type(item) in atoms:
+                    out.append(item)
+                else:
+                    _value(item, out, depth)
+        else:
+            _value(value, out, depth)
+
+
+def _value(value: Any, out: list, depth: int) -> None:
+    if isinstance(value, enum.Enum):
+        out.append(value)
+    elif callable(value) and hasattr(value, "__dict__") and not isinstance(value, type):
+        _walk(value, out, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        out.append(tuple(_freeze(v) for v in value))
+    else:
+        version = getattr(value, "_version", None)  # a tensor: identity and in-place edits
+        out.append((id(value), version) if isinstance(version, int) else id(value))
 
 
 def _freeze(value: Any) -> Any:
-    if isinstance(value, _ATOMS):
+    if type(value) in _ATOMS or isinstance(value, enum.Enum):
         return value
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
-    version = getattr(value, "_version", None)  # a tensor: identity and in-place edits
-    return (id(value), version) if isinstance(version, int) else id(value)
+    return id(value)
 
 
-def _steps(transform: Any) -> list:
-    if not HAVE_TORCHVISION:
-        return [transform]
-    from fastdecode.transforms.kinds import flatten
-
-    return flatten(transform)
-
-
-def fingerprint(transform: Any) -> tuple:
-    """What a chain's result depends on: each step's identity, type and public
-    attributes (lists and tuples by value, other objects by identity)."""
-    parts: list = [id(transform)]
-    for step in _steps(transform):
-        state = getattr(step, "__dict__", None) or {}
-        parts.append((id(step), type(step),
-                      tuple((k, _freeze(v)) for k, v in state.items() if k[0] != "_")))
-    return tuple(parts)
+def fingerprint(transform: Any) -> list:
+    """What a chain's plan depends on: the identity and public attributes of
+    the transform and of every transform object reachable through them
+    (lists and tuples by value, other objects by identity). Equal
+    fingerprints mean an unchanged chain."""
+    out: list = []
+    _walk(transform, out, 0)
+    return out
 
 
 def _fused_type() -> Optional[type]:
@@ -64,24 +92,6 @@ def _fused_type() -> Optional[type]:
     return FusedTransform
 
 
-def _stop(fused: Any) -> Optional[tuple[Any, str]]:
-    """(step, why) when the plan fuses less than the leading geometric run, or
-    nothing at all; None when the whole leading run joined the decode."""
-    plan = fused.plan
-    if not plan["trailing"]:
-        return None
-    first = plan["trailing"][0]
-    if not plan["geometric"] and not plan["tensor"]:
-        return first, ("not a transform fastdecode fuses (RandomResizedCrop, Resize, CenterCrop, "
-                       "RandomHorizontalFlip, then ToTensor/PILToTensor/ToImage with Normalize/"
-                       "ToDtype/ConvertImageDtype); the image is decoded in full and the whole "
-                       "chain runs unfused")
-    if type(first).__name__ in _GEOMETRIC:
-        return first, ("its parameters cannot be fused; the decode stops before it and it and "
-                       "everything after it run unfused")
-    return None
-
-
 class LiveFused:
     """The fused plan of one dataset's transform (rebuilt per process: it is
     not pickled, only the set of warnings already given is)."""
@@ -89,7 +99,7 @@ class LiveFused:
     def __init__(self, exact: bool) -> None:
         self.exact = exact
         self.warned: set = set()
-        self._key: Optional[tuple] = None
+        self._key: Optional[list] = None
         self._fused: Any = None
         self._source: Any = None
 
@@ -106,8 +116,8 @@ class LiveFused:
         if transform is None:
             return None
         if not HAVE_TORCHVISION:
-            self._warn("transform", "torchvision is not importable, so nothing is fused: the "
-                       "file is decoded in full to a PIL image and the transform runs on it")
+            self._warn("no torchvision", "torchvision is not importable, so nothing is fused: "
+                       "each file is decoded in full to a PIL image and the transform runs on it")
             return None
         fused_type: Any = _fused_type()
         source = transform.source if isinstance(transform, fused_type) else transform
@@ -133,22 +143,17 @@ class LiveFused:
         return fuse(transform, exact=self.exact)
 
     def _report(self, fused: Any) -> None:
-        stop = _stop(fused)
-        if stop is None:
-            return
-        step, why = stop
-        name = type(step).__name__
-        if name in ("function", "builtin_function_or_method", "method"):
-            name = getattr(step, "__qualname__", name)
-        self._warn(name, why)
+        """Warns once per stopping step and reason (fuse's own fusion report)."""
+        report = fused.fusion_report()
+        if report is not None:
+            self._warn((type(report.step), report.reason), str(report))
 
-    def _warn(self, name: str, why: str) -> None:
-        if (name, why) in self.warned:
+    def _warn(self, key: Any, text: str) -> None:
+        if key in self.warned:
             return
-        self.warned.add((name, why))
-        warnings.warn(
-            f"fastdecode: {name} stopped fusion: {why}. See the plan with dataset.explain() "
-            f"(or repr(fastdecode.fuse(transform))).", RuntimeWarning, stacklevel=5)
+        self.warned.add(key)
+        warnings.warn(f"fastdecode stopped fusion: {text}. See the plan with dataset.explain().",
+                      RuntimeWarning, stacklevel=5)
 
     def explain(self, transform: Any) -> str:
         """The plan for ``transform``, as text."""

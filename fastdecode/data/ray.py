@@ -63,125 +63,29 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
 try:
     import pyarrow as pa
-    import pyarrow.fs as pafs
     import ray
     import ray.data
     from ray.data.block import BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
     from ray.data.extensions import ArrowTensorArray
-except ImportError as exc:  # pragma: no cover - exercised in a venv without ray
+except ImportError as exc:  # test_missing_ray_names_the_extra hides ray to check it
     raise ImportError(
         f"fastdecode.ray needs Ray Data ({exc}): pip install fastdecode[ray]"
     ) from exc
 
+from fastdecode.data._listing import Listing, PathsLike, list_images
 from fastdecode.data._rows import BatchDecoder, row_seed, row_seeds
-from fastdecode.data.datasets import IMG_EXTENSIONS, find_classes, make_dataset
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
            "run_convert_jobs"]
 
 BLOCK_ROWS = 64
-PathsLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
-
-
-# --------------------------------------------------------------------------
-# Listing: which files, in which order, with which labels.
-
-
-@dataclass
-class Listing:
-    """The rows of a read: paths in order, their labels (-1: no class) and
-    the filesystem they are on (None: local files)."""
-
-    paths: list[str]
-    labels: np.ndarray
-    classes: list[str]
-    filesystem: Optional[Any] = None
-
-
-def _is_uri(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
-def _local(path: str) -> str:
-    return os.path.expanduser(path[len("file://"):] if path.startswith("file://") else path)
-
-
-def _is_image(path: str) -> bool:
-    return path.lower().endswith(IMG_EXTENSIONS)
-
-
-def list_images(paths: PathsLike, filesystem: Optional[Any] = None) -> Listing:
-    """One directory with class folders is an ImageFolder tree: its files in
-    FastImageFolder's order with its class indices. Otherwise the image files
-    of each path (a directory: all of them, recursively, sorted), label -1."""
-    items = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-    if not items:
-        raise ValueError("read_images: no paths given")
-    if filesystem is None and not any(map(_is_uri, items)):
-        roots = [_local(p) for p in items]
-        if len(roots) == 1 and os.path.isdir(roots[0]) and any(
-                e.is_dir() for e in os.scandir(roots[0])):
-            classes, class_to_idx = find_classes(roots[0])
-            samples = make_dataset(roots[0], class_to_idx, extensions=IMG_EXTENSIONS)
-            return Listing([p for p, _ in samples], np.array([t for _, t in samples], np.int64),
-                           classes)
-        found: list[str] = []
-        for root in roots:
-            if not os.path.isdir(root):
-                if not os.path.exists(root):
-                    raise FileNotFoundError(f"read_images: no such file or directory: {root}")
-                found.append(root)
-                continue
-            found += sorted(os.path.join(d, f) for d, _, files in os.walk(root, followlinks=True)
-                            for f in files if _is_image(f))
-        return Listing(found, np.full(len(found), -1, np.int64), [])
-    return _list_remote(items, filesystem)
-
-
-def _list_remote(items: list[str], filesystem: Optional[Any]) -> Listing:
-    """URIs through pyarrow's filesystems; a class tree is ordered as
-    make_dataset orders a local one (class folders sorted, then each file by
-    its folder and name)."""
-    resolved = []
-    fs: Any = filesystem
-    for item in items:
-        if filesystem is None:  # each URI names its filesystem; the first one is used
-            uri_fs, item = pafs.FileSystem.from_uri(item)
-            fs = fs or uri_fs
-        resolved.append(item.rstrip("/"))
-    infos = fs.get_file_info(resolved)
-    if len(resolved) == 1 and infos[0].type == pafs.FileType.Directory:
-        top = fs.get_file_info(pafs.FileSelector(resolved[0]))
-        classes = sorted(i.base_name for i in top if i.type == pafs.FileType.Directory)
-        if classes:
-            paths, labels = [], []
-            for label, name in enumerate(classes):
-                found = fs.get_file_info(pafs.FileSelector(f"{resolved[0]}/{name}",
-                                                           recursive=True))
-                files = sorted((os.path.dirname(i.path), i.base_name) for i in found
-                               if i.type == pafs.FileType.File and _is_image(i.base_name))
-                paths += [f"{d}/{b}" for d, b in files]
-                labels += [label] * len(files)
-            return Listing(paths, np.array(labels, np.int64), classes, fs)
-    paths = []
-    for item, info in zip(resolved, infos):
-        if info.type == pafs.FileType.NotFound:
-            raise FileNotFoundError(f"read_images: no such file or directory: {item}")
-        if info.type == pafs.FileType.Directory:
-            found = fs.get_file_info(pafs.FileSelector(item, recursive=True))
-            paths += sorted(i.path for i in found
-                            if i.type == pafs.FileType.File and _is_image(i.base_name))
-        else:
-            paths.append(item)
-    return Listing(paths, np.full(len(paths), -1, np.int64), [], fs)
 
 
 # --------------------------------------------------------------------------
@@ -357,7 +261,7 @@ class Decode:
         columns = {k: batch[k] for k in batch}  # dict of numpy arrays or a pandas frame
         items = list(columns[self._need(columns)])
         seeds = self._seeds(np.asarray(columns[self.seed_column]) if self.seed_column else None)
-        images = self.decoder.decode(items, seeds, name=lambda j: f"row {j} of the batch")
+        images = self.decoder.decode(items, seeds, name=_row_names(columns.get("path")))
         if self.output_column != self.column:
             columns.pop(self.column)
         columns[self.output_column] = images
@@ -386,13 +290,20 @@ class Decode:
         else:
             items = column.to_pylist()
         keys = (table.column(self.seed_column).to_numpy() if self.seed_column else None)
-        images = self.decoder.decode(items, self._seeds(keys),
-                                     name=lambda j: f"row {j} of the batch")
+        paths = table.column("path").to_pylist() if "path" in table.column_names else None
+        images = self.decoder.decode(items, self._seeds(keys), name=_row_names(paths))
         index = table.column_names.index(self.column)
         if self.output_column == self.column:
             return table.set_column(index, self.column, _tensor_column(images))
         return table.remove_column(index).append_column(self.output_column,
                                                         _tensor_column(images))
+
+
+def _row_names(paths: Any) -> Any:
+    """Errors name a row by its ``path`` column when the batch has one."""
+    if paths is None:
+        return lambda j: f"row {j} of the batch"
+    return lambda j: str(paths[j])
 
 
 def _binary_views(column: pa.Array) -> list[np.ndarray]:
@@ -419,7 +330,7 @@ def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optiona
     the running cluster (``ray.init(address='auto')``) or starts a local one;
     the destination must be a filesystem every node writes to. ``workers``
     bounds the tasks in flight (default: twice the cluster's CPUs)."""
-    from fastdecode.cli.convert import convert_one
+    from fastdecode.cli._convert_jobs import convert_one
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)

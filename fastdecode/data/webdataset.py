@@ -50,7 +50,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from fastdecode.data.datasets import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
 __all__ = ["ShardSummary", "collate", "handler", "plan_shards", "write_shards"]
 
@@ -194,10 +194,11 @@ def _write_shard(path: str, members: list[tuple[int, str, int]], max_side: Optio
                  quality: int) -> tuple[int, list[tuple[str, str]]]:
     """One tar shard, atomically; returns its size and the inputs it left out."""
     from fastdecode.api import read_header
-    from fastdecode.cli.convert import WRITERS, Options, load_pixels, write_atomically
+    from fastdecode.cli import _convert_jobs
+    from fastdecode.cli._output import WRITERS, EncodeOptions, write_atomically
 
     failures: list[tuple[str, str]] = []
-    options = Options("jpeg", quality=quality, max_side=max_side)
+    options = EncodeOptions("jpeg", quality=quality, max_side=max_side)
 
     def add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
         info = tarfile.TarInfo(name)
@@ -213,7 +214,7 @@ def _write_shard(path: str, members: list[tuple[int, str, int]], max_side: Optio
                     read_header(data)  # a file that is no image is listed, not shipped
                     if max_side is not None:
                         out = io.BytesIO()
-                        WRITERS["jpeg"](out, load_pixels(data, max_side), options)
+                        WRITERS["jpeg"](out, _convert_jobs.load_pixels(data, max_side), options)
                         data = out.getvalue()
                 except Exception as exc:  # noqa: BLE001 - listed, as convert lists them
                     failures.append((source, f"{type(exc).__name__}: {exc}"))
@@ -234,7 +235,9 @@ def write_shards(source: Union[str, os.PathLike], destination: Union[str, os.Pat
     shards of another plan; an unreadable input is listed, not raised."""
     from tqdm import tqdm
 
-    from fastdecode.cli.convert import init_worker, usable_cpus, write_atomically
+    from fastdecode._system import usable_cpus
+    from fastdecode.cli._convert_jobs import init_worker
+    from fastdecode.cli._output import write_atomically
 
     started = time.perf_counter()
     src, dst = Path(source), Path(destination)
@@ -275,7 +278,7 @@ def write_shards(source: Union[str, os.PathLike], destination: Union[str, os.Pat
             _collect(results, summary, failures, bar)
         else:
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                                     initializer=init_worker) as pool:
+                                     initializer=init_worker, initargs=(os.getpid(),)) as pool:
                 futures = [pool.submit(_write_shard, p, m, max_side, quality) for p, m in todo]
                 _collect((f.result() for f in futures), summary, failures, bar)
     summary.failed = len(failures)

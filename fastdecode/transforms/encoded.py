@@ -12,7 +12,7 @@ from torchvision.transforms import InterpolationMode
 
 from fastdecode.transforms.filters import interpolation_mode
 from fastdecode.transforms.fused import FusedTransform, fuse
-from fastdecode.transforms.kinds import flatten, register
+from fastdecode.transforms.kinds import register
 
 __all__ = ["CenterCrop", "Compose", "RandomHorizontalFlip", "RandomResizedCrop", "Resize"]
 
@@ -37,12 +37,12 @@ class _AcceptsEncoded:
         return super().forward(img)  # type: ignore[misc]  # the torchvision class, mixed in
 
     def _fused(self) -> FusedTransform:
-        key = tuple(id(t) for t in flatten(self))
+        """The fused transform of ``self``, re-fused when its parameters changed."""
         cached = self.__dict__.get("_fd_fused")
-        if cached is None or cached[0] != key:
-            cached = (key, fuse(self))
-            self.__dict__["_fd_fused"] = cached
-        return cached[1]
+        fresh = fuse(self) if cached is None else cached.refreshed()
+        if fresh is not cached:
+            self.__dict__["_fd_fused"] = fresh
+        return fresh
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -8,11 +8,12 @@ which part of that resampled image is kept, where it sits on a zero canvas
 (CenterCrop pads when the crop is larger than the image) and whether the
 result is mirrored.
 
-Random parameters are drawn through torchvision's own ``get_params`` /
-``make_params`` (on a zero-stride stand-in tensor of the image's size), so the
-global torch RNG is consumed exactly as torchvision consumes it: the same seed
-gives the same crop boxes and flips, and DataLoader's per-worker seeding works
-unchanged.
+Random parameters are drawn as torchvision draws them (RandomResizedCrop's
+box by :func:`sample_resized_crop`, torchvision's algorithm with the same
+torch RNG calls; the flip by the same ``torch.rand(1)``), so the global
+torch RNG is consumed exactly as torchvision consumes it: the same seed
+gives the same crop boxes and flips, and DataLoader's per-worker seeding
+works unchanged.
 
 An op that cannot join the geometry exactly (a second resample, a resample of
 a zero-padded canvas, an option torchvision would warn or fail on) *stops*
@@ -22,16 +23,18 @@ it: that op and everything after it run unfused, in order, on the PIL image.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import numpy as np
 import torch
 
 from fastdecode.transforms.filters import PIL_BILINEAR, PIL_FILTER_NAMES
 
 __all__ = ["CenterCropOp", "FlipOp", "GeoOp", "Geometry", "PilResize", "RandomResizedCropOp",
-           "ResizeOp", "Stop", "draw_geometry", "standin", "resized_output_size", "round_box",
-           "static_output_size"]
+           "ResizeOp", "Stop", "draw_geometry", "resized_output_size", "round_box",
+           "sample_resized_crop", "standin", "static_output_size"]
 
 
 def resized_output_size(height: int, width: int, size, max_size) -> tuple[int, int]:
@@ -169,6 +172,51 @@ class Geometry:
         self.flip = not self.flip
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch() -> tuple[torch.Tensor, torch.Tensor]:
+    """This thread's 1-element tensors for the draws (default dtype, int64)."""
+    pair = getattr(_SCRATCH, "pair", None)
+    if pair is None or pair[0].dtype != torch.get_default_dtype():
+        pair = _SCRATCH.pair = (torch.empty(1), torch.empty(1, dtype=torch.int64))
+    return pair
+
+
+def sample_resized_crop(height: int, width: int, scale, log_ratio: tuple[float, float],
+                        ratio) -> tuple[int, int, int, int]:
+    """torchvision's RandomResizedCrop box draw (v1 ``get_params`` and v2
+    ``make_params`` run the same code), with the same torch RNG calls in the
+    same order on the same dtypes, so the same seed gives the same box and
+    RNG state. Written again on purpose: torchvision's costs ~3x as much per
+    image in tensor set-up (a stand-in image, ``torch.tensor(ratio)`` and its
+    log, fresh 1-element tensors, ``torch.randint``'s argument parsing);
+    ``tests/transforms/test_parity.py`` checks boxes and RNG states against
+    torchvision's own over many seeds, sizes, scales and ratios."""
+    uniform, integer = _scratch()
+    area = height * width
+    for _ in range(10):
+        target_area = area * uniform.uniform_(scale[0], scale[1]).item()
+        aspect_ratio = uniform.uniform_(log_ratio[0], log_ratio[1]).exp_().item()
+        w = int(round(math.sqrt(target_area * aspect_ratio)))
+        h = int(round(math.sqrt(target_area / aspect_ratio)))
+        if 0 < w <= width and 0 < h <= height:
+            # torch.randint(0, n, size=(1,)) is empty((1,), int64).random_(0, n)
+            i = integer.random_(0, height - h + 1).item()
+            j = integer.random_(0, width - w + 1).item()
+            return int(i), int(j), h, w
+    in_ratio = float(width) / float(height)  # fallback: a central crop
+    if in_ratio < min(ratio):
+        w = width
+        h = int(round(w / min(ratio)))
+    elif in_ratio > max(ratio):
+        h = height
+        w = int(round(h * max(ratio)))
+    else:
+        w, h = width, height
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
 def standin(canvas: tuple[int, int]) -> torch.Tensor:
     """A zero-stride uint8 tensor of the canvas size: what torchvision's
     get_params / make_params need to know the size, without any pixel."""
@@ -201,15 +249,17 @@ class RandomResizedCropOp(GeoOp):
         self.size = size
         self.filter = pil_filter
         self.v2 = v2
+        self._log_ratio: Optional[tuple] = None  # (ratio, its float32 log), as torchvision
 
     def draw(self, canvas: tuple[int, int]) -> tuple[int, int, int, int]:
         t = self.transform
-        if self.v2:
-            make_params = getattr(t, "make_params", None) or t._get_params
-            p = make_params([standin(canvas)])
-            return p["top"], p["left"], p["height"], p["width"]
-        top, left, height, width = type(t).get_params(standin(canvas), t.scale, t.ratio)
-        return int(top), int(left), int(height), int(width)
+        ratio = tuple(t.ratio)
+        cached = self._log_ratio
+        if cached is None or cached[0] != ratio:
+            # torch.log(torch.tensor(ratio)) as torchvision computes it (float32)
+            log_ratio = torch.log(torch.tensor(ratio))
+            cached = self._log_ratio = (ratio, (float(log_ratio[0]), float(log_ratio[1])))
+        return sample_resized_crop(canvas[0], canvas[1], t.scale, cached[1], ratio)
 
     def pick_filter(self) -> int:
         """The filter of this image's resample (drawn after the box, where a
@@ -283,10 +333,21 @@ class FlipOp(GeoOp):
     def __init__(self, transform, p):
         super().__init__(transform)
         self.p = p
+        # a float32 tensor compares with a Python number in float32
+        self.p32 = float(np.float32(p))
 
     def apply(self, geo: Geometry) -> None:
         # v1: `if torch.rand(1) < p: flip`; v2: `if torch.rand(1) >= p: skip`.
-        if torch.rand(1) < self.p:
+        # torch.rand(1) is empty(1).uniform_(0, 1): the same draw into this
+        # thread's scratch tensor, compared as torch compares it (6x cheaper).
+        uniform = _scratch()[0]
+        if uniform.dtype == torch.float32:
+            flip = uniform.uniform_(0, 1).item() < self.p32
+        elif uniform.dtype == torch.float64:
+            flip = uniform.uniform_(0, 1).item() < self.p
+        else:  # a half-precision default dtype: let torch compare
+            flip = bool(torch.rand(1) < self.p)
+        if flip:
             geo.do_flip()
 
 

@@ -19,16 +19,14 @@ import numpy as np
 import PIL.Image
 
 from fastdecode import _native, api
+from fastdecode.errors import UnsupportedFormatError
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.geometry import Geometry, round_box
 
-__all__ = ["DCT_MARGIN", "DCT_SCALES", "NATIVE_FORMATS", "REGION_MODES", "Renderer"]
+__all__ = ["DCT_MARGIN", "NATIVE_FORMATS", "REGION_MODES", "Renderer"]
 
-# M of the M/8 DCT scales libjpeg-turbo runs with SIMD (the others are scalar
-# and slower than a full decode), smallest first.
-DCT_SCALES = (1, 2, 4)
 REGION_MODES = ("box", "whole", "round")
-DCT_MARGIN = 1.25
+DCT_MARGIN = 2.0  # see fuse's docstring: the measured bound
 
 
 # Formats the native decoder resamples itself (crop first, then resample).
@@ -66,12 +64,12 @@ class Renderer:
     exact: scale=1 (no DCT-domain downscaling) and Pillow's own resample
       wherever the native one could differ (two-pass bilinear / bicubic):
       torchvision's pixels, bit for bit.
-    dct_margin: otherwise a JPEG is decoded at the smallest M/8 in
-      DCT_SCALES whose scaled crop is still >= dct_margin x the resample
-      size. A DCT downscale is a sharper low-pass than Pillow's antialiased
-      filters: with a margin of 1 (the decoder's own automatic choice) one of
-      the 250 photos ends 31 dB from Pillow; 1.25 keeps every photo >= 43 dB
-      and still lets large images (the ones where it pays) decode at 1/2-1/8.
+    dct_margin: otherwise a JPEG is decoded at the DCT scale the C planner
+      picks automatically (``_native.plan_shape``: the smallest SIMD M/8
+      whose scaled crop still covers the size asked) for dct_margin x the
+      resample size. A DCT downscale is a sharper low-pass than Pillow's
+      antialiased filters, so the margin bounds how far the result strays
+      (see ``fuse``'s docstring for the measured bound).
     """
 
     def __init__(self, exact: bool = False, region_mode: str = "box",
@@ -84,15 +82,15 @@ class Renderer:
         self.region_mode = region_mode
         self.dct_margin = float(dct_margin)
 
-    def scale_for(self, fmt: str, crop_hw, out_hw):
-        """The decoder scale for resampling a crop of crop_hw to out_hw."""
+    def scale_for(self, fmt: str, geo: Geometry):
+        """The decoder scale for resampling ``geo.crop`` to ``geo.size``."""
         if fmt != "jpeg" or self.exact:
             return 1 if fmt == "jpeg" or not fmt else None  # None: no DCT scaling there
-        for m in DCT_SCALES:
-            if (crop_hw[0] * m >= self.dct_margin * 8 * out_hw[0]
-                    and crop_hw[1] * m >= self.dct_margin * 8 * out_hw[1]):
-                return m / 8
-        return 1
+        assert geo.size is not None
+        want = (math.ceil(self.dct_margin * geo.size[0]), math.ceil(self.dct_margin * geo.size[1]))
+        crop = None if _full(geo.crop, geo.image_size) else geo.crop
+        scale_num = _native.plan_shape(*geo.image_size, crop=crop, size=want).scale_num
+        return 1 if scale_num == 8 else scale_num / 8
 
     def render(self, data: Any, geo: Geometry, layout: str, out: Optional[np.ndarray] = None,
                fmt: str = "jpeg"):
@@ -119,57 +117,81 @@ class Renderer:
             canvas[ct:ct + ch, left:left + cw] = content
         return canvas
 
-    def _decode(self, data, **kw):
+    @staticmethod
+    def _decode(data, fmt: str, **kw):
+        """decode_image(data, mode='RGB', **kw); a JPEG (the header said so)
+        goes straight to the native decoder, skipping the format dispatch
+        (7 us a call), unless it is a variant libjpeg-turbo lacks."""
+        if fmt == "jpeg":
+            try:
+                return _native.decode_jpeg(data, mode="RGB", **kw)
+            except UnsupportedFormatError:
+                pass  # decode_image's Pillow fallback
         return api.decode_image(data, mode="RGB", **kw)
 
     def _content(self, data, geo: Geometry, layout: str, out, fmt: str):
         if geo.size is None:
             crop = None if _full(geo.region, geo.image_size) else geo.region
-            return self._decode(data, crop=crop, flip=geo.flip, layout=layout, out=out)
+            return self._decode(data, fmt, crop=crop, flip=geo.flip, layout=layout, out=out)
         flt = FILTERS[geo.filter]
         if not flt.native or (self.exact and flt.name != "nearest" and _two_pass(geo)):
-            return self._pillow(data, geo, layout, out)
+            return self._pillow(data, geo, layout, out, fmt)
         # nearest picks source pixels: any DCT pre-filter changes which
-        scale = self.scale_for(fmt if flt.name != "nearest" else "", geo.crop[2:], geo.size)
+        scale = self.scale_for(fmt if flt.name != "nearest" else "", geo)
         crop = None if _full(geo.crop, geo.image_size) else geo.crop
-        if geo.region_is_full and fmt not in NATIVE_FORMATS:
-            # torchvision's order: crop, then resample only the crop's pixels
-            arr = self._decode(data, crop=crop)
-            return _native.resize(arr, geo.size, interpolation=flt.name, flip=geo.flip,
-                                  layout=layout, out=out)
         if geo.region_is_full and scale in (None, 1):
-            return self._decode(data, crop=crop, size=geo.size, flip=geo.flip, layout=layout,
-                                out=out, scale=scale, interpolation=flt.name)
+            return self._resample(data, crop, geo.size, flt.name, geo.flip, layout, out, fmt)
         if geo.region_is_full:  # DCT-scaled: the crop's exact extent in the scaled frame
-            return self._box(data, geo, layout, out, scale)
+            return self._box(data, geo, layout, out, scale, fmt)
         kept = geo.region[2:]
         if self.region_mode == "round":
-            return self._decode(data, crop=round_box(geo), size=kept, flip=geo.flip,
+            return self._decode(data, fmt, crop=round_box(geo), size=kept, flip=geo.flip,
                                 layout=layout, out=out, scale=scale, interpolation=flt.name)
-        if self.region_mode == "box":
-            return self._box(data, geo, layout, out, scale)
-        whole = self._decode(data, crop=crop, size=geo.size, layout=layout, scale=scale,
-                             interpolation=flt.name)
+        if self.region_mode == "box" and flt.name != "nearest":
+            return self._box(data, geo, layout, out, scale, fmt)
+        # nearest picks one source pixel per output pixel: a sub-pixel box
+        # rounds differently from slicing the whole resample (up to 248
+        # levels on 14 % of photos), so it resamples the whole crop.
+        if scale not in (None, 1):
+            return self._box(data, geo, layout, out, scale, fmt)  # 'whole' of a DCT-scaled crop
+        whole = self._resample(data, crop, geo.size, flt.name, False, layout, None, fmt)
         return _slice(whole, geo.region, geo.flip, layout, out)
 
-    def _box(self, data, geo: Geometry, layout: str, out, scale):
-        """Pillow's resize(size, box=float box) of the stored image, from a
-        decode of only the pixels it reads: the box widened by the filter
-        support (taps are clipped at the image edges, never at ours)."""
+    def _resample(self, data, crop, size, interpolation: str, flip: bool, layout: str, out,
+                  fmt: str):
+        """``crop`` of the full-resolution image resampled to ``size``: in one
+        decode call where the decoder resamples (JPEG, BMP), else decoded,
+        cropped, then resampled (torchvision's order: only the crop's pixels
+        are read)."""
+        if fmt in NATIVE_FORMATS:
+            return self._decode(data, fmt, crop=crop, size=size, flip=flip, layout=layout, out=out,
+                                scale=1 if fmt == "jpeg" else None, interpolation=interpolation)
+        arr = self._decode(data, fmt, crop=crop)
+        return _native.resize(arr, size, interpolation=interpolation, flip=flip, layout=layout,
+                              out=out)
+
+    def _box(self, data, geo: Geometry, layout: str, out, scale, fmt: str):
+        """Pillow's resize(size, box=float box) of ``geo.crop`` (the pixels
+        the resample reads), from a decode of only the part it reads: the box
+        widened by the filter support, clipped at the crop's edges, where
+        torchvision's taps are clipped too (never at ours)."""
         top, left, height, width = geo.source_box()
         out_h, out_w = geo.region[2:]
         H, W = geo.image_size
+        ct, cl, ch, cw = geo.crop
         flt = FILTERS[geo.filter]
         m = 8 if scale is None else int(round(scale * 8))
         # support in stored pixels: radius x max(1, decoded px per output px), at 8/m px each
         pad_y = (flt.radius * max(1.0, height * m / 8 / out_h) + 2) * 8 / m
         pad_x = (flt.radius * max(1.0, width * m / 8 / out_w) + 2) * 8 / m
-        t0, l0 = max(0, math.floor(top - pad_y)), max(0, math.floor(left - pad_x))
-        b0, r0 = min(H, math.ceil(top + height + pad_y)), min(W, math.ceil(left + width + pad_x))
+        t0, l0 = max(ct, math.floor(top - pad_y)), max(cl, math.floor(left - pad_x))
+        b0 = min(ct + ch, math.ceil(top + height + pad_y))
+        r0 = min(cl + cw, math.ceil(left + width + pad_x))
         crop = (t0, l0, b0 - t0, r0 - l0)
-        arr = self._decode(data, crop=None if _full(crop, geo.image_size) else crop, scale=scale)
-        # the decoder's scaled frame starts the crop at floor(t0 * m / 8)
-        oy, ox = (t0 * m) // 8, (l0 * m) // 8
+        crop_arg = None if _full(crop, geo.image_size) else crop
+        arr = self._decode(data, fmt, crop=crop_arg, scale=scale)
+        # where the decoder's scaled frame puts that crop (the C planner's own arithmetic)
+        oy, ox = _native.plan_shape(H, W, crop=crop_arg, scale=m / 8).region[:2]
         k = m / 8
         box = (left * k - ox, top * k - oy, (left + width) * k - ox, (top + height) * k - oy)
         box = (max(0.0, box[0]), max(0.0, box[1]), min(float(arr.shape[1]), box[2]),
@@ -177,13 +199,13 @@ class Renderer:
         return _native.resize(arr, (out_h, out_w), interpolation=flt.name, box=box,
                               flip=geo.flip, layout=layout, out=out)
 
-    def _pillow(self, data, geo: Geometry, layout: str, out):
+    def _pillow(self, data, geo: Geometry, layout: str, out, fmt: str):
         """Pillow resamples the natively decoded crop, exactly as torchvision
         would: the filters the native resampler lacks (box, hamming, lanczos)
         and, with ``exact``, every two-pass resample."""
         assert geo.size is not None
         crop = None if _full(geo.crop, geo.image_size) else geo.crop
-        arr = self._decode(data, crop=crop, scale=1)
+        arr = self._decode(data, fmt, crop=crop, scale=1)
         im = PIL.Image.fromarray(arr, "RGB").resize((geo.size[1], geo.size[0]), geo.filter)
         return _slice(np.asarray(im), geo.region, geo.flip, "HWC", out, layout)
 

@@ -18,7 +18,6 @@ import pytest
 torch = pytest.importorskip("torch")
 tv = pytest.importorskip("torchvision")
 
-from helpers.trees import make_tree  # noqa: E402
 from PIL import Image  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import DatasetFolder, ImageFolder, VisionDataset  # noqa: E402
@@ -26,6 +25,8 @@ from torchvision.datasets.folder import default_loader  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
 from fastdecode.data import datasets  # noqa: E402
+
+from helpers.trees import make_tree  # noqa: E402
 
 PAIRS = [pytest.param(fd.FastImageFolder, ImageFolder, {}, id="ImageFolder"),
          pytest.param(fd.FastDatasetFolder, DatasetFolder,
@@ -236,6 +237,46 @@ def test_pickled_dataset_keeps_changed_targets(pair):
     ours.targets[0] = 7
     clone = pickle.loads(pickle.dumps(ours))
     assert clone.targets[0] == 7 and clone.targets == ours.targets
+
+
+# ---------------------------------------------------------------------------
+# Light import, lazy classes
+
+
+LIGHT = textwrap.dedent("""
+    import sys, pickle
+    import fastdecode.datasets as ds
+    heavy = sorted(m for m in ("torchvision", "PIL") if m in sys.modules)
+    assert heavy == [], heavy
+    import torchvision.datasets as tvd
+    assert issubclass(ds.FastImageFolder, tvd.ImageFolder)
+    assert pickle.loads(pickle.dumps(ds.FastImageFolder)) is ds.FastImageFolder
+    from fastdecode.datasets import FastDatasetFolder
+    assert FastDatasetFolder is ds.FastDatasetFolder and "FastImageFolder" in dir(ds)
+    print("ok")
+""")
+
+
+def test_import_is_light_and_the_classes_come_on_first_use():
+    out = subprocess.run([sys.executable, "-c", LIGHT], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+class Relabelled(fd.FastImageFolder):
+    """A user's subclass, made after the class was first used."""
+
+    def find_classes(self, directory):
+        classes, mapping = super().find_classes(directory)
+        return classes[::-1], {name: len(classes) - 1 - i for name, i in mapping.items()}
+
+
+def test_user_subclasses_work_and_pickle_by_reference(tree):
+    ds = Relabelled(tree, T.Compose([T.Resize(32), T.CenterCrop(32), T.PILToTensor()]))
+    clone = pickle.loads(pickle.dumps(ds))
+    assert type(clone) is Relabelled and isinstance(clone, ImageFolder)
+    assert clone.targets[0] == 2 and clone[0][1] == 2 and clone[0][0].shape == (3, 32, 32)
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import pytest
 torch = pytest.importorskip("torch")
 tv = pytest.importorskip("torchvision")
 
-from helpers.trees import make_tree, write_image  # noqa: E402
 from PIL import UnidentifiedImageError  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
@@ -20,6 +19,8 @@ from torchvision.datasets import ImageFolder  # noqa: E402
 import fastdecode as fd  # noqa: E402
 from fastdecode import errors  # noqa: E402
 from fastdecode.data import datasets  # noqa: E402
+
+from helpers.trees import make_tree, write_image  # noqa: E402
 
 TRAIN = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
 EVAL = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])
@@ -38,17 +39,13 @@ BAD = {
     "zero-byte": lambda data: b"",
     "not-an-image": lambda data: b"plain text, named .jpg",
 }
-# A crop decode that stops before the end does not see what lies after the crop: the C core's
-# crop path has to check the rest of the file (the core helper's part of issue 15).
-NEEDS_CORE = {"truncated-tail", "no-eoi"}
+# A crop decode that stops before the end gives the full decode's verdict
+# (the C core checks the rest of the file: tests/core/test_crop_verdict.py).
 
 
 def _bad_params():
     for name in BAD:
-        marks = [pytest.mark.xfail(strict=True, reason="a crop decode that stops early still "
-                                   "has to detect what a full decode rejects (C core)")] if (
-            name in NEEDS_CORE) else []
-        yield pytest.param(name, id=name, marks=marks)
+        yield pytest.param(name, id=name)
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-
-from helpers.trees import corrupt_file, make_tree, symlink_class
-
-import fastdecode as fd
-from fastdecode.data import datasets
-from fastdecode.data.loader import collate
-
 tv = pytest.importorskip("torchvision")
+
 from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import DatasetFolder, ImageFolder  # noqa: E402
 from torchvision.transforms import v2  # noqa: E402
+
+import fastdecode as fd  # noqa: E402
+from fastdecode.data import datasets  # noqa: E402
+from fastdecode.data.loader import collate  # noqa: E402
+
+from helpers.trees import corrupt_file, make_tree, symlink_class  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 

@@ -2,6 +2,9 @@
 against FastImageFolder / the fused transform for the same per-row seeds,
 decode tasks on both nodes, a killed node's tasks retried exactly once.
 
+The slow tests (a killed node, `convert --engine ray`) add their phases to
+the same cluster run when selected.
+
 The cluster (a head and a worker node, 1 CPU and a small object store each)
 runs inside a network + PID namespace the test creates (``unshare``) with
 only loopback up: Ray never picks or touches another address, and when the
@@ -29,6 +32,8 @@ SEED = 7
 CLUSTER_TIMEOUT = 240  # seconds for the whole driver run (start, checks, stop)
 NODE_CPUS = 1
 pytestmark = pytest.mark.timeout(CLUSTER_TIMEOUT + 60)
+# Ray Data's DataContext warns about its own deprecated settings when created
+RAY_OWN_WARNINGS = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
 
 
 def chains():
@@ -94,7 +99,7 @@ def _plain(values: np.ndarray) -> np.ndarray:
     return values.astype(str) if values.dtype == object else values
 
 
-def driver(out: Path, tree: Path) -> None:
+def driver(out: Path, tree: Path, slow: bool) -> None:
     import pyarrow as pa
     import ray
 
@@ -131,23 +136,19 @@ def driver(out: Path, tree: Path) -> None:
             for k, v in _rows(ds, ("jpg", "id")).items():
                 result[f"decode_{fmt}_{k}"] = v
         result["decode_paths"] = np.array(paths)
-        # a worker node killed while its tasks run: every row once, the same rows
-        ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True,
-                              block_rows=1).map_batches(_slow_with_node)
-        parts: dict[str, list] = {"image": [], "path": [], "node": []}
-        killed = False
-        for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            for k in parts:
-                parts[k].append(batch[k])
-            if not killed and worker.pid and any((b != head).any() for b in parts["node"]):
-                os.killpg(worker.pid, 9)  # the worker node's raylet and agents
-                killed = True
-        for k, v in parts.items():
-            result[f"killed_{k}"] = _plain(np.concatenate(v))
+        # fastdecode convert's per-file conversion over the cluster
+        from fastdecode.cli._output import EncodeOptions
+        from fastdecode.cli.convert import plan_conversion, source_classes
+
+        plan = plan_conversion(tree, out.parent / "bmp", "bmp", source_classes(tree))
+        outcomes = list(fray.run_convert_jobs(plan.todo, EncodeOptions("bmp"), None, chunk=5))
+        result["convert_sources"] = np.array(sorted(o.source for o in outcomes))
+        result["convert_errors"] = np.array([o.error or "" for o in outcomes])
+        if slow:
+            _slow_phases(out, tree, address, worker, head, result, c)
         np.savez(out, **result)
-        facts = {"nodes": nodes, "head": head, "killed": killed,
-                 "alive_after": _alive_nodes(ray)}
-        out.with_suffix(".json").write_text(json.dumps(facts))
+        out.with_suffix(".json").write_text(json.dumps({"nodes": nodes, "head": head,
+                                                        "alive_after": _alive_nodes(ray)}))
     finally:
         ray.shutdown()
         try:
@@ -157,6 +158,32 @@ def driver(out: Path, tree: Path) -> None:
         subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _slow_phases(out: Path, tree: Path, address: str, worker: subprocess.Popen, head: str,
+                 result: dict, c: dict) -> None:
+    """fastdecode convert --engine ray, then a worker node killed mid-read."""
+    import fastdecode.ray as fray
+
+    cli = subprocess.run([sys.executable, "-m", "fastdecode", "convert", str(tree),
+                          str(out.parent / "cli-bmp"), "--to", "bmp", "--engine", "ray",
+                          "--time-sample", "0"], env=dict(os.environ, RAY_ADDRESS=address),
+                         capture_output=True, text=True, timeout=120)
+    result["cli_rc"] = np.array(cli.returncode)
+    # a worker node killed while its tasks run: every row once, the same rows
+    ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True,
+                          block_rows=1).map_batches(_slow_with_node)
+    parts: dict[str, list] = {"image": [], "path": [], "node": []}
+    killed = False
+    for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        for k in parts:
+            parts[k].append(batch[k])
+        if not killed and worker.pid and any((b != head).any() for b in parts["node"]):
+            os.killpg(worker.pid, 9)  # the worker node's raylet and agents
+            killed = True
+    for k, v in parts.items():
+        result[f"killed_{k}"] = _plain(np.concatenate(v))
+    result["killed"] = np.array(killed)
 
 
 # --------------------------------------------------------------------------
@@ -176,7 +203,7 @@ def _can_unshare() -> bool:
 
 
 @pytest.fixture(scope="module")
-def cluster_run(tmp_path_factory):
+def cluster_run(tmp_path_factory, request):
     pytest.importorskip("ray.data")
     pytest.importorskip("torchvision")
     if not _can_unshare():
@@ -193,9 +220,12 @@ def cluster_run(tmp_path_factory):
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")) if p)
     start = time.monotonic()
+    # the slow phases run only when a slow test of this module was selected
+    slow = any(item.module is sys.modules[__name__] and item.get_closest_marker("slow")
+               for item in request.session.items)
     proc = subprocess.run([*_namespace_cmd(), sys.executable, __file__, "--driver", str(out),
-                           str(tree)], env=env, capture_output=True, text=True,
-                          timeout=CLUSTER_TIMEOUT)
+                           str(tree), *(["--slow"] if slow else [])], env=env,
+                          capture_output=True, text=True, timeout=CLUSTER_TIMEOUT)
     if proc.returncode != 0:
         pytest.fail(f"cluster driver failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     rows = dict(np.load(out))
@@ -272,9 +302,10 @@ def test_decode_map_rows_equal_fused(cluster_run, fmt):
         np.testing.assert_array_equal(image, fused(Path(paths[i]).read_bytes()).numpy())
 
 
+@pytest.mark.slow
 def test_killed_node_rows_once_and_equal(cluster_run):
     tree, rows, facts = cluster_run
-    assert facts["killed"], "no row came from the worker node before the end"
+    assert rows["killed"], "no row came from the worker node before the end"
     assert len(facts["alive_after"]) == 1
     expected = _expected(tree, chains()["float"])
     assert sorted(rows["killed_path"]) == sorted(expected)  # none lost, none twice
@@ -282,5 +313,154 @@ def test_killed_node_rows_once_and_equal(cluster_run):
         np.testing.assert_array_equal(image, expected[path][0].numpy(), err_msg=path)
 
 
+def test_convert_jobs_over_the_cluster_write_the_local_tree(cluster_run, tmp_path):
+    from fastdecode.cli.convert import convert_tree, plan_conversion, source_classes
+
+    tree, rows, _ = cluster_run
+    remote = tree.parent / "bmp"
+    todo = plan_conversion(tree, tmp_path / "x", "bmp", source_classes(tree)).todo
+    assert list(rows["convert_sources"]) == sorted(source for source, _ in todo)
+    assert not any(rows["convert_errors"])
+    convert_tree(tree, tmp_path / "local", to="bmp", workers=1, time_sample=0)
+    local = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*.bmp"))
+    assert sorted(p.relative_to(remote) for p in remote.rglob("*.bmp")) == local
+    for rel in local:
+        assert (remote / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes()
+
+
+@pytest.mark.slow
+def test_cli_engine_ray_writes_the_local_tree(cluster_run, tmp_path):
+    from fastdecode.cli.convert import convert_tree
+
+    tree, rows, _ = cluster_run
+    assert int(rows["cli_rc"]) == 0
+    convert_tree(tree, tmp_path / "local", to="bmp", workers=1, time_sample=0)
+    local = {p.relative_to(tmp_path / "local"): p.read_bytes()
+             for p in (tmp_path / "local").rglob("*.bmp")}
+    cli = tree.parent / "cli-bmp"
+    assert {p.relative_to(cli): p.read_bytes() for p in cli.rglob("*.bmp")} == local
+
+
+# --------------------------------------------------------------------------
+# Without a cluster.
+
+
+def test_import_fastdecode_imports_neither_ray_nor_webdataset():
+    code = ("import sys, fastdecode; fastdecode.FastImageFolder; "
+            "assert 'ray' not in sys.modules and 'webdataset' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_missing_ray_names_the_extra():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "try:\n    import fastdecode.ray\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert "pip install fastdecode[ray]" in out
+
+
+def test_row_seeds_depend_on_seed_and_key_only():
+    from fastdecode.data._rows import row_seed, row_seeds
+
+    keys = np.arange(1000)
+    seeds = row_seeds(3, keys)
+    assert len(set(seeds.tolist())) == 1000 and (seeds >= 0).all()
+    assert row_seed(3, 17) == seeds[17]
+    assert not np.array_equal(seeds, row_seeds(4, keys))
+    np.testing.assert_array_equal(row_seeds(3, keys[::-1]), seeds[::-1])
+
+
+@pytest.fixture
+def small_tree(tmp_path):
+    from helpers.trees import make_tree
+
+    return make_tree(tmp_path / "tree", per_class=2)
+
+
+def test_listing_is_fast_image_folder_order(small_tree):
+    from fastdecode import FastImageFolder
+    from fastdecode.data._listing import list_images
+
+    listing = list_images(small_tree)
+    ref = FastImageFolder(str(small_tree))
+    assert listing.paths == [p for p, _ in ref.samples]
+    assert listing.labels.tolist() == list(ref.targets) and listing.classes == ref.classes
+
+
+def test_listing_of_files_has_no_labels(small_tree):
+    from fastdecode.data._listing import list_images
+
+    listing = list_images([small_tree / "cat", small_tree / "dog" / "img0.jpg"])
+    assert len(listing.paths) == 3 and listing.paths[-1].endswith("dog/img0.jpg")
+    assert set(listing.labels.tolist()) == {-1}
+
+
+def test_listing_through_a_pyarrow_filesystem(small_tree):
+    pytest.importorskip("pyarrow")
+    from fastdecode.data._listing import list_images
+
+    local = list_images(small_tree)
+    uri = list_images(f"file://{small_tree}")
+    assert uri.paths == local.paths
+    import pyarrow.fs as pafs
+
+    via_fs = list_images(str(small_tree), filesystem=pafs.LocalFileSystem())
+    assert via_fs.paths == local.paths and via_fs.labels.tolist() == local.labels.tolist()
+
+
+def test_missing_path_raises(tmp_path):
+    from fastdecode.data._listing import list_images
+
+    with pytest.raises(FileNotFoundError, match="no such file or directory"):
+        list_images([tmp_path / "nope"])
+
+
+def test_chain_without_a_fixed_size_is_refused(small_tree):
+    pytest.importorskip("ray.data")
+    from torchvision import transforms as T
+
+    import fastdecode.ray as fray
+
+    with pytest.raises(ValueError, match="same shape"):
+        fray.read_images(small_tree, T.Compose([T.Resize(32), T.ToTensor()]))
+    with pytest.raises(ValueError, match="seed and seed_column go together"):
+        fray.Decode(chains()["float"], seed=1)
+
+
+@RAY_OWN_WARNINGS
+def test_decode_on_an_arrow_batch_in_process(small_tree):
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("ray.data")
+    import torch
+
+    import fastdecode.ray as fray
+    from fastdecode.data._rows import row_seed
+    from fastdecode.transforms import fuse
+
+    paths = sorted(p for p in small_tree.rglob("*.jpg"))
+    table = pa.table({"jpg": [p.read_bytes() for p in paths], "id": np.arange(len(paths)),
+                      "path": [str(p) for p in paths]})
+    out = fray.Decode(chains()["uint8"], column="jpg", seed=2, seed_column="id")(table.slice(1))
+    assert out.column_names == ["jpg", "id", "path"]
+    images = out.column("jpg").chunks[0].to_numpy()  # the tensor extension: (N, C, H, W)
+    fused = fuse(chains()["uint8"])
+    for i, image in zip(range(1, len(paths)), images):
+        torch.manual_seed(row_seed(2, i))
+        np.testing.assert_array_equal(image, fused(paths[i].read_bytes()).numpy())
+
+
+@RAY_OWN_WARNINGS
+def test_decode_names_the_bad_row_by_path():
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("ray.data")
+    import fastdecode.ray as fray
+    from fastdecode import DecodeError
+
+    table = pa.table({"image": [b"garbage"], "path": ["s3://b/bad.jpg"]})
+    with pytest.raises(DecodeError, match="s3://b/bad.jpg"):
+        fray.Decode(chains()["float"])(table)
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["--driver"]:
-    driver(Path(sys.argv[2]), Path(sys.argv[3]))
+    driver(Path(sys.argv[2]), Path(sys.argv[3]), slow="--slow" in sys.argv[4:])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from helpers.trees import corrupt_file, encoded_jpeg, make_tree
 
 pytest.importorskip("torchvision")
@@ -97,7 +98,7 @@ def test_another_plan_is_refused(tree, tmp_path):
 
 
 def test_interrupted_shard_leaves_nothing(tree, tmp_path, monkeypatch):
-    import fastdecode.cli.convert as convert
+    import fastdecode.cli._convert_jobs as convert
 
     calls = {"n": 0}
     real = convert.load_pixels
@@ -225,3 +226,28 @@ def test_collate_names_the_bad_sample():
 
     with pytest.raises(DecodeError, match="sample 1 of the batch"):
         fwds.collate(train_chain())([(encoded_jpeg(), 0), (b"garbage", 1)])
+
+
+# --------------------------------------------------------------------------
+# fastdecode convert --to wds
+
+
+def test_cli_writes_shards_and_resumes(tree, tmp_path, capsys):
+    from fastdecode.cli.__main__ import main
+
+    argv = ["convert", str(tree), str(tmp_path / "wds"), "--to", "wds", "--shard-count", "2",
+            "--workers", "1", "--json", str(tmp_path / "s.json")]
+    assert main(argv) == 0
+    assert "wrote 2 shards" in capsys.readouterr().out
+    assert json.loads((tmp_path / "s.json").read_text())["samples"] == len(FastImageFolder(tree))
+    assert main(argv) == 0
+    assert "skipped 2 already done" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra", [["--engine", "ray"], ["--subsampling", "4:4:4"]],
+                         ids=["engine-ray", "subsampling"])
+def test_cli_refuses_wds_options_it_cannot_honour(tree, tmp_path, capsys, extra):
+    from fastdecode.cli.__main__ import main
+
+    assert main(["convert", str(tree), str(tmp_path / "wds"), "--to", "wds", *extra]) == 2
+    assert "go with --to wds" in capsys.readouterr().err

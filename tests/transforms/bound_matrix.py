@@ -19,38 +19,10 @@ import sys
 
 import numpy as np
 import torch
-from helpers.fusion import pil_of, psnr
-from torchvision import transforms as T
-from torchvision.transforms import v2 as T2
 
 from fastdecode.transforms import fuse
 
-BICUBIC, NEAREST = T.InterpolationMode.BICUBIC, T.InterpolationMode.NEAREST
-
-COMBINATIONS = {
-    "train-v1": lambda: T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
-                                   T.PILToTensor()]),
-    "train-v2": lambda: T2.Compose([T2.RandomResizedCrop(224), T2.RandomHorizontalFlip(),
-                                    T2.ToImage()]),
-    "eval-v1": lambda: T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()]),
-    "eval-v2": lambda: T2.Compose([T2.Resize(256), T2.CenterCrop(224), T2.ToImage()]),
-    "resize-only-v1": lambda: T.Compose([T.Resize(256), T.PILToTensor()]),
-    "resize-only-v2": lambda: T2.Compose([T2.Resize(256), T2.ToImage()]),
-    "resize-only-small": lambda: T.Compose([T.Resize(64), T.PILToTensor()]),
-    "train-bicubic": lambda: T.Compose([T.RandomResizedCrop(224, interpolation=BICUBIC),
-                                        T.PILToTensor()]),
-    "eval-bicubic": lambda: T.Compose([T.Resize(256, interpolation=BICUBIC), T.CenterCrop(224),
-                                       T.PILToTensor()]),
-    "train-nearest": lambda: T.Compose([T.RandomResizedCrop(224, interpolation=NEAREST),
-                                        T.PILToTensor()]),
-    "eval-nearest": lambda: T.Compose([T.Resize(256, interpolation=NEAREST), T.CenterCrop(224),
-                                       T.PILToTensor()]),
-    "eval-antialias-false-v2": lambda: T2.Compose([T2.ToImage(), T2.Resize(256, antialias=False),
-                                                   T2.CenterCrop(224)]),
-    "padding-center-crop": lambda: T.Compose([T.CenterCrop(600), T.PILToTensor()]),
-    "train-small-out": lambda: T.Compose([T.RandomResizedCrop(64), T.PILToTensor()]),
-    "eval-small-out": lambda: T.Compose([T.Resize(73), T.CenterCrop(64), T.PILToTensor()]),
-}
+from helpers.fusion import COMBINATIONS, pil_of, psnr
 
 
 def measure(name: str, files: list[pathlib.Path], exact: bool = False, **options) -> dict:

@@ -10,6 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
+from torchvision import transforms as T  # noqa: E402
+from torchvision.transforms import v2 as T2  # noqa: E402
+
+from fastdecode.transforms import fuse  # noqa: E402
+
 from helpers.fusion import (  # noqa: E402
     CHAINS,
     MEAN,
@@ -23,10 +28,6 @@ from helpers.fusion import (  # noqa: E402
     unnormalize,
 )
 from helpers.jpeg_samples import encode  # noqa: E402
-from torchvision import transforms as T  # noqa: E402
-from torchvision.transforms import v2 as T2  # noqa: E402
-
-from fastdecode.transforms import fuse  # noqa: E402
 
 # --------------------------------------------------------------------------
 # Batch contract: decode_into + finish.

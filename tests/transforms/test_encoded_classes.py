@@ -9,6 +9,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
+from PIL import Image  # noqa: E402
+from torchvision import transforms as T  # noqa: E402
+
+from fastdecode import transforms as FT  # noqa: E402
+from fastdecode.transforms import fuse  # noqa: E402
+
 from helpers.fusion import (  # noqa: E402
     MEAN,
     MIN_PSNR,
@@ -21,11 +27,6 @@ from helpers.fusion import (  # noqa: E402
     unnormalize,
 )
 from helpers.jpeg_samples import encode  # noqa: E402
-from PIL import Image  # noqa: E402
-from torchvision import transforms as T  # noqa: E402
-
-from fastdecode import transforms as FT  # noqa: E402
-from fastdecode.transforms import fuse  # noqa: E402
 
 # --------------------------------------------------------------------------
 # fastdecode's own transform classes.

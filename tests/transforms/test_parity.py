@@ -8,7 +8,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from helpers.corpus import CORPUS, corpus_params, read_manifest  # noqa: E402
+from PIL import Image  # noqa: E402
+from torchvision import transforms as T  # noqa: E402
+from torchvision.transforms import v2 as T2  # noqa: E402
+
+from fastdecode.transforms import Geometry, fuse  # noqa: E402
+
 from helpers.fusion import (  # noqa: E402
     CHAINS,
     MEAN,
@@ -20,11 +25,6 @@ from helpers.fusion import (  # noqa: E402
     pixels,
 )
 from helpers.jpeg_samples import encode  # noqa: E402
-from PIL import Image  # noqa: E402
-from torchvision import transforms as T  # noqa: E402
-from torchvision.transforms import v2 as T2  # noqa: E402
-
-from fastdecode.transforms import fuse  # noqa: E402
 
 # --------------------------------------------------------------------------
 # Same crop boxes and flips as torchvision.
@@ -56,6 +56,64 @@ def test_random_draws_match_torchvision(chain_id, size):
         assert (f.last_params.crop, f.last_params.flip) == torchvision_draws(chain, img, seed)
 
 
+RRC_VARIANTS = {
+    "default": {},
+    "narrow-scale": {"scale": (0.5, 0.6)},
+    "wide-ratio": {"ratio": (0.2, 5.0)},
+    "tiny-scale": {"scale": (0.001, 0.01), "ratio": [0.9, 1.1]},
+    "fallback-prone": {"scale": (0.95, 1.0), "ratio": (3.0, 4.0)},
+}
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+@pytest.mark.parametrize("variant", list(RRC_VARIANTS))
+@pytest.mark.parametrize("size", [(375, 500), (500, 333), (7, 3000), (1, 1), (64, 64)],
+                         ids=lambda s: f"{s[1]}x{s[0]}")
+def test_box_draws_and_rng_states_are_torchvision_s(size, variant, v2):
+    """The replica of RandomResizedCrop's draw against torchvision's own."""
+    cls = T2.RandomResizedCrop if v2 else T.RandomResizedCrop
+    rrc = cls(32, **RRC_VARIANTS[variant])
+    f = fuse(rrc)
+    img = torch.zeros(3, *size, dtype=torch.uint8)
+    for seed in range(40):
+        torch.manual_seed(seed)
+        op = f.geo_ops[0]
+        ours = op.draw(size)
+        ours_state = torch.get_rng_state()
+        torch.manual_seed(seed)
+        if v2:
+            p = rrc.make_params([img])
+            theirs = (p["top"], p["left"], p["height"], p["width"])
+        else:
+            theirs = tuple(T.RandomResizedCrop.get_params(img, rrc.scale, rrc.ratio))
+        assert ours == theirs
+        assert torch.equal(ours_state, torch.get_rng_state())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+@pytest.mark.parametrize("p", [0.0, 0.3, 0.5, 0.7, 1.0])
+def test_flip_draws_are_torchvision_s(p, v2, dtype):
+    flip = (T2 if v2 else T).RandomHorizontalFlip(p)
+    op = fuse(flip).geo_ops[0]
+    img = Image.new("RGB", (2, 1))
+    img.putpixel((0, 0), (255, 0, 0))
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        for seed in range(60):
+            torch.manual_seed(seed)
+            geo = Geometry.start(1, 2)
+            op.apply(geo)
+            ours = (geo.flip, torch.get_rng_state())
+            torch.manual_seed(seed)
+            flipped = flip(img).getpixel((1, 0)) == (255, 0, 0)
+            assert ours[0] == flipped
+            assert torch.equal(ours[1], torch.get_rng_state())
+    finally:
+        torch.set_default_dtype(before)
+
+
 # --------------------------------------------------------------------------
 # Parity on the standard chains.
 
@@ -83,17 +141,6 @@ def test_exact_mode_is_bit_exact_for_every_seed(chain_id, sample):
         _, ours, theirs, _ = check_parity(CHAINS[chain_id](), SAMPLES[sample](), seed,
                                           exact=True, normalized=True)
         assert torch.equal(ours, theirs)
-
-
-PHOTOS = read_manifest("photos")
-
-
-@pytest.mark.parametrize("chain_id", list(CHAINS))
-@pytest.mark.parametrize("row", corpus_params("photos", PHOTOS, "file"))
-def test_corpus_photos(chain_id, row):
-    data = (CORPUS / "photos" / row["file"]).read_bytes()
-    seed = sum(map(ord, row["file"]))
-    check_parity(CHAINS[chain_id](), data, seed, normalized=True)
 
 
 # --------------------------------------------------------------------------

@@ -10,13 +10,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from helpers.fusion import MEAN, STD, check_parity, pil_of  # noqa: E402
-from helpers.jpeg_samples import encode  # noqa: E402
 from torchvision import models  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 from torchvision.transforms import v2 as T2  # noqa: E402
 
 from fastdecode.transforms import fuse  # noqa: E402
+
+from helpers.fusion import MEAN, STD, check_parity, pil_of  # noqa: E402
+from helpers.jpeg_samples import encode  # noqa: E402
 
 # --------------------------------------------------------------------------
 # torchvision's references/classification/presets.py, written the way it is.

@@ -8,6 +8,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
+from torchvision import transforms as T  # noqa: E402
+from torchvision import tv_tensors  # noqa: E402
+from torchvision.transforms import v2 as T2  # noqa: E402
+
+from fastdecode.transforms import fuse  # noqa: E402
+
 from helpers.fusion import (  # noqa: E402
     MEAN,
     MIN_PSNR,
@@ -20,11 +26,6 @@ from helpers.fusion import (  # noqa: E402
     train_v2,
 )
 from helpers.jpeg_samples import encode  # noqa: E402
-from torchvision import transforms as T  # noqa: E402
-from torchvision import tv_tensors  # noqa: E402
-from torchvision.transforms import v2 as T2  # noqa: E402
-
-from fastdecode.transforms import fuse  # noqa: E402
 
 
 def test_v2_to_image_returns_tv_image():

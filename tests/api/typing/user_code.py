@@ -18,13 +18,16 @@ thumb = fd.decode_image(data, mode=fd.Mode.L, min_size=(64, 64))
 reveal_type(thumb)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
 pixels = fd.read_image("cat.jpg", layout=fd.Layout.CHW, size=(224, 224))
 reveal_type(pixels)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
+bounded = fd.read_image("cat.jpg", interpolation=T.InterpolationMode.BICUBIC, size=(8, 8),
+                        max_work_per_byte=None, mode="L")
+reveal_type(bounded)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
 header = fd.read_header(data)
 reveal_type(header.width)  # E: int
 reveal_type(header.subsampling)  # E: str | None
 
 chain = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor()])
 train = fd.FastImageFolder("imagenet/train", chain, on_error="skip")
-reveal_type(train)  # E: fastdecode.data.datasets.FastImageFolder
+reveal_type(train)  # E: fastdecode.data._fast_folder.FastImageFolder
 loader = fd.FastLoader(train, batch_size=256, num_workers=2)
 reveal_type(loader)  # E: fastdecode.data.loader.FastLoader
 fused = fuse(chain, exact=True)
