@@ -9,14 +9,23 @@ ASAN_LIB = $(shell gcc -print-file-name=libasan.so)
 ASAN_PKG := build/asan-pkg
 PYTEST_ARGS ?=
 
-.PHONY: test bench build sysdeps test-sanitize clean
+.PHONY: test bench build sysdeps test-sanitize clean soak
 
 test: build
 	$(VPY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-sanitize
 
+# The full soak (tests/data/test_soak.py): 50 epochs over a generated
+# 2,000-image tree per loader setting, ~20 min on 2 cores; `make test` runs
+# its 5-epoch version only.
+soak: build
+	FASTDECODE_SOAK=1 $(VPY) -m pytest -q -s tests/data/test_soak.py $(PYTEST_ARGS)
+
 # PyTurboJPEG loads libturbojpeg at run time; Debian ships it apart from the
 # libjpeg API (package libturbojpeg0). Without apt the benchmark skips it.
+# The default run takes about four minutes on 2 cores and ends with a
+# five-line summary; BENCH_ARGS=--full runs the whole sweep (~20 minutes),
+# BENCH_ARGS=--quick a smoke run.
 bench: build $(VENV)/.bench-deps benchmarks/c_floor
 	@if ! $(VPY) -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("turbojpeg"))' \
 	    && command -v apt-get >/dev/null; then \

@@ -1,11 +1,11 @@
 """What the benchmark sections share: the command line, the default data,
 machine facts and library versions, progress bars and peak RSS.
 
-Imported as benchmarks._common (a checkout), as fastdecode.benchmarks._common
-(the wheel), and as plain _common when a script runs as a file (its folder is
-then sys.path[0]). Only the standard library is imported up front: the
-pillow-simd helper of bench_transforms imports this module in a venv of its
-own.
+The benchmarks are one package, imported one way: ``benchmarks`` in a
+checkout (``python -m benchmarks.bench_decode``), ``fastdecode.benchmarks``
+from the wheel (``fastdecode bench``); the sections import this module
+relatively. Only the standard library is imported up front: the pillow-simd
+helper of bench_transforms imports this module in a venv of its own.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+# The checkout (or, from the wheel, the fastdecode package folder): where
+# .venv-simd and the Makefile are looked for.
 ROOT = Path(__file__).resolve().parent.parent
-if not __package__ and (ROOT / "fastdecode" / "__init__.py").exists():
-    # A script run from a checkout measures that checkout's in-place build.
-    sys.path.insert(0, str(ROOT))
 
 # Distributions whose versions every report names: the peers of any section.
 DISTRIBUTIONS = ("numpy", "pillow", "simplejpeg", "PyTurboJPEG", "opencv-python-headless",
@@ -64,10 +63,19 @@ class BenchParser(argparse.ArgumentParser):
         return parsed
 
 
-def command_line(script: str, argv: list[str] | None) -> str:
-    """How to run this section again, for the report's first line."""
+def command_line(module: str, argv: list[str] | None) -> str:
+    """How to run this section again (``module`` is its ``__name__``), for the
+    report's first line."""
     given = sys.argv[1:] if argv is None else argv
-    return " ".join(shlex.quote(a) for a in [f"benchmarks/{Path(script).name}", *given])
+    spec = getattr(sys.modules["__main__"], "__spec__", None) if module == "__main__" else None
+    name = spec.name if spec is not None else module  # under python -m, __name__ is __main__
+    return " ".join(shlex.quote(a) for a in ["python", "-m", name, *given])
+
+
+def package_parent(module_file: str, package: str) -> Path:
+    """The folder a subprocess needs on its path to import ``package`` (the
+    one that holds the benchmarks: ``benchmarks`` or ``fastdecode.benchmarks``)."""
+    return Path(module_file).resolve().parents[len(package.split("."))]
 
 
 def default_data() -> Path:

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Single-thread decode throughput of fastdecode, its peers and a C floor.
 
-    benchmarks/bench_decode.py [--data DIR] [--limit N] [--rounds R] [--quick] [--json PATH]
+    python -m benchmarks.bench_decode [--data DIR] [--limit N] [--rounds R] [--quick] [--json PATH]
 
 Files are read into memory first, so the numbers measure decoding, not the
 disk. Every library decodes the same files: a first untimed pass finds the
@@ -43,11 +42,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-if __package__:  # benchmarks.bench_decode, or fastdecode.benchmarks.bench_decode
-    from . import _common as common
-else:  # run as a file: benchmarks/ is sys.path[0]
-    import _common as common
-import fastdecode  # noqa: E402  (after _common, which puts a checkout first)
+import fastdecode
+
+from . import _common as common
 
 ROOT = common.ROOT
 C_FLOOR = Path(__file__).resolve().parent / "c_floor"
@@ -652,16 +649,18 @@ def run_shared(pool: ThreadPoolExecutor, calls: list[Call]) -> None:
 
 
 def bmp_section(peers: dict, samples: list[Sample]) -> Section:
-    """24-bit BMPs of the images (bottom-up, as Pillow and most tools write
-    them), against fastdecode's own decode of the source JPEGs and the
-    floor: a memcpy of the pixel bytes into a new array, the least that a
-    decoder returning a new array can do. (Into one reused buffer it was
-    slower on the VMs this was tuned on, so that is not the floor.)"""
-    from PIL import Image
+    """24-bit BMPs of the images (bottom-up BI_RGB, as Pillow, most tools and
+    `fastdecode convert` write them; written here by convert's writer, so the
+    section needs no Pillow), against fastdecode's own decode of the source
+    JPEGs and the floor: a memcpy of the pixel bytes into a new array, the
+    least that a decoder returning a new array can do. (Into one reused
+    buffer it was slower on the VMs this was tuned on, so that is not the
+    floor.)"""
+    from fastdecode.cli._output import EncodeOptions, write_bmp
 
     for s in samples:
         buf = io.BytesIO()
-        Image.open(io.BytesIO(s.jpeg)).convert("RGB").save(buf, "BMP")
+        write_bmp(buf, fastdecode.decode_image(s.jpeg, mode="RGB"), EncodeOptions("bmp"))
         s.bmp = buf.getvalue()
     out = reused_output(samples)
 
@@ -748,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     peers = load_peers()
     c_status = ensure_c_floor()
     report = {
-        "command": common.command_line(__file__, argv),
+        "command": common.command_line(__name__, argv),
         "dataset": describe_dataset(args.data, samples, unreadable),
         "machine": common.machine_facts(),
         "versions": common.library_versions(),

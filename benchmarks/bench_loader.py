@@ -1,148 +1,253 @@
 """End-to-end loader benchmark: ImageFolder+PIL vs FastImageFolder (stock
-DataLoader) vs FastLoader, over num_workers, for the standard train and eval
-chains; images/s, CPU-seconds per image and peak memory (PSS of the main
-process and its workers), plus the memory of 8 workers over a 1M-entry file
-list.
+DataLoader) vs FastLoader, against the machine's limit, in steady state.
 
-    python benchmarks/bench_loader.py [--data PATH] [--quick] [--json PATH]
+    python -m benchmarks.bench_loader [--data PATH] [--quick | --full] [--json PATH]
 
-Run by `make bench`. Numbers are ratios within one run on a shared machine;
-rerun rather than trust one figure.
+Each row (chain x loader x num_workers) keeps its workers alive
+(persistent_workers) and runs an untimed first epoch, which measures its
+start-up (worker start and the first batch); then the rows take turns, round
+after round (>= 3), each round one epoch of whole waves of batches, so the
+noise of a shared machine hits every row alike. A row reports the median
+images/s of its rounds, their spread ((max - min) / median; over 10 % the row
+is marked noisy), the CPU ms per image of the main process and its own
+workers, and its efficiency: the share of the limit it reaches. The limit is
+usable CPUs / the single-thread cost per image of FastImageFolder's fused
+__getitem__, measured in the same rounds.
+
+The default (``fastdecode bench`` and ``make bench``) is one worker count (the
+usable CPUs); ``--full`` sweeps num_workers 0, 1, 2, 4, 8 (about 10 minutes
+on 2 cores) with a 1,000,000-entry file list; ``--quick`` is a smoke run;
+``--chains`` adds a uint8 chain.
 """
 
 from __future__ import annotations
 
+import gc
 import json
-import os
-import resource
+import math
+import random
+import statistics
 import sys
-import threading
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-if __package__:  # benchmarks.bench_loader, or fastdecode.benchmarks.bench_loader
-    from . import _common as common
-else:  # run as a file: benchmarks/ is sys.path[0]
-    import _common as common
-import torch  # noqa: E402
-from torch.utils.data import DataLoader, RandomSampler  # noqa: E402
+import torch
+from torch.utils.data import DataLoader, RandomSampler
 
-import fastdecode as fd  # noqa: E402  (after _common, which puts a checkout first)
+import fastdecode as fd
+from fastdecode import _system
+
+from . import _common as common
+from . import _procs as procs
 
 LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+NOISY_SPREAD = 0.10  # (max - min) / median of a row's rounds above this: noisy
+STARTUP_SHARE = 0.05  # start-up should be under this share of a round
+# mode -> settings; batches per round are rounded up to whole waves of workers
+MODES: dict[str, dict[str, Any]] = {
+    "quick": dict(workers=[0, 2], batch=32, batches=4, rounds=3, fused=16, entries=100_000),
+    # about 90 s on 2 cores: 2 chains x 3 loaders x 4 epochs of 1,536 images, +file list
+    "default": dict(workers=None, batch=256, batches=6, rounds=3, fused=128, entries=200_000),
+    "full": dict(workers=[0, 1, 2, 4, 8], batch=256, batches=6, rounds=3, fused=256,
+                 entries=1_000_000),
+}
 
 
-def chains():
+CHAINS = ("train", "eval", "train_uint8")
+
+
+def chains(names: list[str]) -> dict[str, Any]:
     from torchvision import transforms as T
 
-    return {
+    out = {
         "train": T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
                             T.Normalize(MEAN, STD)]),
-        "eval": T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), T.Normalize(MEAN, STD)]),
+        "eval": T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
+                           T.Normalize(MEAN, STD)]),
     }
+    out["train_uint8"] = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                                    T.PILToTensor()])
+    return {name: out[name] for name in names}
 
 
 # ---------------------------------------------------------------------------
-# memory: proportional set size of this process and its children
+# rows
 
 
-def _pss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-
-
-def tree_pss_mib() -> float:
-    """PSS, unlike RSS, counts shared pages once across the process tree."""
-    pids = [os.getpid()]
-    pids += _children(os.getpid())
-    return sum(_pss_kib(p) for p in pids) / 1024
-
-
-class PeakMemory:
-    def __init__(self, interval: float = 0.05) -> None:
-        self.interval, self.peak, self._stop = interval, 0.0, threading.Event()
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, tree_pss_mib())
-            self._stop.wait(self.interval)
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # workers, once reaped
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-# ---------------------------------------------------------------------------
-# one measurement
+@dataclass
+class Row:
+    chain: str
+    loader: str
+    num_workers: int
+    source: Any  # the loader; its workers stay alive between rounds
+    pids: list[int] = field(default_factory=list)  # its worker processes
+    cold_first_batch_s: float = 0.0
+    rates: list[float] = field(default_factory=list)  # images/s per round
+    cpu: list[float] = field(default_factory=list)  # CPU s per image per round
+    walls: list[float] = field(default_factory=list)
+    first_batch: list[float] = field(default_factory=list)  # warm rounds
+    peak_pss_mib: float = 0.0
 
 
 def make_loader(kind: str, root: Path, chain, workers: int, batch: int, samples: int):
     from torchvision.datasets import ImageFolder
 
-    generator = torch.Generator().manual_seed(0)
     if kind == "ImageFolder+PIL":
         ds = ImageFolder(root, chain)
     else:
         ds = fd.FastImageFolder(root, chain)
-    sampler = RandomSampler(ds, replacement=True, num_samples=samples, generator=generator)
-    common = dict(batch_size=batch, sampler=sampler, num_workers=workers,
-                  pin_memory=torch.cuda.is_available(), drop_last=True)
+    sampler = RandomSampler(ds, replacement=True, num_samples=samples,
+                            generator=torch.Generator().manual_seed(0))
+    kwargs = dict(batch_size=batch, sampler=sampler, num_workers=workers, drop_last=True,
+                  pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
     if kind == "FastLoader":
-        return fd.FastLoader(ds, **common)
-    return DataLoader(ds, **common, persistent_workers=False)
+        return fd.FastLoader(ds, **kwargs)
+    return DataLoader(ds, **kwargs)
 
 
-def measure(kind: str, root: Path, chain, workers: int, batch: int, samples: int) -> dict:
-    """Wall time from creating the iterator to the last batch: worker start-up
-    is part of what a training epoch pays, and prefetched batches cannot
-    inflate a rate measured over the whole run."""
-    loader = make_loader(kind, root, chain, workers, batch, samples)
-    cpu0 = cpu_seconds()
+def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: int,
+             samples: int) -> Row:
+    """The row's loader, after its untimed first epoch (start-up, warm caches)."""
+    before = set(procs.children())
+    row = Row(chain, kind, workers, make_loader(kind, root, transform, workers, batch, samples))
     start = time.perf_counter()
-    first = None
-    images = 0
-    with PeakMemory() as peak:
-        for x, _ in loader:
+    for i, _ in enumerate(row.source):
+        if i == 0:
+            row.cold_first_batch_s = time.perf_counter() - start
+    row.pids = sorted(set(procs.children()) - before)
+    return row
+
+
+def run_round(row: Row) -> None:
+    cpu0 = procs.cpu_seconds(row.pids)
+    images, first = 0, None
+    with procs.PeakMemory(row.pids) as peak:
+        start = time.perf_counter()
+        for x, _ in row.source:
             if first is None:
-                first = time.perf_counter()
+                first = time.perf_counter() - start
             images += x.shape[0]
-    end = time.perf_counter()
-    del loader
-    cpu = cpu_seconds() - cpu0
+        wall = time.perf_counter() - start
+    row.rates.append(images / wall)
+    row.walls.append(wall)
+    row.first_batch.append(first or wall)
+    row.cpu.append((procs.cpu_seconds(row.pids) - cpu0) / max(images, 1))
+    row.peak_pss_mib = max(row.peak_pss_mib, peak.peak)
+
+
+def fused_cost(root: Path, transform, count: int, seed: int) -> float:
+    """Seconds per image of FastImageFolder's __getitem__ (read, fused decode,
+    tensor tail) in this process with one thread per pool: what one worker
+    can do at best."""
+    ds = fd.FastImageFolder(root, transform)
+    picks = random.Random(seed).choices(range(len(ds)), k=count)
+    with _system.one_thread_per_pool():
+        ds[picks[0]]  # the plan is made on first use
+        start = time.perf_counter()
+        for i in picks:
+            ds[i]
+        return (time.perf_counter() - start) / count
+
+
+# ---------------------------------------------------------------------------
+# the run
+
+
+MAX_LIVE_WORKERS = 24  # worker processes alive at once (idle ones cost memory only)
+
+
+def groups(chain_names: list[str], worker_counts: list[int]) -> list[list[tuple[str, int]]]:
+    """Rows alive at the same time, their rounds interleaved: per worker
+    count every chain together, or each chain alone when that would keep
+    more than MAX_LIVE_WORKERS workers alive."""
+    out = []
+    for w in worker_counts:
+        if len(LOADERS) * len(chain_names) * w <= MAX_LIVE_WORKERS:
+            out.append([(c, w) for c in chain_names])
+        else:
+            out += [[(c, w)] for c in chain_names]
+    return out
+
+
+def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, dict]:
+    rows: list[Row] = []
+    fused: dict[str, list[float]] = {name: [] for name in all_chains}
+    for group in groups(list(all_chains), settings["workers"]):
+        alive = []
+        for chain, workers in group:
+            wave = max(workers, 1)  # whole waves: no worker idles at the end of a round
+            batches = math.ceil(settings["batches"] / wave) * wave
+            for kind in LOADERS:
+                bar.set_postfix_str(f"{chain} {kind} num_workers={workers}: start-up")
+                alive.append(open_row(chain, kind, root, all_chains[chain], workers,
+                                      settings["batch"], batches * settings["batch"]))
+                bar.update()
+        chains_here = list(dict.fromkeys(chain for chain, _ in group))
+        for r in range(settings["rounds"]):
+            for chain in chains_here:
+                bar.set_postfix_str(f"{chain} fused, 1 thread, round {r + 1}")
+                fused[chain].append(fused_cost(root, all_chains[chain], settings["fused"],
+                                               seed=len(fused[chain])))
+                bar.update()
+            for row in alive:
+                bar.set_postfix_str(f"{row.chain} {row.loader} num_workers={row.num_workers}, "
+                                    f"round {r + 1}")
+                run_round(row)
+                bar.update()
+        for row in alive:
+            row.source = None  # ends its persistent workers
+        gc.collect()
+        rows += alive
+    return rows, fused
+
+
+def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
+    median = statistics.median(row.rates)
+    spread = (max(row.rates) - min(row.rates)) / median
+    warm_first = statistics.median(row.first_batch)
+    startup = max(0.0, row.cold_first_batch_s - warm_first)
     return {
-        "loader": kind, "num_workers": workers,
-        "images_per_s": images / (end - start) if images else 0.0,
-        "cpu_s_per_image": cpu / max(images, 1),
-        "peak_pss_mib": peak.peak,
-        "first_batch_s": (first or end) - start,
+        "loader": row.loader, "num_workers": row.num_workers,
+        "images_per_s": median, "round_images_per_s": row.rates,
+        "min_images_per_s": min(row.rates), "max_images_per_s": max(row.rates),
+        "spread": spread, "noisy": spread > NOISY_SPREAD,
+        "startup_s": startup, "cold_first_batch_s": row.cold_first_batch_s,
+        "startup_share_of_round": startup / statistics.median(row.walls),
+        "cpu_s_per_image": statistics.median(row.cpu),
+        "efficiency": median / limit,
+        "speedup": median / baseline[row.num_workers] if baseline.get(row.num_workers) else None,
+        "peak_pss_mib": row.peak_pss_mib,
     }
+
+
+def chain_result(rows: list[Row], fused: list[float], usable: int) -> dict:
+    cost = statistics.median(fused)
+    limit = usable / cost
+    baseline = {r.num_workers: statistics.median(r.rates) for r in rows
+                if r.loader == "ImageFolder+PIL"}
+    results = [row_result(r, limit, baseline) for r in rows]
+    counts = sorted({r["num_workers"] for r in results})
+    at = usable if usable in counts else max(counts)  # the summary's num_workers
+
+    def pick(kind: str) -> dict:
+        return next(r for r in results if r["loader"] == kind and r["num_workers"] == at)
+
+    summary = {
+        "num_workers": at,
+        "speedup_fastimagefolder": pick("FastImageFolder")["speedup"],
+        "speedup_fastloader": pick("FastLoader")["speedup"],
+        "efficiency_fastimagefolder": pick("FastImageFolder")["efficiency"],
+        "efficiency_fastloader": pick("FastLoader")["efficiency"],
+        "noisy_rows": sum(r["noisy"] for r in results),
+    }
+    return {"rows": results, "summary": summary,
+            "limit": {"usable_cpus": usable, "fused_ms_per_image": cost * 1000,
+                      "fused_round_ms": [c * 1000 for c in fused], "images_per_s": limit,
+                      "spread": (max(fused) - min(fused)) / cost}}
 
 
 # ---------------------------------------------------------------------------
@@ -185,8 +290,8 @@ def file_list_memory(entries: int, workers: int) -> list[dict]:
                 warnings.filterwarnings("ignore", "This DataLoader will create")
                 loader = DataLoader(ds, batch_size=4096, num_workers=workers, shuffle=True,
                                     generator=torch.Generator().manual_seed(0))
-                before = tree_pss_mib()
-                with PeakMemory() as peak:
+                before = procs.pss_mib([*procs.children()])
+                with procs.PeakMemory() as peak:
                     for _ in loader:
                         pass
             rows.append({"dataset": name, "entries": entries, "num_workers": workers,
@@ -199,90 +304,103 @@ def file_list_memory(entries: int, workers: int) -> list[dict]:
 # report
 
 
-def table(rows: list[dict], baseline_best: float) -> str:
-    lines = ["| loader | workers | images/s | CPU-s/image | speedup vs ImageFolder best | "
-             "peak PSS MiB |", "|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
+def table(result: dict) -> str:
+    limit = result["limit"]
+    lines = ["| loader | workers | images/s (median) | min-max | spread | start-up s | "
+             "CPU ms/image | % of limit | speedup vs ImageFolder | peak PSS MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        speedup = "" if r["speedup"] is None else f"{r['speedup']:.2f}x"
         lines.append(
-            f"| {r['loader']} | {r['num_workers']} | {r['images_per_s']:.0f} | "
-            f"{r['cpu_s_per_image'] * 1000:.2f} ms | {r['images_per_s'] / baseline_best:.2f}x | "
-            f"{r['peak_pss_mib']:.0f} |"
-        )
+            f"| {r['loader']} | {r['num_workers']} | {r['images_per_s']:,.0f}"
+            f"{' (noisy)' if r['noisy'] else ''} | {r['min_images_per_s']:,.0f}-"
+            f"{r['max_images_per_s']:,.0f} | {r['spread']:.0%} | {r['startup_s']:.2f} | "
+            f"{r['cpu_s_per_image'] * 1000:.2f} | {r['efficiency']:.0%} | {speedup} | "
+            f"{r['peak_pss_mib']:,.0f} |")
+    lines.append(f"| **limit** | {limit['usable_cpus']} CPUs | {limit['images_per_s']:,.0f} | | "
+                 f"{limit['spread']:.0%} | | {limit['fused_ms_per_image']:.2f} (fused, 1 thread) "
+                 "| 100% | | |")
     return "\n".join(lines)
+
+
+def chain_markdown(name: str, result: dict, settings: dict) -> str:
+    s = result["summary"]
+    slow = [r for r in result["rows"] if r["startup_share_of_round"] > STARTUP_SHARE]
+    notes = [f"at num_workers={s['num_workers']}: FastImageFolder "
+             f"{s['speedup_fastimagefolder']:.2f}x, FastLoader {s['speedup_fastloader']:.2f}x "
+             "ImageFolder; "
+             f"{s['efficiency_fastimagefolder']:.0%} and {s['efficiency_fastloader']:.0%} of the "
+             "limit"]
+    if s["noisy_rows"]:
+        notes.append(f"{s['noisy_rows']} noisy row(s): spread over {NOISY_SPREAD:.0%}; rerun "
+                     "on a quieter machine before trusting them")
+    if slow:
+        notes.append(f"{len(slow)} row(s) start up in more than {STARTUP_SHARE:.0%} of a round: "
+                     "their steady rate stands (rounds exclude start-up), but an epoch that short "
+                     "would pay it")
+    return (f"\n### {name} chain, batch {settings['batch']}, rounds of {settings['batches']}+ "
+            f"batches (whole waves of workers), median of {settings['rounds']} interleaved "
+            "rounds\n\n" + table(result) + "\n\n"
+            + "\n".join(f"- {n}" for n in notes))
 
 
 def parse_args(argv):
     parser = common.BenchParser(__doc__, "an ImageFolder")
+    parser.add_argument("--full", action="store_true",
+                        help="the num_workers sweep 0 1 2 4 8 and a 1M-entry file list")
+    parser.add_argument("--chains", nargs="+", choices=CHAINS, default=["train", "eval"],
+                        help="transform chains (default: train eval; train_uint8 ends in "
+                             "PILToTensor)")
     parser.add_argument("--workers", type=int, nargs="+",
-                        help="num_workers values (default 0 1 2 4 8; quick 0 1 2 4)")
-    parser.add_argument("--batch-size", type=int, help="default 256 (quick: 64)")
-    parser.add_argument("--samples", type=int, help="images per measurement (default 8 batches)")
+                        help="num_workers values (default: the usable CPUs; --full 0 1 2 4 8)")
+    parser.add_argument("--batch-size", type=int, help="default 256 (quick: 32)")
+    parser.add_argument("--rounds", type=int, help="timed rounds per row (default 3, at least 3)")
     parser.add_argument("--entries", type=int,
-                        help="file-list entries (default 1,000,000; quick 200,000)")
-    return parser.parse_args(argv)
+                        help="file-list entries (default 200,000; --full 1,000,000)")
+    args = parser.parse_args(argv)
+    if args.quick and args.full:
+        parser.error("--quick and --full exclude each other")
+    if args.rounds is not None and args.rounds < 3:
+        parser.error("--rounds must be >= 3 (a median and a spread need three)")
+    return args
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    usable = _system.usable_cpus()
+    settings = dict(MODES[mode])
+    settings["workers"] = args.workers or settings["workers"] or [usable]
+    settings["batch"] = args.batch_size or settings["batch"]
+    settings["rounds"] = args.rounds or settings["rounds"]
+    settings["entries"] = args.entries or settings["entries"]
     data = args.data or common.default_data()
-    workers = args.workers or ([0, 1, 2, 4] if args.quick else [0, 1, 2, 4, 8])
-    batch = args.batch_size or (64 if args.quick else 256)
-    samples = args.samples or batch * 8
-    entries = args.entries or (200_000 if args.quick else 1_000_000)
 
-    report = {"command": common.command_line(__file__, argv), "data": str(data),
-              "batch_size": batch, "samples": samples, "machine": common.machine_facts(),
-              "versions": common.library_versions(), "chains": {}}
-    all_chains = chains()
-    # One tick per measurement, and one for the file list.
-    with common.progress("loader sweep", len(all_chains) * len(workers) * len(LOADERS) + 1) as bar:
-        for name, chain in all_chains.items():
-            rows = []
-            for w in workers:
-                for kind in LOADERS:
-                    bar.set_postfix_str(f"{name} {kind} num_workers={w}")
-                    rows.append(measure(kind, data, chain, w, batch, samples))
-                    bar.update()
-            report["chains"][name] = chain_result(rows, workers)
-            common.emit(f"\n### {name} chain, batch {batch}, {samples} images per run\n\n"
-                        + chain_markdown(report["chains"][name], workers))
-        bar.set_postfix_str(f"file list of {entries:,} entries")
-        report["file_list"] = file_list_memory(entries, 8)
+    all_chains = chains(args.chains)
+    report = {"command": common.command_line(__name__, argv), "data": str(data), "mode": mode,
+              "batch_size": settings["batch"], "settings": settings,
+              "machine": common.machine_facts(), "versions": common.library_versions(),
+              "chains": {}}
+    layout = groups(list(all_chains), settings["workers"])
+    ticks = (sum(len(g) for g in layout) * len(LOADERS) * (1 + settings["rounds"])
+             + sum(len({c for c, _ in g}) for g in layout) * settings["rounds"] + 1)
+    with common.progress("loader", ticks) as bar:
+        rows, fused = measure(data, all_chains, settings, bar)
+        for name in all_chains:
+            result = chain_result([r for r in rows if r.chain == name], fused[name], usable)
+            report["chains"][name] = result
+            common.emit(chain_markdown(name, result, settings))
+        bar.set_postfix_str(f"file list of {settings['entries']:,} entries")
+        report["file_list"] = file_list_memory(settings["entries"], 8)
         bar.update()
     report["machine"]["load_average_end"] = common.load_average()
-    common.emit("\n".join([f"\n### file list of {entries:,} entries, 8 workers\n",
-                            "| dataset | peak PSS MiB (main + 8 workers) |", "|---|---:|"]
-                           + [f"| {r['dataset']} | {r['peak_pss_mib']:.0f} |"
-                              for r in report["file_list"]]))
+    common.emit("\n".join([f"\n### file list of {settings['entries']:,} entries, 8 workers\n",
+                           "| dataset | peak PSS MiB (main + 8 workers) |", "|---|---:|"]
+                          + [f"| {r['dataset']} | {r['peak_pss_mib']:,.0f} |"
+                             for r in report["file_list"]]))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0
-
-
-def chain_result(rows: list[dict], workers: list[int]) -> dict:
-    """Each row's speedup over ImageFolder+PIL's best num_workers, and a summary."""
-    best = {k: max(r["images_per_s"] for r in rows if r["loader"] == k) for k in LOADERS}
-    for r in rows:
-        r["speedup"] = r["images_per_s"] / best["ImageFolder+PIL"]
-    at_max = [r for r in rows
-              if r["num_workers"] == max(workers) and r["loader"] == "FastImageFolder"]
-    summary = {
-        "best_images_per_s": best,
-        "best_speedup_fastimagefolder": best["FastImageFolder"] / best["ImageFolder+PIL"],
-        "best_speedup_fastloader": best["FastLoader"] / best["ImageFolder+PIL"],
-        "max_workers_vs_best_fastimagefolder":
-            at_max[0]["images_per_s"] / best["FastImageFolder"] if at_max else None,
-    }
-    return {"rows": rows, "summary": summary}
-
-
-def chain_markdown(result: dict, workers: list[int]) -> str:
-    summary = result["summary"]
-    return (table(result["rows"], summary["best_images_per_s"]["ImageFolder+PIL"])
-            + f"\n\nbest: FastImageFolder {summary['best_speedup_fastimagefolder']:.2f}x, "
-            f"FastLoader {summary['best_speedup_fastloader']:.2f}x ImageFolder's best; "
-            f"FastImageFolder at {max(workers)} workers = "
-            f"{summary['max_workers_vs_best_fastimagefolder']:.0%} of its best")
 
 
 if __name__ == "__main__":

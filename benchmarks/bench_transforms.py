@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Single-thread throughput of fused decode + ImageNet transforms vs its peers.
 
-    benchmarks/bench_transforms.py [--data DIR] [--limit N] [--rounds R] [--quick]
-                                   [--json PATH] [--simd-python PATH | --no-simd]
+    python -m benchmarks.bench_transforms [--data DIR] [--limit N] [--rounds R] [--quick]
+                                          [--json PATH] [--simd-python PATH | --no-simd]
 
 Every method produces the same output per image -- the ImageNet train chain
 (RandomResizedCrop(224) + RandomHorizontalFlip) or eval chain (Resize(256) +
@@ -50,10 +49,7 @@ from typing import Optional
 
 import numpy as np
 
-if __package__:  # benchmarks.bench_transforms, or fastdecode.benchmarks.bench_transforms
-    from . import _common as common
-else:  # run as a file (also the pillow-simd helper): benchmarks/ is sys.path[0]
-    import _common as common
+from . import _common as common
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp"}
 MEAN = [0.485, 0.456, 0.406]
@@ -236,14 +232,16 @@ def make_opencv_peer(scaled: bool) -> dict:
 
 
 class SimdWorker:
-    """Runs this script with --worker in the pillow-simd venv; it loads the
+    """Runs this module with --worker in the pillow-simd venv; it loads the
     same files and times one round per request."""
 
     def __init__(self, python: Path, files_json: Path):
+        path = [str(common.package_parent(__file__, __package__)),
+                *filter(None, [os.environ.get("PYTHONPATH")])]
         self.proc = subprocess.Popen(
-            [str(python), str(Path(__file__).resolve()), "--worker", str(files_json)],
+            [str(python), "-m", f"{__package__}.bench_transforms", "--worker", str(files_json)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(path)},
         )
         try:
             hello = self._read()
@@ -278,8 +276,8 @@ class SimdWorker:
 
 def worker_main(files_json: Path) -> int:
     """--worker: runs in the pillow-simd venv (no fastdecode import needed)."""
-    import torch
     import PIL
+    import torch
 
     torch.set_num_threads(1)
     files = [Path(p).read_bytes() for p in json.loads(files_json.read_text())]
@@ -511,8 +509,10 @@ def section_result(methods: list[Method], key, n_files: int) -> dict:
 
 
 TITLES = {
-    ("train", "uint8"): "train: RandomResizedCrop(224) + RandomHorizontalFlip -> uint8 (3, 224, 224)",
-    ("train", "float"): "train: RandomResizedCrop(224) + RandomHorizontalFlip -> float32 normalized",
+    ("train", "uint8"): "train: RandomResizedCrop(224) + RandomHorizontalFlip -> uint8 "
+                        "(3, 224, 224)",
+    ("train", "float"): "train: RandomResizedCrop(224) + RandomHorizontalFlip -> float32 "
+                        "normalized",
     ("eval", "uint8"): "eval: Resize(256) + CenterCrop(224) -> uint8 (3, 224, 224)",
     ("eval", "float"): "eval: Resize(256) + CenterCrop(224) -> float32 normalized",
 }
@@ -638,7 +638,7 @@ def main(argv=None) -> int:
         sys.exit(f"no images under {root}")
     blobs = [p.read_bytes() for p in files]
     report = {
-        "command": common.command_line(__file__, argv),
+        "command": common.command_line(__name__, argv),
         "dataset": describe(files, blobs, source, root),
         "machine": common.machine_facts(),
         "versions": common.library_versions(),

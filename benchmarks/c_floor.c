@@ -8,8 +8,8 @@
  * finding the files libjpeg cannot decode to RGB), then times a pass over
  * the files that decoded, shared among --threads threads.
  *
- *   c_floor [--min-size N | --min-size-pow2 N] [--crop-area F] [--threads T]
- *           [--check | --serve] LIST
+ *   c_floor [--min-size N | --min-size-pow2 N] [--crop-area F | --boxes BOXES]
+ *           [--threads T] [--check | --serve] LIST
  *
  * LIST names one file per line. --min-size N picks the smallest M/8 scale
  * whose output is at least NxN, the rule fastdecode's min_size uses;
@@ -17,6 +17,11 @@
  * OpenCV's IMREAD_REDUCED_*), the factors with SIMD IDCTs.
  * --crop-area F decodes only a centred crop of that share of the area, with
  * jpeg_crop_scanline/jpeg_skip_scanlines and an abort after its last row.
+ * --boxes BOXES gives each file of LIST its own crop and scale instead, one
+ * line "TOP LEFT HEIGHT WIDTH M" per file (full-resolution pixels, M of M/8;
+ * HEIGHT 0 for the whole image): the rows and columns [floor(start * M/8),
+ * ceil(end * M/8)) are decoded, the same span and early abort as
+ * fastdecode's crop= at that scale (bench_floor.py writes these).
  * Output, one key=value per line: "failed=I<TAB>message" per file that does
  * not decode (with --check, nothing is timed), then "images=N",
  * "seconds=S" (wall clock), "cpu_seconds=C" (the decoding threads' CPU time
@@ -55,10 +60,17 @@ typedef struct {
     char msg[JMSG_LENGTH_MAX];
 } decoder_t;
 
+/* A per-file crop from --boxes. */
 typedef struct {
-    int min_size;     /* 0: full size */
-    int pow2;         /* min_size chooses among 1/2^k only */
-    double crop_area; /* 0: no crop */
+    long top, left, height, width; /* height 0: the whole image */
+    int scale_num;                 /* M of M/8 */
+} box_t;
+
+typedef struct {
+    int min_size;       /* 0: full size */
+    int pow2;           /* min_size chooses among 1/2^k only */
+    double crop_area;   /* 0: no crop */
+    const box_t *boxes; /* NULL: no per-file crops; else one per file */
 } options_t;
 
 static void on_error(j_common_ptr cinfo)
@@ -139,6 +151,38 @@ static void choose_scale(j_decompress_ptr c, int min_size, int pow2)
     }
 }
 
+/* [floor(start * m/8), ceil((start + len) * m/8)) clipped to the scaled
+ * extent: fd_scaled_span's arithmetic. */
+static void scaled_span(long start, long len, int m, JDIMENSION extent, JDIMENSION *lo,
+                        JDIMENSION *hi)
+{
+    long a = start * m / 8, b = ((start + len) * m + 7) / 8;
+    *lo = (JDIMENSION)(a < (long)extent ? a : (long)extent);
+    *hi = (JDIMENSION)(b < (long)extent ? b : (long)extent);
+}
+
+/* One box per file of the list, from a --boxes file. */
+static box_t *read_boxes(const char *path, size_t count)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        die(path);
+    box_t *boxes = calloc(count ? count : 1, sizeof *boxes);
+    if (!boxes)
+        die("calloc");
+    for (size_t i = 0; i < count; i++) {
+        box_t *b = &boxes[i];
+        if (fscanf(fp, "%ld %ld %ld %ld %d", &b->top, &b->left, &b->height, &b->width,
+                   &b->scale_num) != 5 || b->top < 0 || b->left < 0 || b->height < 0 ||
+            b->width < 0 || b->scale_num < 1 || b->scale_num > 8) {
+            fprintf(stderr, "c_floor: %s: line %zu is not TOP LEFT HEIGHT WIDTH M\n", path, i + 1);
+            exit(2);
+        }
+    }
+    fclose(fp);
+    return boxes;
+}
+
 static void decoder_init(decoder_t *d)
 {
     d->cinfo.err = jpeg_std_error(&d->err.pub);
@@ -163,7 +207,7 @@ static void decoder_reserve(decoder_t *d, size_t size)
 
 /* Decodes one file into d->buf, growing it when a file needs more; returns
  * 0 on success, or 1 with libjpeg's message in d->msg. */
-static int decode(decoder_t *d, const file_t *f, const options_t *opt)
+static int decode(decoder_t *d, const file_t *f, const options_t *opt, const box_t *box)
 {
     j_decompress_ptr c = &d->cinfo;
     if (setjmp(d->err.jump)) {
@@ -178,10 +222,21 @@ static int decode(decoder_t *d, const file_t *f, const options_t *opt)
     c->do_fancy_upsampling = TRUE;
     if (opt->min_size)
         choose_scale(c, opt->min_size, opt->pow2);
+    if (box) {
+        c->scale_num = (unsigned)box->scale_num;
+        c->scale_denom = 8;
+    }
     jpeg_start_decompress(c);
 
     JDIMENSION rows = c->output_height, top = 0, width = c->output_width;
-    if (opt->crop_area > 0) {
+    if (box && box->height > 0) {
+        JDIMENSION x0, x1;
+        scaled_span(box->top, box->height, box->scale_num, c->output_height, &top, &rows);
+        scaled_span(box->left, box->width, box->scale_num, c->output_width, &x0, &x1);
+        rows -= top;
+        width = x1 - x0;
+        jpeg_crop_scanline(c, &x0, &width); /* widens to iMCU boundaries */
+    } else if (opt->crop_area > 0) {
         double side = sqrt(opt->crop_area);
         JDIMENSION crop_width = (JDIMENSION)(width * side);
         JDIMENSION left = (width - crop_width) / 2;
@@ -206,6 +261,11 @@ static int decode(decoder_t *d, const file_t *f, const options_t *opt)
     else
         jpeg_finish_decompress(c);
     return 0;
+}
+
+static const box_t *file_box(const options_t *opt, size_t i)
+{
+    return opt->boxes ? &opt->boxes[i] : NULL;
 }
 
 /* One timed pass over files[next..end), shared by the worker threads
@@ -256,7 +316,7 @@ static void *worker(void *arg)
         if (i >= pass->end)
             break;
         if (pass->decodable[i])
-            decode(&d, &pass->files[i], pass->opt);
+            decode(&d, &pass->files[i], pass->opt, file_box(pass->opt, i));
     }
     w->cpu_seconds = clock_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     jpeg_destroy_decompress(&d.cinfo);
@@ -314,16 +374,16 @@ static void serve(pass_t *pass, int threads)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: c_floor [--min-size N | --min-size-pow2 N] [--crop-area F] "
-                    "[--threads T] [--check | --serve] LIST\n");
+    fprintf(stderr, "usage: c_floor [--min-size N | --min-size-pow2 N] [--crop-area F | --boxes "
+                    "BOXES] [--threads T] [--check | --serve] LIST\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    options_t opt = {0, 0, 0.0};
+    options_t opt = {0, 0, 0.0, NULL};
     int threads = 1, check = 0, serving = 0;
-    const char *list = NULL;
+    const char *list = NULL, *boxes = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--min-size") && i + 1 < argc)
             opt.min_size = atoi(argv[++i]);
@@ -331,6 +391,8 @@ int main(int argc, char **argv)
             opt.min_size = atoi(argv[++i]), opt.pow2 = 1;
         else if (!strcmp(argv[i], "--crop-area") && i + 1 < argc)
             opt.crop_area = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--boxes") && i + 1 < argc)
+            boxes = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--check"))
@@ -343,11 +405,13 @@ int main(int argc, char **argv)
             usage();
     }
     if (!list || opt.min_size < 0 || opt.crop_area < 0 || opt.crop_area > 1 || threads < 1
-        || threads > 64 || (check && serving))
+        || threads > 64 || (check && serving) || (boxes && (opt.crop_area > 0 || opt.min_size)))
         usage();
 
     pass_t pass = {0};
     pass.files = read_list(list, &pass.count);
+    box_t *file_boxes = boxes ? read_boxes(boxes, pass.count) : NULL;
+    opt.boxes = file_boxes;
     char *decodable = calloc(pass.count ? pass.count : 1, 1);
     if (!decodable)
         die("calloc");
@@ -356,7 +420,7 @@ int main(int argc, char **argv)
     decoder_t d;
     decoder_init(&d);
     for (size_t i = 0; i < pass.count; i++) {
-        if (decode(&d, &pass.files[i], &opt))
+        if (decode(&d, &pass.files[i], &opt, file_box(&opt, i)))
             printf("failed=%zu\t%s\n", i, d.msg);
         else
             decodable[i] = 1;
@@ -373,5 +437,6 @@ int main(int argc, char **argv)
         free(pass.files[i].data);
     free((void *)pass.files);
     free(decodable);
+    free(file_boxes);
     return 0;
 }

@@ -1,4 +1,5 @@
-# Declarations of the plain-C core (src_c/). Nothing here touches Python.
+# Declarations of the plain-C core (src_c/) that the binding uses; the
+# format decoders are reached through fd_pipeline.h. Nothing here touches Python.
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 
 
@@ -65,6 +66,7 @@ cdef extern from "fd_common.h" nogil:
         int64_t width
 
     uint64_t FD_DEFAULT_MAX_PIXELS
+    uint32_t FD_DEFAULT_MAX_WORK_PER_BYTE
 
     ctypedef struct fd_options:
         fd_mode mode
@@ -80,6 +82,7 @@ cdef extern from "fd_common.h" nogil:
         int fast
         int strict
         uint64_t max_pixels
+        uint32_t max_work_per_byte
         uint32_t size_height
         uint32_t size_width
         int interpolation
@@ -98,25 +101,18 @@ cdef extern from "fd_common.h" nogil:
         fd_rect region
 
     void fd_options_init(fd_options *opt)
+    fd_status fd_check_work(uint64_t blocks, size_t size, uint32_t max_work_per_byte,
+                            const char *what, fd_error *err)
     fd_format fd_sniff(const uint8_t *data, size_t size)
 
 
 cdef extern from "fd_jpeg.h" nogil:
     fd_status fd_jpeg_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
-    fd_status fd_jpeg_plan(const uint8_t *data, size_t size, const fd_options *opt,
-                           fd_shape *shape, fd_error *err)
-    fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt,
-                             uint8_t *out, size_t out_size, fd_error *err)
-    int fd_jpeg_exif_orientation(const uint8_t *data, size_t size)
     void fd_jpeg_library_info(char *version, size_t version_len, int *simd)
 
 
 cdef extern from "fd_bmp.h" nogil:
     fd_status fd_bmp_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
-    fd_status fd_bmp_plan(const uint8_t *data, size_t size, const fd_options *opt,
-                          fd_shape *shape, fd_error *err)
-    fd_status fd_bmp_decode(const uint8_t *data, size_t size, const fd_options *opt,
-                            uint8_t *out, size_t out_size, fd_error *err)
 
 
 cdef extern from "fd_resample.h" nogil:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fastdecode._native import decode_bmp, fill_out, plan_shape, resize
+from fastdecode._native import check_work, decode_bmp, fill_out, plan_shape, resize
 from fastdecode._options import DEFAULTS, DecodeOptions
 from fastdecode._types import ImageInfo
 from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
@@ -69,13 +69,18 @@ def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
     if fmt == "bmp":  # native pixels, Pillow only for the rescale
         from PIL import Image
 
-        arr = decode_bmp(data, mode=mode, max_pixels=max_pixels)
+        arr = decode_bmp(data, mode=mode, max_pixels=max_pixels,
+                         max_work_per_byte=o["max_work_per_byte"])
         im = Image.fromarray(arr[:, :, 0] if mode == "L" else arr)
     else:
         from PIL import Image
 
         im = _open(data)
         plan(im.height, im.width, crop=None)  # the options and max_pixels, before loading
+        # The work budget, as the native decoders count it: 64 pixels a block.
+        # Only the first frame of an animation is ever decoded.
+        check_work(-(-im.width * im.height // 64), memoryview(data).nbytes,
+                   o["max_work_per_byte"], im.format or "image")
         try:
             im.load()
             if o["exif"]:
@@ -107,4 +112,4 @@ def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
     if getattr(o["layout"], "value", o["layout"]) == "CHW":
         arr = arr.transpose(2, 0, 1)
     arr = np.ascontiguousarray(arr)
-    return arr if o["out"] is None else fill_out(arr, o["out"])
+    return arr if o["out"] is None else fill_out(arr, o["out"], o["layout"])

@@ -27,11 +27,13 @@ import operator
 import numpy as np
 
 from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
-from fastdecode._options import DEFAULT_MAX_PIXELS, DEFAULTS as _D
+from fastdecode._options import DEFAULT_MAX_PIXELS, DEFAULT_MAX_WORK_PER_BYTE, DEFAULTS as _D
 from fastdecode._types import ImageInfo, PlannedShape
 
-if DEFAULT_MAX_PIXELS != FD_DEFAULT_MAX_PIXELS:  # the C default, for C callers
-    raise ImportError("fastdecode: _options.DEFAULT_MAX_PIXELS differs from the C core's")
+# The C defaults serve C callers; they must be the Python ones.
+if (DEFAULT_MAX_PIXELS, DEFAULT_MAX_WORK_PER_BYTE) != (FD_DEFAULT_MAX_PIXELS,
+                                                      FD_DEFAULT_MAX_WORK_PER_BYTE):
+    raise ImportError("fastdecode: the defaults in _options.py differ from the C core's")
 
 _COLOR_SPACES = {
     FD_CS_GRAY: "gray",
@@ -189,6 +191,20 @@ cdef int parse_max_pixels(fd_options *opt, object max_pixels) except -1:
     if value < 0:
         raise ValueError(f"max_pixels must be >= 0 or None, got {max_pixels!r}")
     opt.max_pixels = <uint64_t>min(value, 2 ** 64 - 1)
+    return 0
+
+
+cdef int parse_max_work(fd_options *opt, object max_work_per_byte) except -1:
+    if max_work_per_byte is None:
+        opt.max_work_per_byte = 0
+        return 0
+    value = operator.index(max_work_per_byte)
+    if value <= 0:
+        raise ValueError(
+            f"max_work_per_byte must be a positive int, or None for no limit, "
+            f"got {max_work_per_byte!r}"
+        )
+    opt.max_work_per_byte = <uint32_t>min(value, 0xFFFFFFFF)
     return 0
 
 
@@ -374,14 +390,33 @@ def plan_shape(height, width, *, mode=_D["mode"], scale=_D["scale"], min_size=_D
     )
 
 
-def fill_out(arr, out):
-    """Copies a finished (H, W, C) or (C, H, W) uint8 array into `out`,
-    validating `out` exactly as the native decoders do; returns `out`."""
+def check_work(blocks, nbytes, max_work_per_byte=_D["max_work_per_byte"], what="image"):
+    """The decoders' work budget for decoders outside the C core: raises
+    ImageTooLargeError when `blocks` 8x8 blocks of work (64 pixels each, for
+    formats without blocks) from `nbytes` of data is above the budget."""
+    cdef fd_options opt
+    cdef fd_error err
+    fd_options_init(&opt)
+    parse_max_work(&opt, max_work_per_byte)
+    what_bytes = str(what).encode("utf-8", "replace")
+    if fd_check_work(min(operator.index(blocks), 2 ** 64 - 1), operator.index(nbytes),
+                     opt.max_work_per_byte, what_bytes, &err) != FD_OK:
+        raise_error(&err)
+
+
+def fill_out(arr, out, layout="HWC"):
+    """Copies a finished uint8 array of shape (H, W, C) (layout 'HWC') or
+    (C, H, W) ('CHW') into `out`, validating `out` exactly as the native
+    decoders do; returns `out`."""
     cdef fd_shape shape
     cdef Py_buffer view
-    shape.height, shape.width, shape.channels = arr.shape
+    cdef fd_layout lay = <fd_layout>parse_layout(layout)
+    if lay == FD_LAYOUT_CHW:
+        shape.channels, shape.height, shape.width = arr.shape
+    else:
+        shape.height, shape.width, shape.channels = arr.shape
     shape.nbytes = arr.size
-    prepare_out(out, &shape, FD_LAYOUT_HWC, &view)
+    prepare_out(out, &shape, lay, &view)
     try:
         np.frombuffer(<object>PyMemoryView_FromObject(out), dtype=np.uint8)[:] = arr.reshape(-1)
     finally:

@@ -19,6 +19,11 @@ __all__: list[str] = []  # private
 # core's FD_DEFAULT_MAX_PIXELS (for C callers) is checked against it when the
 # binding loads.
 DEFAULT_MAX_PIXELS = 178956970
+# The work budget, in 8x8 blocks of decoding per byte of input (a block of
+# each component once per scan that codes it; 64 pixels for formats without
+# blocks). DESIGN.md "Robustness" has the measurements behind the value; the
+# C core's FD_DEFAULT_MAX_WORK_PER_BYTE is checked against it too.
+DEFAULT_MAX_WORK_PER_BYTE = 2048
 
 
 class NamedInterpolation(Protocol):
@@ -50,6 +55,7 @@ class DecodeOptions(TypedDict, total=False):
     fast: bool
     strict: bool
     max_pixels: Optional[int]
+    max_work_per_byte: Optional[int]
 
 
 # In signature order (the public order of decode_jpeg and decode_image).
@@ -67,7 +73,9 @@ DEFAULTS: DecodeOptions = {
     "fast": False,
     "strict": False,
     "max_pixels": DEFAULT_MAX_PIXELS,
+    "max_work_per_byte": DEFAULT_MAX_WORK_PER_BYTE,
 }
 
 # The options BMP decoding has (no DCT scaling, no EXIF, no IDCT choice).
-BMP_OPTIONS = ("mode", "crop", "size", "interpolation", "flip", "layout", "out", "max_pixels")
+BMP_OPTIONS = ("mode", "crop", "size", "interpolation", "flip", "layout", "out", "max_pixels",
+               "max_work_per_byte")

@@ -5,8 +5,7 @@
 # is a 256-entry table per channel. Building the table with the very float32
 # operations torchvision runs makes the one-pass result bit-identical to
 # torchvision's several passes; fastdecode.transforms builds it by running the
-# real transforms on a 256-pixel ramp, normalize_u8 with the C arithmetic of
-# torchvision's v1 ToTensor + Normalize.
+# real transforms on a 256-pixel ramp.
 
 
 cdef void _lut_planes(const uint8_t *src, float *dst, const float *lut, Py_ssize_t outer,
@@ -87,52 +86,3 @@ def lut_to_float(src, lut, out=None):
     with nogil:
         _lut_planes(&s[0], &d[0], &t[0, 0], n_outer, channels, n_plane)
     return result
-
-
-def normalize_table(mean, std, Py_ssize_t channels=3):
-    """The (C, 256) float32 table of torchvision's v1 ToTensor + Normalize:
-    (float32(v) / 255 - float32(mean[c])) / float32(std[c]), in float32.
-    mean/std: None (ToTensor only), one value, or one per channel."""
-    cdef float[:, ::1] t
-    cdef float m, s, f
-    cdef int c, v
-    means = _per_channel(mean, channels, "mean", 0.0)
-    stds = _per_channel(std, channels, "std", 1.0)
-    for c in range(channels):
-        if <float>stds[c] == 0:
-            raise ValueError(
-                "std evaluated to zero after conversion to torch.float32, leading to division by zero."
-            )
-    table = np.empty((channels, 256), dtype=np.float32)
-    t = table
-    for c in range(channels):
-        m = <float>means[c]
-        s = <float>stds[c]
-        for v in range(256):
-            f = (<float>v) / (<float>255.0)
-            if mean is not None or std is not None:
-                f = (f - m) / s
-            t[c, v] = f
-    return table
-
-
-cdef list _per_channel(object values, Py_ssize_t channels, str name, double default):
-    if values is None:
-        return [default] * channels
-    try:
-        items = [float(v) for v in values]
-    except TypeError:
-        items = [float(values)]
-    if len(items) == 1:
-        items = items * channels
-    if len(items) != channels:
-        raise ValueError(f"{name} must have 1 or {channels} values, got {len(items)}")
-    return items
-
-
-def normalize_u8(src, mean=None, std=None, out=None):
-    """torchvision's ToTensor + Normalize(mean, std) on a uint8 (..., C, H, W)
-    array in one pass (GIL released): float32 (src / 255 - mean) / std, into
-    ``out`` when given. Bit-identical to torchvision's float32 result."""
-    channels = src.shape[src.ndim - 3] if isinstance(src, np.ndarray) and src.ndim >= 3 else 3
-    return lut_to_float(src, normalize_table(mean, std, channels), out)

@@ -62,6 +62,7 @@ def decode_image(
     fast: bool = _D["fast"],
     strict: bool = _D["strict"],
     max_pixels: int | None = _D["max_pixels"],
+    max_work_per_byte: int | None = _D["max_work_per_byte"],
 ) -> np.ndarray:
     """Decodes any image, natively for JPEG and BMP, through Pillow otherwise.
 
@@ -69,10 +70,18 @@ def decode_image(
     DCT scaling resize from full resolution when ``size`` is given; without a
     size, ``scale``/``min_size`` box-filter the image to the size libjpeg would
     have produced.
+
+    ``max_work_per_byte`` bounds the decoding work (and with it the memory) a
+    file may cost per byte of its data, in 8x8 blocks (a block of each
+    component once per scan that codes it; 64 pixels for formats without
+    blocks): a file over it raises :class:`ImageTooLargeError` before the cost
+    is paid. The default passes every real photo and refuses files of a few
+    hundred bytes that declare a huge image; None disables it.
     """
     options = DecodeOptions(mode=mode, scale=scale, min_size=min_size, crop=crop, size=size,
                             interpolation=interpolation, flip=flip, layout=layout, out=out,
-                            exif=exif, fast=fast, strict=strict, max_pixels=max_pixels)
+                            exif=exif, fast=fast, strict=strict, max_pixels=max_pixels,
+                            max_work_per_byte=max_work_per_byte)
     fmt = _native.sniff(data)
     if fmt == "jpeg":
         try:
@@ -114,5 +123,4 @@ def info() -> dict[str, Any]:
         "version": __version__,
         "libjpeg_turbo": version,
         "simd": simd,
-        "openmp": False,
     }

@@ -1,7 +1,12 @@
 """The exceptions fastdecode raises.
 
 Every failure that comes from the data is a :class:`DecodeError` (and so also
-a :class:`ValueError`, which is what Pillow-based code already catches).
+a :class:`ValueError`, which is what Pillow-based code already catches). A
+dataset item whose file cannot be read or decoded raises an
+:class:`ImageFileError`: a DecodeError that is also an :class:`OSError`, as
+the errors of torchvision's ImageFolder loader are (PIL's
+``UnidentifiedImageError``, "image file is truncated"), so code that skips
+bad images with ``except OSError`` keeps working.
 """
 
 from __future__ import annotations
@@ -11,6 +16,10 @@ __all__ = [
     "DecodeError",
     "UnsupportedFormatError",
     "ImageTooLargeError",
+    "ImageFileError",
+    "UnsupportedImageFileError",
+    "ImageFileTooLargeError",
+    "file_error",
 ]
 
 
@@ -39,3 +48,45 @@ class UnsupportedFormatError(DecodeError):
 
 class ImageTooLargeError(DecodeError):
     """The declared image size is above ``max_pixels``; nothing was allocated."""
+
+
+class ImageFileError(DecodeError, OSError):
+    """A dataset sample's file cannot be read or decoded: a :class:`DecodeError`
+    and an :class:`OSError` (what ImageFolder's loader raises for bad files).
+
+    ``path`` and ``filename`` name the file; ``errno`` is the operating
+    system's when the read itself failed (missing file, no permission), else
+    None. The message is the reason alone, as for every FastDecodeError.
+    """
+
+    def __init__(self, message: str, path: str | None = None, errno: int | None = None) -> None:
+        super().__init__(message, path)
+        self.filename = path
+        self.errno = errno
+
+    def __str__(self) -> str:  # OSError's "[Errno ...]" form only when there is an errno
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.path, self.errno))
+
+
+class UnsupportedImageFileError(ImageFileError, UnsupportedFormatError):
+    """A dataset sample's file is not an image format that can be decoded."""
+
+
+class ImageFileTooLargeError(ImageFileError, ImageTooLargeError):
+    """A dataset sample's file declares an image above the size limits."""
+
+
+def file_error(exc: BaseException, message: str, path: str) -> ImageFileError:
+    """The ImageFileError for ``exc`` raised while loading ``path``: the
+    narrowest class that keeps what ``exc`` was (too large, unsupported)."""
+    if isinstance(exc, ImageTooLargeError):
+        cls: type[ImageFileError] = ImageFileTooLargeError
+    elif isinstance(exc, UnsupportedFormatError):
+        cls = UnsupportedImageFileError
+    else:
+        cls = ImageFileError
+    errno = exc.errno if isinstance(exc, OSError) else None
+    return cls(message, path=path, errno=errno)

@@ -160,12 +160,16 @@ static fd_status check_masks(uint32_t *m, unsigned bpp, fd_error *err)
     return FD_OK;
 }
 
-/* Parses and validates everything but the pixel data. max_pixels == 0: no
- * limit (read_header). */
-static fd_status parse_header(const uint8_t *data, size_t size, uint64_t max_pixels,
-                              bmp_header *h, fd_error *err)
+static int is_os2(uint32_t header_size)
 {
-    memset(h, 0, sizeof(*h));
+    return header_size == 12 || header_size == 16 || header_size == 64;
+}
+
+/* The file header and the info header's fields: size, bit depth,
+ * compression, palette entries; then the dimensions against max_pixels. */
+static fd_status read_info_header(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                  bmp_header *h, fd_error *err)
+{
     if (size < 2 || data[0] != 'B' || data[1] != 'M')
         return fd_fail(err, FD_ERR_UNSUPPORTED, "not a BMP file (no 'BM' signature)");
     if (size < 18)
@@ -185,7 +189,6 @@ static fd_status parse_header(const uint8_t *data, size_t size, uint64_t max_pix
                        "truncated BMP: the %u-byte info header needs %u bytes, the file has %zu",
                        hs, 14u + hs, size);
     const uint8_t *ih = data + 14;
-    const int os2 = hs == 12 || hs == 16 || hs == 64;
     h->header_size = hs;
     int64_t w, ht;
     if (hs == 12) { /* BITMAPCOREHEADER: unsigned 16-bit sizes, no compression */
@@ -209,33 +212,80 @@ static fd_status parse_header(const uint8_t *data, size_t size, uint64_t max_pix
     h->topdown = ht < 0;
     h->width = (uint32_t)w;
     h->height = (uint32_t)(ht < 0 ? -ht : ht);
-    fd_status st = fd_check_pixels(h->height, h->width, max_pixels, err);
+    return fd_check_pixels(h->height, h->width, max_pixels, err);
+}
+
+/* BI_RGB: the bit depth alone says how pixels are stored. */
+static fd_status classify_rgb(bmp_header *h, fd_error *err)
+{
+    switch (h->bpp) {
+    case 1: case 2: case 4: case 8: h->kind = K_PALETTE; break;
+    case 16:
+        h->kind = K_MASKS;
+        h->mask[0] = 0x7C00;
+        h->mask[1] = 0x03E0;
+        h->mask[2] = 0x001F;
+        break;
+    case 24: h->kind = K_BGR24; break;
+    case 32: h->kind = K_BGRX32; break;
+    case 64: h->kind = K_RGBA64; break;
+    default:
+        return fd_fail(err, FD_ERR_DECODE, "unsupported BMP bit depth %u", h->bpp);
+    }
+    return FD_OK;
+}
+
+/* BI_BITFIELDS / BI_ALPHABITFIELDS: the masks (after a 40-byte header, else
+ * inside it), validated; the two plain layouts get their fast kinds.
+ * *masks_in_file: bytes of masks that follow a 40-byte header. */
+static fd_status classify_masks(bmp_header *h, const uint8_t *data, size_t size,
+                                uint32_t *masks_in_file, fd_error *err)
+{
+    const unsigned bpp = h->bpp;
+    const uint32_t hs = h->header_size;
+    if (bpp != 16 && bpp != 24 && bpp != 32)
+        return fd_fail(err, FD_ERR_DECODE,
+                       "BMP bit masks need 16, 24 or 32 bits per pixel, the header says %u", bpp);
+    const int n = h->compression == BI_ALPHABITFIELDS ? 4 : 3;
+    if (hs == 40) {
+        if (size < 54u + 4u * (size_t)n)
+            return fd_fail(err, FD_ERR_DECODE,
+                           "truncated BMP: the bit masks after the header are cut off");
+        for (int c = 0; c < n; c++)
+            h->mask[c] = rd32(data + 54 + 4 * c);
+        *masks_in_file = 4u * (uint32_t)n;
+    } else {
+        const uint8_t *ih = data + 14;
+        for (int c = 0; c < 3; c++)
+            h->mask[c] = rd32(ih + 40 + 4 * c);
+        h->mask[3] = hs >= 56 ? rd32(ih + 52) : 0;
+    }
+    fd_status st = check_masks(h->mask, bpp, err);
     if (st != FD_OK)
         return st;
+    if (bpp == 32 && h->mask[0] == 0xFF0000 && h->mask[1] == 0xFF00 && h->mask[2] == 0xFF)
+        h->kind = K_BGRX32;
+    else if (bpp == 24 && h->mask[0] == 0xFF0000 && h->mask[1] == 0xFF00 && h->mask[2] == 0xFF &&
+             h->mask[3] == 0)
+        h->kind = K_BGR24;
+    else
+        h->kind = K_MASKS;
+    return FD_OK;
+}
 
-    /* Compression and bit depth -> how the pixels are stored. */
+/* Compression and bit depth -> how the pixels are stored (h->kind). */
+static fd_status classify(bmp_header *h, const uint8_t *data, size_t size,
+                          uint32_t *masks_in_file, fd_error *err)
+{
     const unsigned bpp = h->bpp;
     const uint32_t comp = h->compression;
-    int masks_in_file = 0; /* 40-byte header: masks follow it */
+    const int os2 = is_os2(h->header_size);
     if (os2 && comp == BI_BITFIELDS && bpp == 1)
         return fd_fail(err, FD_ERR_UNSUPPORTED,
                        "OS/2 BMP with Huffman 1D (fax) compression is not supported");
-    if (comp == BI_RGB) {
-        switch (bpp) {
-        case 1: case 2: case 4: case 8: h->kind = K_PALETTE; break;
-        case 16:
-            h->kind = K_MASKS;
-            h->mask[0] = 0x7C00;
-            h->mask[1] = 0x03E0;
-            h->mask[2] = 0x001F;
-            break;
-        case 24: h->kind = K_BGR24; break;
-        case 32: h->kind = K_BGRX32; break;
-        case 64: h->kind = K_RGBA64; break;
-        default:
-            return fd_fail(err, FD_ERR_DECODE, "unsupported BMP bit depth %u", bpp);
-        }
-    } else if (comp == BI_RLE8 || comp == BI_RLE4) {
+    if (comp == BI_RGB)
+        return classify_rgb(h, err);
+    if (comp == BI_RLE8 || comp == BI_RLE4) {
         /* Like Pillow: the compression picks the RLE flavour; the bit count
          * only sizes the default palette. */
         if (bpp != 1 && bpp != 2 && bpp != 4 && bpp != 8)
@@ -244,87 +294,85 @@ static fd_status parse_header(const uint8_t *data, size_t size, uint64_t max_pix
                            "the header says %u",
                            comp == BI_RLE8 ? 8u : 4u, bpp);
         h->kind = comp == BI_RLE8 ? K_RLE8 : K_RLE4;
-    } else if (os2 && comp == 4) {
+        return FD_OK;
+    }
+    if (os2 && comp == 4) {
         if (bpp != 24)
             return fd_fail(err, FD_ERR_DECODE,
                            "OS/2 BMP RLE24 compression needs 24 bits per pixel, the header "
                            "says %u",
                            bpp);
         h->kind = K_RLE24;
-    } else if ((comp == BI_BITFIELDS && (!os2 || hs == 64)) ||
-               (!os2 && comp == BI_ALPHABITFIELDS)) {
-        /* (A 64-byte header with masks is read as Pillow reads it.) */
-        if (bpp != 16 && bpp != 24 && bpp != 32)
-            return fd_fail(err, FD_ERR_DECODE,
-                           "BMP bit masks need 16, 24 or 32 bits per pixel, the header says %u",
-                           bpp);
-        const int n = comp == BI_ALPHABITFIELDS ? 4 : 3;
-        if (hs == 40) {
-            if (size < 54u + 4u * (size_t)n)
-                return fd_fail(err, FD_ERR_DECODE,
-                               "truncated BMP: the bit masks after the header are cut off");
-            for (int c = 0; c < n; c++)
-                h->mask[c] = rd32(data + 54 + 4 * c);
-            masks_in_file = 4 * n;
-        } else {
-            for (int c = 0; c < 3; c++)
-                h->mask[c] = rd32(ih + 40 + 4 * c);
-            h->mask[3] = hs >= 56 ? rd32(ih + 52) : 0;
-        }
-        st = check_masks(h->mask, bpp, err);
-        if (st != FD_OK)
-            return st;
-        if (bpp == 32 && h->mask[0] == 0xFF0000 && h->mask[1] == 0xFF00 && h->mask[2] == 0xFF)
-            h->kind = K_BGRX32;
-        else if (bpp == 24 && h->mask[0] == 0xFF0000 && h->mask[1] == 0xFF00 &&
-                 h->mask[2] == 0xFF && h->mask[3] == 0)
-            h->kind = K_BGR24;
-        else
-            h->kind = K_MASKS;
-    } else if (!os2 && comp == BI_JPEG) {
+        return FD_OK;
+    }
+    /* (A 64-byte header with masks is read as Pillow reads it.) */
+    if ((comp == BI_BITFIELDS && (!os2 || h->header_size == 64)) ||
+        (!os2 && comp == BI_ALPHABITFIELDS))
+        return classify_masks(h, data, size, masks_in_file, err);
+    if (!os2 && comp == BI_JPEG) {
         h->kind = K_JPEG;
-    } else if (!os2 && comp == BI_PNG) {
+        return FD_OK;
+    }
+    if (!os2 && comp == BI_PNG)
         return fd_fail(err, FD_ERR_UNSUPPORTED,
                        "BMP with an embedded PNG stream (BI_PNG) is not supported");
-    } else if (!os2 && comp >= BI_CMYK && comp <= BI_CMYKRLE4) {
-        return fd_fail(err, FD_ERR_UNSUPPORTED,
-                       "CMYK BMP (compression %u) is not supported", comp);
-    } else {
-        return fd_fail(err, FD_ERR_DECODE, "unknown BMP compression %u", comp);
+    if (!os2 && comp >= BI_CMYK && comp <= BI_CMYKRLE4)
+        return fd_fail(err, FD_ERR_UNSUPPORTED, "CMYK BMP (compression %u) is not supported",
+                       comp);
+    return fd_fail(err, FD_ERR_DECODE, "unknown BMP compression %u", comp);
+}
+
+/* Palette size and place, where the pixels start (Pillow's reading of
+ * bfOffBits) and, for uncompressed kinds, the row stride. */
+static fd_status locate_pixels(bmp_header *h, const uint8_t *data, uint32_t masks_in_file,
+                               fd_error *err)
+{
+    const uint64_t hs = h->header_size;
+    /* Palette: as many entries as declared (0 or an OS/2 1.x header: 2^bpp). */
+    uint64_t pal_bytes = 0;
+    if (is_paletted(h->kind)) {
+        if (h->colors == 0)
+            h->colors = 1u << h->bpp;
+        if (h->colors > 65536)
+            return fd_fail(err, FD_ERR_DECODE,
+                           "invalid BMP palette size %u (at most 65536 entries)", h->colors);
+        h->pal_offset = 14u + hs;
+        pal_bytes = (uint64_t)h->pal_entry * h->colors;
     }
+    const uint64_t off = rd32(data + 10);
+    if (off == 0)
+        h->offset = 14u + hs + masks_in_file + pal_bytes;
+    else if (is_paletted(h->kind) && off == 14u + hs)
+        h->offset = off + pal_bytes;
+    else
+        h->offset = off;
+    if (!is_rle(h->kind) && h->kind != K_JPEG) {
+        const uint64_t bits = (uint64_t)h->width * h->bpp; /* < 2^37 */
+        h->stride = ((bits + 31u) >> 5) << 2;
+        h->row_bytes = (bits + 7u) >> 3;
+    }
+    return FD_OK;
+}
+
+/* Parses and validates everything but the pixel data. max_pixels == 0: no
+ * limit (read_header). */
+static fd_status parse_header(const uint8_t *data, size_t size, uint64_t max_pixels,
+                              bmp_header *h, fd_error *err)
+{
+    memset(h, 0, sizeof(*h));
+    fd_status st = read_info_header(data, size, max_pixels, h, err);
+    uint32_t masks_in_file = 0;
+    if (st == FD_OK)
+        st = classify(h, data, size, &masks_in_file, err);
+    if (st != FD_OK)
+        return st;
+    const uint32_t comp = h->compression;
     if (h->topdown && comp != BI_RGB && comp != BI_BITFIELDS && comp != BI_ALPHABITFIELDS)
         return fd_fail(err, FD_ERR_DECODE,
                        "invalid BMP: a top-down bitmap (negative height) cannot be compressed "
                        "(compression %u)",
                        comp);
-
-    /* Palette: as many entries as declared (0 or an OS/2 1.x header: 2^bpp). */
-    uint64_t pal_bytes = 0;
-    if (is_paletted(h->kind)) {
-        if (h->colors == 0)
-            h->colors = 1u << bpp;
-        if (h->colors > 65536)
-            return fd_fail(err, FD_ERR_DECODE,
-                           "invalid BMP palette size %u (at most 65536 entries)", h->colors);
-        h->pal_offset = 14u + (uint64_t)hs;
-        pal_bytes = (uint64_t)h->pal_entry * h->colors;
-    }
-
-    /* Where the pixels start (Pillow's reading of bfOffBits). */
-    const uint64_t off = rd32(data + 10);
-    if (off == 0)
-        h->offset = 14u + (uint64_t)hs + (uint64_t)masks_in_file + pal_bytes;
-    else if (is_paletted(h->kind) && off == 14u + (uint64_t)hs)
-        h->offset = off + pal_bytes;
-    else
-        h->offset = off;
-
-    if (!is_rle(h->kind) && h->kind != K_JPEG) {
-        const uint64_t bits = (uint64_t)h->width * bpp; /* < 2^37 */
-        h->stride = ((bits + 31u) >> 5) << 2;
-        h->row_bytes = (bits + 7u) >> 3;
-    }
-    return FD_OK;
+    return locate_pixels(h, data, masks_in_file, err);
 }
 
 /* Uncompressed pixel data must hold every row; the last one without its
@@ -750,6 +798,35 @@ static fd_status rle_truncated(const rle_state *s, fd_error *err)
                    (unsigned long long)s->pos, (unsigned long long)s->total);
 }
 
+/* An absolute run of `code` literal pixels at *p (clipped to the image);
+ * advances *p past what it read. 0 when the data ends inside the run. */
+static int rle_absolute(rle_state *s, const uint8_t *data, size_t size, uint64_t *p,
+                        unsigned code)
+{
+    const int rle4 = s->h->kind == K_RLE4, rle24 = s->h->kind == K_RLE24;
+    uint64_t n = code;
+    if (n > s->total - s->pos)
+        n = s->total - s->pos;
+    const uint64_t need = rle24 ? 3u * n : rle4 ? (n + 1u) / 2u : n;
+    const uint64_t have = size - *p < need ? size - *p : need;
+    const uint8_t *v = data + *p;
+    if (rle24) {
+        for (uint64_t i = 0; i + 3u <= have; i += 3)
+            rle_put3(s, v + i);
+    } else if (rle4) {
+        for (uint64_t i = 0; i < have; i++) {
+            rle_put1(s, v[i] >> 4);
+            if (2u * i + 1u < n)
+                rle_put1(s, v[i] & 15u);
+        }
+    } else {
+        for (uint64_t i = 0; i < have; i++)
+            rle_put1(s, v[i]);
+    }
+    *p += have;
+    return have == need;
+}
+
 static fd_status decode_rle(const bmp_header *h, const uint8_t *data, size_t size,
                             const bmp_out *o, fd_error *err)
 {
@@ -808,26 +885,7 @@ static fd_status decode_rle(const bmp_header *h, const uint8_t *data, size_t siz
             rle_skip(&s, k);
             x = s.col;
         } else { /* absolute run of `code` pixels, padded to 16 bits */
-            uint64_t n = code;
-            if (n > s.total - s.pos)
-                n = s.total - s.pos;
-            const uint64_t need = rle24 ? 3u * n : rle4 ? (n + 1u) / 2u : n;
-            const uint64_t have = size - p < need ? size - p : need;
-            if (rle24) {
-                for (uint64_t i = 0; i + 3u <= have; i += 3)
-                    rle_put3(&s, data + p + i);
-            } else if (rle4) {
-                for (uint64_t i = 0; i < have; i++) {
-                    rle_put1(&s, data[p + i] >> 4);
-                    if (2u * i + 1u < n)
-                        rle_put1(&s, data[p + i] & 15u);
-                }
-            } else {
-                for (uint64_t i = 0; i < have; i++)
-                    rle_put1(&s, data[p + i]);
-            }
-            p += have;
-            if (have < need) {
+            if (!rle_absolute(&s, data, size, &p, code)) {
                 st = rle_truncated(&s, err);
                 break;
             }
@@ -893,7 +951,11 @@ static fd_status plan(const uint8_t *data, size_t size, const fd_options *opt, b
     if (st != FD_OK)
         return st;
     *crop = geo.region;
-    st = check_data(h, size, err);
+    if (is_rle(h->kind)) /* uncompressed data is all there (check_data): < 1 block a byte */
+        st = fd_check_work(((uint64_t)h->width * h->height + 63u) / 64u, size,
+                           opt->max_work_per_byte, "RLE BMP", err);
+    if (st == FD_OK)
+        st = check_data(h, size, err);
     if (st != FD_OK)
         return st;
     return fd_geometry_shape(&geo, opt, shape, err);

@@ -13,6 +13,7 @@ void fd_options_init(fd_options *opt)
     opt->layout = FD_LAYOUT_HWC;
     opt->scale_num = 8;
     opt->max_pixels = FD_DEFAULT_MAX_PIXELS;
+    opt->max_work_per_byte = FD_DEFAULT_MAX_WORK_PER_BYTE;
 }
 
 fd_status fd_fail(fd_error *err, fd_status status, const char *fmt, ...)
@@ -187,6 +188,22 @@ fd_status fd_check_pixels(uint32_t h, uint32_t w, uint64_t max_pixels, fd_error 
                        "image is %ux%u = %llu pixels, above max_pixels=%llu", w, h,
                        (unsigned long long)pixels, (unsigned long long)max_pixels);
     return FD_OK;
+}
+
+fd_status fd_check_work(uint64_t blocks, size_t size, uint32_t max_work_per_byte,
+                        const char *what, fd_error *err)
+{
+    if (!max_work_per_byte)
+        return FD_OK;
+    const uint64_t bytes = size ? (uint64_t)size : 1u;
+    if (blocks / max_work_per_byte < bytes ||
+        (blocks / max_work_per_byte == bytes && blocks % max_work_per_byte == 0))
+        return FD_OK; /* blocks <= max_work_per_byte * bytes, without overflow */
+    return fd_fail(err, FD_ERR_TOO_LARGE,
+                   "%s needs %llu 8x8 blocks of decoding work from %zu bytes (%llu per byte), "
+                   "above max_work_per_byte=%u: a likely decompression bomb",
+                   what, (unsigned long long)blocks, size,
+                   (unsigned long long)((blocks + bytes - 1) / bytes), max_work_per_byte);
 }
 
 fd_status fd_plan_geometry(uint32_t h, uint32_t w, const fd_options *opt, fd_geometry *g,

@@ -67,6 +67,8 @@ typedef struct {
 } fd_rect;
 
 #define FD_DEFAULT_MAX_PIXELS 178956970ULL
+/* Decoding work allowed per byte of input, in 8x8 blocks (see fd_check_work). */
+#define FD_DEFAULT_MAX_WORK_PER_BYTE 2048u
 
 typedef struct {
     fd_mode mode;
@@ -82,6 +84,7 @@ typedef struct {
     int fast;
     int strict;
     uint64_t max_pixels;
+    uint32_t max_work_per_byte; /* 0 = no limit */
     uint32_t size_height; /* 0 = no resize; else the crop is resampled to this */
     uint32_t size_width;
     int interpolation;    /* fd_interp (fd_resample.h) */
@@ -171,6 +174,13 @@ fd_status fd_check_crop(const fd_rect *crop, uint32_t h, uint32_t w, fd_error *e
 
 /* FD_ERR_TOO_LARGE when h * w is above max_pixels (0 = no limit). */
 fd_status fd_check_pixels(uint32_t h, uint32_t w, uint64_t max_pixels, fd_error *err);
+
+/* The work budget: FD_ERR_TOO_LARGE when decoding `blocks` 8x8 blocks (a
+ * block of each component once per scan that codes it; 64 pixels for
+ * formats without blocks) out of `size` bytes of data is above
+ * max_work_per_byte * size (0 = no limit). `what` names the data. */
+fd_status fd_check_work(uint64_t blocks, size_t size, uint32_t max_work_per_byte,
+                        const char *what, fd_error *err);
 
 /* Where a decode's pixels come from, known from the image size alone. */
 typedef struct {

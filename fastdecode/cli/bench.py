@@ -1,19 +1,26 @@
 """``fastdecode bench``: the bundled benchmark, on your data or a generated
 ImageNet-like set.
 
-The sections are the scripts in ``benchmarks/`` (shipped in the wheel as
+The sections are the modules of ``benchmarks/`` (shipped in the wheel as
 ``fastdecode.benchmarks``): decode-only per library (and BMP vs JPEG), fused
-transforms per library, and the end-to-end loader sweep over num_workers.
-Each shows a progress bar on stderr and prints its Markdown tables as it
-finishes; this command runs them in turn on one dataset, then writes one JSON
-report (every section's numbers, the machine, the library versions) and a PNG
-plot of images/s against num_workers per loader.
+transforms per library, the end-to-end loaders against the machine's limit
+(steady state, median of interleaved rounds) and, with --full or --sections,
+the transforms of real training recipes. Each shows a progress bar on stderr
+and prints its Markdown tables as it finishes; this command runs them in turn
+on one dataset, ends with a five-line summary, and writes one JSON report
+(every section's numbers, the machine, the library versions) and a PNG plot
+of the loaders' images/s (medians, min-max bars, the limit as a line).
+
+The default run takes about four minutes on 2 cores (once the generated set
+exists); --full is the whole sweep (num_workers 0-8, every size, the
+recipes; about 20 minutes), --quick a smoke run.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import sys
 import tempfile
@@ -27,41 +34,55 @@ SECTIONS = {
     "decode": "bench_decode",
     "transforms": "bench_transforms",
     "loader": "bench_loader",
+    "recipes": "bench_recipes",
+}
+DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
+# Each section's arguments per run mode. The default's sizes keep the whole
+# run near four minutes on 2 cores (the arithmetic: DESIGN.md, "CLI and
+# benchmarks"): decode ~47 s, transforms ~51 s, loader ~92 s.
+MODE_ARGS: dict[str, dict[str, list[str]]] = {
+    "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
+              "loader": ["--quick"], "recipes": ["--quick"]},
+    "default": {"decode": ["--limit", "300", "--rounds", "3"],
+                "transforms": ["--limit", "150", "--rounds", "3"], "loader": [], "recipes": []},
+    "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"]},
 }
 
 EPILOG = """\
 examples:
   fastdecode bench                         # generated ImageNet-like set (cached)
-  fastdecode bench --quick                 # reduced run, under two minutes on 2 cores
+  fastdecode bench --quick                 # smoke run, under two minutes on 2 cores
+  fastdecode bench --full                  # the whole sweep, every section
   fastdecode bench --data ~/imagenet/val --json bench.json --plot bench.png
   fastdecode bench --sections loader --quick
 """
 
 
+# Where the benchmarks/ package is importable: inside the wheel, or in a checkout.
+PACKAGES = ("fastdecode.benchmarks", "benchmarks")
+
+
+def benchmark_package() -> str:
+    """The name the benchmarks/ package has here: from the wheel, else from a checkout."""
+    for package in PACKAGES:
+        if importlib.util.find_spec(package) is not None:
+            return package
+    raise ModuleNotFoundError("the benchmarks are not installed (neither "
+                              f"{' nor '.join(PACKAGES)} imports)")
+
+
 def benchmark_module(module: str):
-    """A module of benchmarks/: from the wheel, or from a checkout."""
-    for package in ("fastdecode.benchmarks", "benchmarks"):
-        try:
-            return importlib.import_module(f"{package}.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name not in (package, f"{package}.{module}", package.split(".")[0]):
-                raise
-    raise ModuleNotFoundError(f"benchmark module {module!r} is not installed")
+    """A module of the benchmarks/ package."""
+    return importlib.import_module(f"{benchmark_package()}.{module}")
 
 
-def section_argv(name: str, data: Path, quick: bool, json_path: Path) -> list[str]:
-    argv = ["--data", str(data), "--json", str(json_path)]
-    if quick:
-        argv.append("--quick")
-        if name == "loader":  # the sweep dominates: keep --quick under two minutes
-            argv += ["--workers", "0", "2", "--batch-size", "32", "--entries", "100000"]
-        if name == "transforms":
-            argv += ["--no-simd"]
-    return argv
+def section_argv(name: str, data: Path, mode: str, json_path: Path) -> list[str]:
+    return ["--data", str(data), "--json", str(json_path), *MODE_ARGS[mode][name]]
 
 
 def plot_loader(loader_report: dict, path: Path) -> str:
-    """images/s against num_workers, one line per loader, one panel per chain."""
+    """Median images/s against num_workers with min-max bars, one line per
+    loader and the limit as a dashed line, one panel per chain."""
     try:
         import matplotlib
 
@@ -73,21 +94,66 @@ def plot_loader(loader_report: dict, path: Path) -> str:
     fig, axes = plt.subplots(1, max(1, len(chains)), figsize=(5 * max(1, len(chains)), 3.6),
                              squeeze=False)
     for ax, (chain, result) in zip(axes[0], chains.items()):
-        loaders = sorted({r["loader"] for r in result["rows"]})
-        for loader in loaders:
+        for loader in dict.fromkeys(r["loader"] for r in result["rows"]):
             rows = sorted((r for r in result["rows"] if r["loader"] == loader),
                           key=lambda r: r["num_workers"])
-            ax.plot([r["num_workers"] for r in rows], [r["images_per_s"] for r in rows],
-                    marker="o", label=loader)
+            medians = [r["images_per_s"] for r in rows]
+            ax.errorbar([r["num_workers"] for r in rows], medians, marker="o", capsize=3,
+                        label=loader,
+                        yerr=[[m - r["min_images_per_s"] for m, r in zip(medians, rows)],
+                              [r["max_images_per_s"] - m for m, r in zip(medians, rows)]])
+        limit = result["limit"]
+        ax.axhline(limit["images_per_s"], color="grey", linestyle="--",
+                   label=f"limit: {limit['usable_cpus']} CPUs / "
+                         f"{limit['fused_ms_per_image']:.2f} ms fused")
+        ax.set_xticks(sorted({r["num_workers"] for r in result["rows"]}))
         ax.set_title(f"{chain} chain")
         ax.set_xlabel("num_workers")
-        ax.set_ylabel("images/s")
+        ax.set_ylabel("images/s (median, min-max)")
+        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return f"plot written to {path}"
+
+
+def _ratio(value: float | None, text: str) -> str:
+    return "not measured" if value is None else text.format(value)
+
+
+def summary_lines(sections: dict[str, Any]) -> list[str]:
+    """Five lines: decode, fused, the two loaders' speedups, efficiency vs the limit."""
+    def row(section: str, key: str, name: str) -> dict:
+        for part in sections.get(section, {}).get("sections", []):
+            if part.get("key") == key:
+                return next((r for r in part["rows"] if r["name"] == name), {})
+        return {}
+
+    decode = row("decode", "jpeg_full", "fastdecode").get("speedup")
+    fused = row("transforms", "train_float", "fastdecode fuse").get("speedup")
+    train = sections.get("loader", {}).get("chains", {}).get("train", {})
+    loader = train.get("summary", {})
+    limit = train.get("limit", {})
+    workers = f"train chain, {loader['num_workers']} workers, steady state" if loader else ""
+    return [
+        "decode:     " + _ratio(decode, "fastdecode {:.2f}x Pillow (full JPEG decode, one "
+                                "thread)"),
+        "fused:      " + _ratio(fused, "fuse {:.2f}x torchvision + PIL (train chain, float, one "
+                               "thread)"),
+        "loader:     " + _ratio(loader.get("speedup_fastimagefolder"),
+                                "DataLoader(FastImageFolder) {:.2f}x ImageFolder ("
+                                + workers + ")"),
+        "FastLoader: " + _ratio(loader.get("speedup_fastloader"),
+                                "{:.2f}x ImageFolder (" + workers + ")"),
+        "efficiency: " + (_ratio(loader.get("efficiency_fastimagefolder"),
+                                 "FastImageFolder {:.0%}")
+                          + (f", FastLoader {loader['efficiency_fastloader']:.0%} of the limit "
+                             f"({limit['usable_cpus']} CPUs / {limit['fused_ms_per_image']:.2f} "
+                             "ms per fused image = "
+                             f"{limit['images_per_s']:,.0f} images/s)" if loader else "")),
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,8 +168,9 @@ def run(args: argparse.Namespace) -> int:
     if not Path(data).is_dir():
         print(f"fastdecode bench: --data {data} is not a folder", file=sys.stderr)
         return 2
-    sections = args.sections or list(SECTIONS)
-    report: dict[str, Any] = {"data": str(data), "quick": args.quick,
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    sections = args.sections or list(SECTIONS if args.full else DEFAULT_SECTIONS)
+    report: dict[str, Any] = {"data": str(data), "quick": args.quick, "mode": mode,
                               "machine": common.machine_facts(),
                               "versions": common.library_versions(), "sections": {},
                               "skipped": {}}
@@ -121,18 +188,20 @@ def run(args: argparse.Namespace) -> int:
                 common.emit(f"\n## {name}: skipped ({exc})\n")
                 continue
             common.emit(f"\n## {name}\n")
-            rc = module.main(section_argv(name, Path(data), args.quick, json_path))
+            rc = module.main(section_argv(name, Path(data), mode, json_path))
             if rc != 0 or not json_path.exists():
                 failed = True
                 report["skipped"][name] = f"failed with exit code {rc}"
                 continue
             report["sections"][name] = json.loads(json_path.read_text())
             report["sections"][name]["seconds"] = time.perf_counter() - start
+    report["summary"] = summary_lines(report["sections"])
     if "loader" in report["sections"] and args.plot is not None:
         print(plot_loader(report["sections"]["loader"], args.plot))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2, default=str))
         print(f"report written to {args.json}")
+    common.emit("\n## summary\n\n" + "\n".join(report["summary"]))  # the last five lines
     return 1 if failed else 0
 
 
@@ -141,11 +210,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data", type=Path,
                         help="an ImageFolder tree (default: a generated ImageNet-like set, "
                              "cached under ~/.cache/fastdecode)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a reduced run (fewer images, rounds and worker counts)")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--quick", action="store_true",
+                       help="a smoke run (few images; the numbers are not comparable)")
+    modes.add_argument("--full", action="store_true",
+                       help="every section at full size, num_workers 0 1 2 4 8 (about 20 "
+                            "minutes on 2 cores)")
     parser.add_argument("--sections", nargs="+", choices=list(SECTIONS),
-                        help="run only these sections (default: all)")
+                        help=f"run only these sections (default: {' '.join(DEFAULT_SECTIONS)}; "
+                             "--full: all)")
     parser.add_argument("--json", type=Path, help="write every number to this file")
     parser.add_argument("--plot", type=Path, default=Path("fastdecode-bench.png"),
-                        help="PNG of images/s against num_workers (default: %(default)s)")
+                        help="PNG of the loaders' images/s against num_workers (default: "
+                             "%(default)s)")
     parser.set_defaults(run=run)

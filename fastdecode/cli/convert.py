@@ -8,49 +8,46 @@ CPU every epoch; the summary measures that trade on a sample of the files.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import multiprocessing
 import os
-import signal
-import struct
 import sys
 import time
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
 
-import numpy as np
 from tqdm import tqdm
 
 from fastdecode import _system
-from fastdecode.api import decode_image, read_header
+from fastdecode.api import decode_image
 from fastdecode.cli._args import add_command
+from fastdecode.cli._convert_jobs import fit_within, run_jobs
+from fastdecode.cli._output import (
+    OUTPUT_SUFFIXES,
+    PARTIAL_SUFFIX,
+    SUBSAMPLINGS,
+    WRITERS,
+    EncodeOptions,
+    is_complete,
+    is_partial,
+    write_atomically,
+    write_bmp,
+)
 from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 from fastdecode.errors import FastDecodeError
 
-__all__ = ["Summary", "convert_tree", "register"]
+__all__ = ["ConvertError", "Summary", "convert_tree", "register"]
+# Re-exported: what tests and callers used from this module before _output.
+__all__ += ["EncodeOptions", "OUTPUT_SUFFIXES", "PARTIAL_SUFFIX", "WRITERS", "fit_within",
+            "is_complete", "write_atomically", "write_bmp"]
 
-OUTPUT_SUFFIXES = {"bmp": ".bmp", "jpeg": ".jpg"}
-SUBSAMPLINGS = ("4:4:4", "4:2:2", "4:2:0")
-# The temporary name is fixed per output, so a file left by a killed run is
-# overwritten and renamed by the rerun that redoes that output. ImageFolder
-# skips it: ".partial" is not an image extension.
-PARTIAL_SUFFIX = ".partial"
-# BITMAPFILEHEADER (14 bytes) + BITMAPINFOHEADER (40 bytes).
-BMP_HEADER = struct.Struct("<2sIHHIIiiHHIIiiII")
-BMP_PIXELS_PER_METRE = 2835  # 72 dpi, what most writers put there
 TIMING_REPEATS = 3
+PROBE_NAME = ".fastdecode-convert-probe"
 
 
-@dataclass(frozen=True)
-class EncodeOptions:
-    """How each image is converted; sent to every worker process."""
-
-    to: str
-    quality: int = 90
-    subsampling: str = "4:2:0"
-    max_side: int | None = None
+class ConvertError(Exception):
+    """The run cannot go on: the destination is not writable or is full, or a
+    worker process died. What was finished stays; a rerun resumes."""
 
 
 @dataclass
@@ -72,150 +69,8 @@ class Summary:
     decode_ms_after: float | None = None
     decode_speedup: float | None = None
     timing_error: str | None = None
-
-
-# --- writing -----------------------------------------------------------------
-
-
-def bmp_row_stride(width: int) -> int:
-    return (width * 3 + 3) & ~3
-
-
-def write_bmp(file: BinaryIO, pixels: np.ndarray, options: EncodeOptions) -> None:
-    """24-bit bottom-up BI_RGB: the BMP variant fastdecode reads fastest."""
-    height, width, _ = pixels.shape
-    stride = bmp_row_stride(width)
-    image_size = stride * height
-    file.write(BMP_HEADER.pack(
-        b"BM", BMP_HEADER.size + image_size, 0, 0, BMP_HEADER.size,
-        40, width, height, 1, 24, 0, image_size,
-        BMP_PIXELS_PER_METRE, BMP_PIXELS_PER_METRE, 0, 0,
-    ))
-    rows = np.zeros((height, stride), np.uint8)  # the zeros are the row padding
-    rows[:, : width * 3].reshape(height, width, 3)[...] = pixels[::-1, :, ::-1]
-    file.write(rows.data)
-
-
-def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: EncodeOptions) -> None:
-    from PIL import Image
-
-    Image.fromarray(pixels).save(
-        file, format="JPEG", quality=options.quality, subsampling=options.subsampling,
-        optimize=False,
-    )
-
-
-WRITERS: dict[str, Callable[[BinaryIO, np.ndarray, EncodeOptions], None]] = {
-    "bmp": write_bmp,
-    "jpeg": write_jpeg,
-}
-
-
-def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> int:
-    """Writes through a temporary file renamed into place; returns the size.
-
-    No fsync: after a crash a file may be short, and the completeness check
-    of the next run catches that at a fraction of the cost of a sync per file.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}{PARTIAL_SUFFIX}")
-    try:
-        with open(partial, "wb") as file:
-            write(file)
-            size = file.tell()
-        os.replace(partial, path)
-    except BaseException:  # interrupts too: never leave a half-written file
-        partial.unlink(missing_ok=True)
-        raise
-    return size
-
-
-def is_complete_bmp(file: BinaryIO, size: int) -> bool:
-    header = file.read(BMP_HEADER.size)
-    if len(header) < BMP_HEADER.size:
-        return False
-    magic, file_size, _, _, offset, _, width, height, _, bits, *_ = BMP_HEADER.unpack(header)
-    expected = offset + bmp_row_stride(width) * abs(height)
-    return magic == b"BM" and bits == 24 and file_size == size == expected
-
-
-def is_complete_jpeg(file: BinaryIO, size: int) -> bool:
-    if size < 4:
-        return False
-    head = file.read(2)
-    file.seek(-2, os.SEEK_END)
-    return head == b"\xff\xd8" and file.read(2) == b"\xff\xd9"  # SOI ... EOI
-
-
-COMPLETENESS_CHECKS: dict[str, Callable[[BinaryIO, int], bool]] = {
-    "bmp": is_complete_bmp,
-    "jpeg": is_complete_jpeg,
-}
-
-
-def is_complete(path: Path, to: str) -> bool:
-    """Whether an earlier run finished this output (a cheap check, no decode)."""
-    try:
-        with open(path, "rb") as file:
-            return COMPLETENESS_CHECKS[to](file, os.fstat(file.fileno()).st_size)
-    except OSError:  # missing or unreadable: (re)convert, and report it if that fails
-        return False
-
-
-# --- converting one image ----------------------------------------------------
-
-
-def fit_within(height: int, width: int, max_side: int | None) -> tuple[int, int]:
-    """The size with the longer side at most ``max_side``, aspect kept."""
-    longer = max(height, width)
-    if max_side is None or longer <= max_side:
-        return height, width
-    return max(1, round(height * max_side / longer)), max(1, round(width * max_side / longer))
-
-
-def shrink_pixels(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Resamples HWC uint8 RGB pixels; the one place to swap in fastdecode's own resampler."""
-    from PIL import Image
-
-    resized = Image.fromarray(pixels).resize((width, height), Image.Resampling.LANCZOS)
-    return np.asarray(resized)
-
-
-def load_pixels(data: bytes, max_side: int | None) -> np.ndarray:
-    """RGB pixels as ImageFolder's loader sees them (no EXIF rotation), shrunk to ``max_side``."""
-    if max_side is None:
-        return decode_image(data, mode="RGB")
-    header = read_header(data)
-    height, width = fit_within(header.height, header.width, max_side)
-    if (height, width) == (header.height, header.width):
-        return decode_image(data, mode="RGB")
-    # A JPEG shrinks by up to 8x for free in the decoder (DCT scaling), which
-    # then decodes faster too; other formats are resampled from full size.
-    min_size = (height, width) if header.format == "jpeg" else None
-    pixels = decode_image(data, mode="RGB", min_size=min_size)
-    if pixels.shape[:2] != (height, width):
-        pixels = shrink_pixels(pixels, height, width)
-    return pixels
-
-
-@dataclass(frozen=True)
-class Outcome:
-    source: str
-    error: str | None = None
-    source_bytes: int = 0
-    output_bytes: int = 0
-
-
-def convert_one(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
-    source, output = job
-    try:
-        data = Path(source).read_bytes()
-        pixels = load_pixels(data, options.max_side)
-        writer = WRITERS[options.to]
-        size = write_atomically(Path(output), lambda file: writer(file, pixels, options))
-    except Exception as exc:  # one bad file must not end a run over millions: it is listed
-        return Outcome(source, error=f"{type(exc).__name__}: {exc}")
-    return Outcome(source, source_bytes=len(data), output_bytes=size)
+    classes: int = 0  # class folders of the source, every one mirrored in the destination
+    empty_classes: list[str] = field(default_factory=list)  # mirrored with no image in them
 
 
 # --- the tree ----------------------------------------------------------------
@@ -232,17 +87,44 @@ def source_classes(root: Path) -> dict[str, int]:
 
 @dataclass
 class Plan:
+    classes: list[str] = field(default_factory=list)  # the class folders, sorted
     todo: list[tuple[str, str]] = field(default_factory=list)  # (source, output)
     done: list[tuple[str, str]] = field(default_factory=list)  # output already complete
     failures: dict[str, str] = field(default_factory=dict)  # source -> why
 
 
-def plan_conversion(source: Path, destination: Path, to: str) -> Plan:
+def prepare_destination(destination: Path, classes: list[str]) -> None:
+    """Every class folder of the source, made in the destination before any
+    work (a class none of whose files converts keeps its folder, so the
+    class indices of ImageFolder(destination) stay the source's); and a
+    probe write, so that a read-only destination fails here, not per file."""
+    try:
+        destination.mkdir(parents=True, exist_ok=True)
+        for name in classes:
+            (destination / name).mkdir(exist_ok=True)
+        probe = destination / PROBE_NAME
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConvertError(f"destination {destination} is not writable "
+                           f"({exc.strerror or exc}): nothing was converted") from exc
+
+
+def remove_partials(destination: Path) -> None:
+    """Temporary files of an earlier run that was killed mid-write (a SIGKILL
+    leaves them): outputs redone by this run would overwrite them, the
+    others would stay forever."""
+    for folder, _, names in os.walk(destination):
+        for name in names:
+            if is_partial(name):
+                Path(folder, name).unlink(missing_ok=True)
+
+
+def plan_conversion(source: Path, destination: Path, to: str, classes: dict[str, int]) -> Plan:
     """What to convert: the files ImageFolder loads (its walk, ``fastdecode.data``), in order."""
-    plan = Plan()
+    plan = Plan(classes=sorted(classes))
     claimed: dict[Path, Path] = {}
-    walk = make_dataset(source, source_classes(source), extensions=IMG_EXTENSIONS,
-                        allow_empty=True)
+    walk = make_dataset(source, classes, extensions=IMG_EXTENSIONS, allow_empty=True)
     for path, _ in walk:
         image = Path(path)
         output = (destination / image.relative_to(source)).with_suffix(OUTPUT_SUFFIXES[to])
@@ -252,34 +134,6 @@ def plan_conversion(source: Path, destination: Path, to: str) -> Plan:
         claimed[output] = image
         (plan.done if is_complete(output, to) else plan.todo).append((path, str(output)))
     return plan
-
-
-def quit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(1)  # unwinds through write_atomically, which removes its partial file
-
-
-def init_worker() -> None:
-    # Ctrl-C reaches every process of the terminal; only the parent acts on it,
-    # and its Pool.terminate() sends the SIGTERM that ends a worker cleanly.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, quit_on_sigterm)
-
-
-def run_jobs(
-    jobs: list[tuple[str, str]], options: EncodeOptions, workers: int
-) -> Iterator[Outcome]:
-    convert = functools.partial(convert_one, options)
-    if workers == 1:
-        yield from map(convert, jobs)
-        return
-    # spawn, not fork: forking a parent that runs threads (tqdm's monitor, a
-    # notebook's) is unsafe, and Python 3.12+ warns about it.
-    context = multiprocessing.get_context("spawn")
-    chunksize = max(1, min(16, len(jobs) // (workers * 8)))
-    with context.Pool(workers, initializer=init_worker) as pool:
-        yield from pool.imap_unordered(convert, jobs, chunksize=chunksize)
-        pool.close()
-        pool.join()
 
 
 # --- measuring the trade -----------------------------------------------------
@@ -355,41 +209,81 @@ def convert_tree(
     max_side: int | None = None,
     workers: int | None = None,
     time_sample: int = 50,
+    engine: str = "local",
 ) -> Summary:
     """Converts the ImageFolder tree at ``source`` into ``destination``; see ``--help``.
 
-    Raises ValueError for bad arguments and ImportError when Pillow is needed
-    but missing; a file that cannot be converted is listed, not raised.
+    Raises ValueError for bad arguments, ImportError when Pillow is needed
+    but missing, and ConvertError when the destination cannot be written
+    (checked before any work; or full) or a worker dies; a file that cannot
+    be converted is listed, not raised.
     """
     source, destination = Path(source), Path(destination)
     options = EncodeOptions(to, quality, subsampling, max_side)
     check_arguments(source, destination, options, workers, time_sample)
     started = time.perf_counter()
-    plan = plan_conversion(source, destination, to)
-    summary = Summary(str(source), str(destination), to, skipped=len(plan.done))
+    classes = source_classes(source)
+    prepare_destination(destination, sorted(classes))
+    remove_partials(destination)
+    plan = plan_conversion(source, destination, to, classes)
+    summary = Summary(str(source), str(destination), to, skipped=len(plan.done),
+                      classes=len(plan.classes))
     failures = dict(plan.failures)
     for image, output in plan.done:
         summary.bytes_before += os.path.getsize(image)
         summary.bytes_after += os.path.getsize(output)
     workers = min(workers or _system.usable_cpus(), max(1, len(plan.todo)))
-    outputs = dict(plan.todo)
-    finished = list(plan.done)
-    with tqdm(total=len(plan.todo), unit="img", desc=f"convert to {to}", disable=None) as bar:
-        for outcome in run_jobs(plan.todo, options, workers):
-            if outcome.error is None:
-                summary.converted += 1
-                summary.bytes_before += outcome.source_bytes
-                summary.bytes_after += outcome.output_bytes
-                finished.append((outcome.source, outputs[outcome.source]))
-            else:
-                failures[outcome.source] = outcome.error
-                bar.set_postfix(failed=len(failures))
-            bar.update()
+    finished = list(plan.done) + convert_files(plan.todo, options, workers, summary, failures,
+                                               engine)
     summary.seconds = time.perf_counter() - started
     summary.failed = len(failures)
     summary.failures = [{"path": path, "error": error} for path, error in sorted(failures.items())]
+    filled = {Path(output).relative_to(destination).parts[0] for _, output in finished}
+    summary.empty_classes = [name for name in plan.classes if name not in filled]
     measure_decode_trade(summary, sorted(finished), time_sample)
     return summary
+
+
+def convert_files(todo: list[tuple[str, str]], options: EncodeOptions, workers: int,
+                  summary: Summary, failures: dict[str, str],
+                  engine: str = "local") -> list[tuple[str, str]]:
+    """Converts ``todo`` and counts it into ``summary`` and ``failures``;
+    returns the (source, output) pairs written. Raises ConvertError when the
+    destination fails (full, read-only) or a worker dies."""
+    outputs = dict(todo)
+    finished = []
+    bar = tqdm(total=len(todo), unit="img", desc=f"convert to {options.to}", disable=None)
+    try:
+        with bar:
+            for outcome in ENGINES[engine]()(todo, options, workers):
+                if outcome.destination_errno is not None:
+                    raise ConvertError(
+                        f"cannot write {outputs[outcome.source]}: "
+                        f"{os.strerror(outcome.destination_errno)}; nothing half-written is "
+                        "left: make room (or make the destination writable) and run the same "
+                        "command again to resume")
+                if outcome.error is None:
+                    summary.converted += 1
+                    summary.bytes_before += outcome.source_bytes
+                    summary.bytes_after += outcome.output_bytes
+                    finished.append((outcome.source, outputs[outcome.source]))
+                else:
+                    failures[outcome.source] = outcome.error
+                    bar.set_postfix(failed=len(failures))
+                bar.update()
+    except BrokenProcessPool as exc:
+        raise ConvertError(f"a worker process died ({exc}); every finished file is kept: run "
+                           "the same command again to resume") from exc
+    return finished
+
+
+def _ray_jobs():
+    from fastdecode.data.ray import run_convert_jobs  # fastdecode[ray]; cluster: RAY_ADDRESS
+
+    return run_convert_jobs
+
+
+ENGINES = {"local": lambda: run_jobs, "ray": _ray_jobs}
 
 
 def format_bytes(size: float) -> str:
@@ -418,6 +312,11 @@ def format_summary(summary: Summary) -> str:
                      f"faster; {summary.timed_images} images, best of {TIMING_REPEATS})")
     elif summary.timing_error:
         lines.append(f"decode: not measured ({summary.timing_error})")
+    if summary.empty_classes:
+        lines.append(f"empty classes: {len(summary.empty_classes)} of {summary.classes} class "
+                     "folders hold no converted image (their folders are kept, so the other "
+                     "classes keep their indices; ImageFolder refuses an empty class unless "
+                     "allow_empty=True): " + ", ".join(summary.empty_classes))
     if summary.failures:
         lines.append("failed inputs:")
         lines += [f"  {failure['path']}: {failure['error']}" for failure in summary.failures]
@@ -429,6 +328,9 @@ def format_summary(summary: Summary) -> str:
 DESCRIPTION = """\
 Re-encodes an ImageFolder tree (SRC/<class>/.../<name>.<ext>) into DST with
 the same class folders and file names and the new extension (.bmp or .jpg).
+Every class folder of SRC is made in DST, also one none of whose files
+converts (the summary lists those empty classes), so that ImageFolder(DST)
+gives every class the index it has in ImageFolder(SRC).
 A 24-bit BMP decodes several times faster than a JPEG and takes several times
 the disk; the summary measures both on a sample of the files.
 
@@ -442,9 +344,13 @@ header, a JPEG from SOI to EOI) is skipped, whatever options made it; delete
 DST to redo everything. Each output is written to a temporary file next to it
 and renamed into place, so an interrupted run never leaves a half image.
 
-Files that cannot be read are listed at the end and do not stop the run.
-Exit status: 0 when done (even with failed files, unless --strict), 1 with
---strict when some file failed, 2 for bad arguments, 130 when interrupted.
+Files that cannot be read are listed at the end and do not stop the run. A
+destination that cannot be written stops it: read-only before any work, full
+at the file that did not fit (nothing half-written stays; rerun once there is
+room). Exit status: 0 when done (even with failed files or empty classes,
+unless --strict), 1 with --strict when some file failed or some class is
+empty, 1 when the destination cannot be written or a worker died, 2 for bad
+arguments, 130 when interrupted.
 """
 
 EPILOG = """\
@@ -459,6 +365,8 @@ examples:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.to == "wds" or args.shard_size is not None or args.shard_count is not None:
+        return run_shards(args)
     if args.to == "bmp" and (args.quality is not None or args.subsampling is not None):
         print("fastdecode convert: error: --quality and --subsampling apply to --to jpeg only",
               file=sys.stderr)
@@ -468,11 +376,14 @@ def run(args: argparse.Namespace) -> int:
             args.source, args.destination, to=args.to,
             quality=90 if args.quality is None else args.quality,
             subsampling=args.subsampling or "4:2:0", max_side=args.max_side,
-            workers=args.workers, time_sample=args.time_sample,
+            workers=args.workers, time_sample=args.time_sample, engine=args.engine,
         )
     except (ValueError, ImportError) as exc:
         print(f"fastdecode convert: error: {exc}", file=sys.stderr)
         return 2
+    except ConvertError as exc:
+        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\nfastdecode convert: interrupted; run the same command again to resume",
               file=sys.stderr)
@@ -480,6 +391,33 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     if args.json is not None:
         args.json.write_text(json.dumps(asdict(summary), indent=2) + "\n")
+    return 1 if args.strict and (summary.failed or summary.empty_classes) else 0
+
+
+def run_shards(args: argparse.Namespace) -> int:
+    """--to wds: fastdecode.webdataset.write_shards."""
+    if args.to != "wds" or args.engine != "local" or args.subsampling is not None:
+        print("fastdecode convert: error: --shard-size/--shard-count go with --to wds, which "
+              "takes neither --engine ray nor --subsampling", file=sys.stderr)
+        return 2
+    from fastdecode.data.webdataset import format_summary as shard_summary
+    from fastdecode.data.webdataset import summary_json, write_shards
+
+    try:
+        summary = write_shards(args.source, args.destination, shard_size=args.shard_size,
+                               shard_count=args.shard_count, max_side=args.max_side,
+                               quality=90 if args.quality is None else args.quality,
+                               workers=args.workers)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nfastdecode convert: interrupted; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    print(shard_summary(summary))
+    if args.json is not None:
+        args.json.write_text(summary_json(summary))
     return 1 if args.strict and summary.failed else 0
 
 
@@ -488,7 +426,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("source", metavar="SRC", type=Path, help="ImageFolder root")
     parser.add_argument("destination", metavar="DST", type=Path,
                         help="output root (created; must not be inside SRC)")
-    parser.add_argument("--to", required=True, choices=tuple(WRITERS), help="output format")
+    parser.add_argument("--to", required=True, choices=(*WRITERS, "wds"),
+                        help="output format (wds: WebDataset tar shards, see "
+                             "fastdecode.webdataset)")
+    parser.add_argument("--engine", choices=tuple(ENGINES), default="local",
+                        help="local processes, or ray: a Ray cluster (RAY_ADDRESS, else a "
+                             "local one; DST on a filesystem every node writes; fastdecode[ray])")
+    parser.add_argument("--shard-size", type=int, metavar="BYTES",
+                        help="--to wds: source bytes per shard (default 256 MiB)")
+    parser.add_argument("--shard-count", type=int, metavar="N",
+                        help="--to wds: this many shards instead")
     parser.add_argument("--quality", type=int, metavar="Q",
                         help="JPEG quality 1-100 (default 90; --to jpeg only)")
     parser.add_argument("--subsampling", choices=SUBSAMPLINGS,
@@ -502,5 +449,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "0 skips)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the summary here")
     parser.add_argument("--strict", action="store_true",
-                        help="exit with status 1 when some input could not be converted")
+                        help="exit with status 1 when some input could not be converted or "
+                        "some class folder holds no converted image")
     parser.set_defaults(run=run)

@@ -11,9 +11,6 @@ and a per-batch timeout on the workers, so it never hangs.
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib
-import inspect
 import json
 import math
 import os
@@ -23,25 +20,19 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from fastdecode import _system
 from fastdecode.cli._args import add_command, number
+from fastdecode.cli._tune_transform import UsageError, load_transform
 
 __all__ = ["UsageError", "load_transform", "recommend_prefetch", "register", "tune"]
 
-MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-STANDARD_CHAIN = ("standard ImageNet train chain: RandomResizedCrop(224), RandomHorizontalFlip(), "
-                  "ToTensor(), Normalize(ImageNet mean, std)")
 # Counts within this share of the best rate are as good as the best: the
 # difference is noise on a shared machine, and fewer workers cost less memory.
 NEAR_BEST = 0.95
 MAX_PREFETCH = 8
 SEED = 0
-
-
-class UsageError(Exception):
-    """A bad argument: exit status 2."""
 
 
 @dataclass
@@ -80,69 +71,6 @@ class Result:
     load_average: Optional[float] = None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------
-# the transform
-
-
-def standard_train_chain():
-    from torchvision import transforms as T
-
-    return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                      T.Normalize(MEAN, STD)])
-
-
-def _is_factory(obj: Any) -> bool:
-    """A class, function or partial that takes no argument. Transform objects
-    (nn.Modules: their __call__ takes *args) are never called here."""
-    if not (isinstance(obj, (type, functools.partial)) or inspect.isfunction(obj)
-            or inspect.ismethod(obj)):
-        return False
-    try:
-        inspect.signature(obj).bind()
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def load_transform(reference: Optional[str]) -> tuple[Callable, str]:
-    """The transform named by ``module:attribute`` (an object, or a
-    zero-argument callable returning one) and its description."""
-    if reference is None:
-        return standard_train_chain(), STANDARD_CHAIN
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise UsageError(f"--transform {reference!r}: expected module:attribute, "
-                         "e.g. myproject.data:train_transform")
-    # as `python -m` does: a module next to where the command runs imports
-    path = list(sys.path)
-    sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UsageError(f"--transform {reference!r}: cannot import {module_name!r}: "
-                         f"{exc}") from exc
-    finally:
-        sys.path[:] = path
-    for part in attribute.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise UsageError(f"--transform {reference!r}: {module_name!r} has no attribute "
-                             f"{attribute!r}") from None
-    if _is_factory(obj):
-        try:
-            obj = obj()
-        except Exception as exc:
-            raise UsageError(f"--transform {reference!r}: calling it failed: {exc!r}") from exc
-    elif isinstance(obj, type):
-        raise UsageError(f"--transform {reference!r} is a class that needs arguments: name an "
-                         "instance, or a function that returns one")
-    if not callable(obj):
-        raise UsageError(f"--transform {reference!r} is not a transform: got "
-                         f"{type(obj).__name__} {obj!r:.40}")
-    return obj, reference
 
 
 # --------------------------------------------------------------------------

@@ -16,16 +16,30 @@ consumer (a collate function, ``fastdecode.collate``):
   :func:`note_batch_taken_whole` in the producing thread; from then on that
   thread's batches are fresh (in shared memory, in a DataLoader worker), never
   reused: the consumer, not the pool, owns what it took.
+- A loader that owns the memory the batch must land in (a slot of its
+  :class:`CpuRing`) wraps the producer's call in :func:`batches_into`: the
+  next batch handed out is that slot, when its shape and dtype are the ones
+  asked for, and the producer writes the result there once.
+
+The :class:`CpuRing` is FastLoader's: shared batch slots allocated and touched
+once in the main process, inherited or mapped once by each worker, and
+handed to a batch only when proven free: not in flight, and no tensor
+outside the ring still views the slot (its storage's use count is back to
+what it was when the ring made it). A batch whose slot is not free (the
+consumer keeps many) is made fresh, as without the ring.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-__all__ = ["BatchBuffers", "holders", "new_batch", "note_batch_taken_whole", "storage_use_count"]
+__all__ = ["BatchBuffers", "CpuRing", "RingFiller", "RingSampler", "batches_into", "holders",
+           "new_batch", "note_batch_taken_whole", "storage_use_count"]
 
 
 def _in_worker() -> bool:
@@ -61,6 +75,20 @@ def note_batch_taken_whole() -> None:
     _taken_whole.flag = True
 
 
+_destination = threading.local()
+
+
+@contextmanager
+def batches_into(dest: torch.Tensor) -> Iterator[None]:
+    """Inside, the batch this thread's :class:`BatchBuffers` hands out next
+    is ``dest`` (when the shape and dtype asked for are its own)."""
+    _destination.tensor = dest
+    try:
+        yield
+    finally:
+        _destination.tensor = None
+
+
 class BatchBuffers(threading.local):
     """This thread's batch buffers, reused from one batch to the next when
     nothing else holds them: fresh memory costs a page fault per 4 KiB,
@@ -81,6 +109,10 @@ class BatchBuffers(threading.local):
             leaves: bool = True) -> torch.Tensor:
         """A (shape, dtype) buffer; ``leaves`` when it goes out to the
         caller, rather than being consumed inside __getitems__."""
+        dest = getattr(_destination, "tensor", None) if leaves else None
+        if dest is not None and tuple(dest.shape) == shape and dest.dtype == dtype:
+            _destination.tensor = None
+            return dest
         kept = self.kept.pop(name, None)
         if leaves:
             self.handed_out += 1
@@ -98,3 +130,89 @@ class BatchBuffers(threading.local):
         buf = torch.empty(shape, dtype=dtype)
         self.kept[name] = (buf, holders(buf))
         return buf
+
+
+class SlotBatch(list):
+    """A batch of indices and the ring slot it is decoded into (None: none
+    was free, the batch is made fresh)."""
+
+    def __init__(self, indices: list[int], slot: Optional[int]) -> None:
+        super().__init__(indices)
+        self.slot = slot
+
+
+class CpuRing:
+    """Shared batch slots of one (batch, C, H, W) shape and dtype, for a
+    loader's workers to write each batch into once (see the module doc)."""
+
+    def __init__(self, slots: int, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        # zeroed: allocated and touched once, here, not on every batch
+        self.slots = [torch.zeros(shape, dtype=dtype).share_memory_() for _ in range(slots)]
+        self.baseline = [holders(s) for s in self.slots]
+        self.in_flight: set[int] = set()
+        self.reused = self.fresh = 0  # batches decoded into a slot / made fresh
+
+    def pick(self) -> Optional[int]:
+        """A free slot, now in flight; None when every slot is held."""
+        for i, slot in enumerate(self.slots):
+            if i not in self.in_flight and storage_use_count is not None \
+                    and holders(slot) == self.baseline[i]:
+                self.in_flight.add(i)
+                return i
+        return None
+
+    def take(self, slot: int, rows: int) -> torch.Tensor:
+        """The arrived batch of ``slot``: a view, which holds the slot until
+        the consumer drops it (and every view of it)."""
+        self.in_flight.discard(slot)
+        self.reused += 1
+        return self.slots[slot][:rows]
+
+
+class RingSampler:
+    """Gives each batch of ``batch_sampler`` a free slot of ``ring``, in the
+    main process, as the DataLoader dispatches it."""
+
+    def __init__(self, batch_sampler, ring: CpuRing) -> None:
+        self.batch_sampler = batch_sampler
+        self.ring = ring
+
+    def __iter__(self):
+        # A new pass starts after the previous one's workers were drained
+        # (persistent) or shut down: no slot of it is still being written.
+        self.ring.in_flight.clear()
+        for indices in self.batch_sampler:
+            yield SlotBatch(list(indices), self.ring.pick())
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+
+class RingFiller(torch.utils.data.Dataset):
+    """Runs in the workers: the batch decoded into its ring slot, returned as
+    ("slot", slot, rows, [target, ...]); without a slot, or when the dataset did
+    not write the slot, ("batch", collate(samples))."""
+
+    def __init__(self, dataset, ring: CpuRing, collate: Callable[[Any], Any]) -> None:
+        self.dataset = dataset
+        self.slots = ring.slots
+        self.collate = collate
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, batch: SlotBatch):
+        indices = list(batch)
+        if batch.slot is None:
+            return "batch", self.collate(self.dataset.__getitems__(indices))
+        dest = self.slots[batch.slot][:len(indices)]
+        with batches_into(dest):
+            samples = self.dataset.__getitems__(indices)
+        images = [s[0] for s in samples]
+        if not all(isinstance(x, torch.Tensor) and x.data_ptr() == dest[k].data_ptr()
+                   for k, x in enumerate(images)):
+            return "batch", self.collate(samples)
+        # the targets travel as Python objects and are collated in the main
+        # process: a worker then creates no shared memory per batch (none
+        # to leak when it is killed, no descriptor to hand over)
+        return "slot", batch.slot, len(indices), [s[1] for s in samples]

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
-from fastdecode._system import limit_threads_to_one, shm_free_bytes, usable_cpus
-from fastdecode.data._batches import note_batch_taken_whole
+from fastdecode._system import limit_threads_to_one, shm_budget, usable_cpus
+from fastdecode.data._batches import CpuRing, RingFiller, RingSampler, note_batch_taken_whole
 from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
@@ -78,6 +80,14 @@ def _chained_init(user_fn: Optional[Callable[[int], None]], worker_id: int) -> N
         user_fn(worker_id)
 
 
+def _with_pinning(user_fn: Optional[Callable[[int], None]]) -> Callable[[int], None]:
+    """worker_init_fn, then ``user_fn``; a function that already chains them
+    (a FastLoader re-created from its own attributes) is kept as it is."""
+    if isinstance(user_fn, functools.partial) and user_fn.func is _chained_init:
+        return user_fn
+    return functools.partial(_chained_init, user_fn)
+
+
 _warned: set[str] = set()
 
 
@@ -98,48 +108,109 @@ def check_oversubscription(num_workers: int, threads_per_worker: int = 1) -> Non
         )
 
 
-def check_shm(num_workers: int, prefetch_factor: int, batch_bytes: int) -> None:
-    free = shm_free_bytes()
-    need = num_workers * prefetch_factor * batch_bytes
-    if free is not None and num_workers > 0 and need > free:
+def warn_if_shm_short(num_workers: int, prefetch_factor: int, batch_bytes: int) -> None:
+    """Warns once when /dev/shm cannot hold the batches the workers keep in
+    flight (``fastdecode._system.shm_budget``), saying how to enlarge it."""
+    budget = shm_budget(num_workers, prefetch_factor, batch_bytes)
+    if num_workers > 0 and budget.status == "short":
+        assert budget.free is not None
         _warn_once(
             "shm",
-            f"/dev/shm has {free / 2**20:.0f} MiB free but num_workers={num_workers} x "
-            f"prefetch_factor={prefetch_factor} batches need {need / 2**20:.0f} MiB: enlarge it "
-            f"(docker run --shm-size={math.ceil(need * 2 / 2**30)}g) or lower num_workers, "
-            f"prefetch_factor or batch_size",
+            f"/dev/shm has {budget.free / 2**20:.0f} MiB free but num_workers={num_workers} x "
+            f"prefetch_factor={prefetch_factor} batches need {budget.need / 2**20:.0f} MiB: "
+            f"enlarge it ({budget.advice}) or lower num_workers, prefetch_factor or batch_size",
         )
+
+
+# ---------------------------------------------------------------------------
+# a dead worker, named
+
+
+# How long a failed hand-over waits for the worker's death to become visible:
+# a SIGKILLed worker's sockets close before it is reaped, so the main process
+# can see the broken connection while the worker still looks alive.
+DEATH_GRACE_S = 5.0
+
+
+class _WorkerIter(_MultiProcessingDataLoaderIter):
+    """DataLoader's multi-process iterator, except that a worker that dies
+    while it hands over a batch is always reported as the named
+    "DataLoader worker (pid(s) N) exited unexpectedly" error, never as the
+    ConnectionResetError / EOFError of the broken hand-over."""
+
+    def _try_get_data(self, timeout=torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL):
+        try:
+            return super()._try_get_data(timeout)
+        except (OSError, EOFError) as exc:
+            dead = self._dead_workers(DEATH_GRACE_S)
+            if not dead:
+                raise
+            pids = ", ".join(str(w.pid) for w in dead)
+            raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly") from exc
+
+    def _dead_workers(self, grace: float) -> list:
+        deadline = time.monotonic() + grace
+        while True:
+            dead = [w for i, w in enumerate(self._workers)
+                    if self._workers_status[i] and not w.is_alive()]
+            if dead or time.monotonic() >= deadline:
+                for i, w in enumerate(self._workers):
+                    if w in dead:
+                        self._mark_worker_as_unavailable(i)
+                return dead
+            time.sleep(0.01)
+
+
+class _LoaderBase(DataLoader):
+    """DataLoader minus its worker-count warning (FastLoader's own guard
+    knows the cgroup quota and says what to set, once), with the iterator
+    that names dead workers."""
+
+    def check_worker_number_rationality(self) -> None:
+        pass
+
+    def _get_iterator(self):
+        if self.num_workers == 0:
+            return super()._get_iterator()
+        return _WorkerIter(self)
+
+
+def _is_sharded(*samplers: Any) -> bool:
+    """True when one of ``samplers`` splits the data between processes
+    (DistributedSampler, or one that says how many replicas it serves)."""
+    from torch.utils.data.distributed import DistributedSampler
+
+    for s in samplers:
+        if isinstance(s, DistributedSampler) or hasattr(s, "num_replicas") or \
+                hasattr(s, "num_processes"):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------
 # FastLoader
 
 
-class _DataLoader(DataLoader):
-    """DataLoader minus its worker-count warning: FastLoader's own guard
-    knows the cgroup quota and says what to set, once."""
+class FastLoader(_LoaderBase):
+    """A ``torch.utils.data.DataLoader`` (a subclass: frameworks that re-create
+    a DataLoader from its arguments, e.g. to inject a DistributedSampler,
+    keep it, with its fast paths) for FastImageFolder-style datasets.
 
-    def check_worker_number_rationality(self) -> None:
-        pass
-
-
-class FastLoader:
-    """A DataLoader drop-in for FastImageFolder-style datasets.
-
-    Worker processes by default (``num_workers=None``: the usable CPUs);
-    ``threads=N`` uses an in-process thread pool instead (the decode releases
-    the GIL). ``device='cuda'`` yields batches already on the GPU; for a
-    FastImageFolder whose chain ends in ToTensor/Normalize (or ToDtype) the
-    workers only decode uint8 and that per-pixel step runs on the GPU, with
-    the values the CPU chain would give. Without CUDA everything degrades to
-    the shared-memory path, and ``device`` must be None or 'cpu'.
+    Worker processes by default (``num_workers=None``: the usable CPUs), the
+    zero-copy :func:`collate` and :func:`worker_init_fn`; ``threads=N`` uses an
+    in-process thread pool instead (the decode releases the GIL).
+    ``device='cuda'`` yields batches already on the GPU; for a FastImageFolder
+    whose chain ends in ToTensor/Normalize (or ToDtype) the workers only decode
+    uint8 and that per-pixel step runs on the GPU, with the values the CPU
+    chain would give. Without CUDA everything degrades to the shared-memory
+    path, and ``device`` must be None or 'cpu'.
     """
 
     def __init__(
         self,
         dataset,
-        batch_size: int = 1,
-        shuffle: bool = False,
+        batch_size: Optional[int] = 1,
+        shuffle: Optional[bool] = False,
         sampler=None,
         batch_sampler=None,
         num_workers: Optional[int] = None,
@@ -151,65 +222,85 @@ class FastLoader:
         multiprocessing_context=None,
         generator=None,
         *,
-        prefetch_factor: int = 2,
+        prefetch_factor: Optional[int] = 2,
         persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
         threads: Optional[int] = None,
         device: Optional[str | torch.device] = None,
     ) -> None:
-        if batch_sampler is None:
-            if sampler is None:
-                sampler = (RandomSampler(dataset, generator=generator) if shuffle
-                           else SequentialSampler(dataset))
-            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
-        elif batch_size != 1 or shuffle or sampler is not None or drop_last:
-            raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
-                             "shuffle, sampler, and drop_last")
-        self.dataset = dataset
-        self.batch_sampler = batch_sampler
-        self.batch_size = batch_size
+        given = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.threads = threads
-        self.num_workers = usable_cpus() if num_workers is None else num_workers
-        if threads is not None:
-            self.num_workers = 0
         self.device = torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"device={device!r} asked for, but CUDA is not available")
-        self.collate_fn = collate if collate_fn is None else collate_fn
-        self.pin_memory = pin_memory and torch.cuda.is_available()
-        self.prefetch_factor = prefetch_factor
+        workers = 0 if threads is not None else (
+            usable_cpus() if num_workers is None else num_workers)
+        ahead = 2 if prefetch_factor is None else prefetch_factor
+        init = _with_pinning(worker_init_fn)
+        super().__init__(
+            dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
+            batch_sampler=batch_sampler, num_workers=workers,
+            collate_fn=collate if collate_fn is None else collate_fn,
+            pin_memory=pin_memory and torch.cuda.is_available(), drop_last=drop_last,
+            timeout=timeout, worker_init_fn=init, multiprocessing_context=multiprocessing_context,
+            generator=generator, prefetch_factor=ahead if workers else None,
+            persistent_workers=persistent_workers and workers > 0,
+            pin_memory_device=pin_memory_device, in_order=in_order)
+        self._record_for_lightning(given)
+        self._lookahead = ahead
         self._ring: Optional[CudaRing] = None
+        self._cpu_ring: Optional[CpuRing] = None
+        self._ring_loader: Optional[DataLoader] = None
         self._table: Optional[torch.Tensor] = None
-        self._generator = generator
+        self._stream: Optional[torch.cuda.Stream] = None
 
         shape = self._fixed_shape()
-        if self.num_workers:
-            check_oversubscription(self.num_workers)
+        slots = workers * ahead + 2  # in flight, arriving, held by the training step
+        if workers:
+            check_oversubscription(workers)
             if shape is not None:
-                check_shm(self.num_workers, prefetch_factor,
-                          batch_size * math.prod(shape))
-        loader_kwargs = dict(
-            num_workers=self.num_workers, timeout=timeout,
-            worker_init_fn=functools.partial(_chained_init, worker_init_fn),
-            multiprocessing_context=multiprocessing_context, generator=generator,
-            prefetch_factor=prefetch_factor if self.num_workers else None,
-            persistent_workers=persistent_workers and self.num_workers > 0,
-        )
+                warn_if_shm_short(workers, ahead, self._batch_bytes(shape))
+        inner = dict(num_workers=workers, collate_fn=identity, timeout=timeout, worker_init_fn=init,
+                     multiprocessing_context=multiprocessing_context, generator=generator,
+                     prefetch_factor=ahead, persistent_workers=self.persistent_workers)
         if self._use_ring(shape):
-            slots = self.num_workers * prefetch_factor + 2
-            self._ring = CudaRing(slots, (batch_size, *shape))
-            table = self.dataset.pixel_table()
+            assert shape is not None
+            self._ring = CudaRing(slots, (self._batch_rows(), *shape))
+            table = self.dataset.pixel_table()  # type: ignore[attr-defined]
             self._table = None if table is None else table.to(self.device)
-            self._loader = _DataLoader(
+            self._ring_loader = _LoaderBase(
                 RingWriter(dataset, self._ring.ring),
-                batch_sampler=SlottedSampler(batch_sampler, slots),
-                collate_fn=identity, pin_memory=False, **loader_kwargs)
-        elif threads is None:
-            self._loader = _DataLoader(dataset, batch_sampler=batch_sampler,
-                                      collate_fn=self.collate_fn, pin_memory=self.pin_memory,
-                                      **loader_kwargs)
-        else:
-            self._loader = None
-        self._stream = None
+                batch_sampler=SlottedSampler(self.batch_sampler, slots), pin_memory=False, **inner)
+        elif self._use_cpu_ring(shape, collate_fn):
+            assert shape is not None
+            table = self.dataset.pixel_table()  # type: ignore[attr-defined]
+            dtype = torch.uint8 if table is None else table.dtype
+            self._cpu_ring = CpuRing(slots + 1, (self._batch_rows(), *shape), dtype)
+            self._ring_loader = _LoaderBase(
+                RingFiller(dataset, self._cpu_ring, self.collate_fn),
+                batch_sampler=RingSampler(self.batch_sampler, self._cpu_ring),
+                pin_memory=self.pin_memory, **inner)
+
+    def _record_for_lightning(self, given: dict) -> None:
+        """Lightning re-creates a DataLoader (to inject a DistributedSampler)
+        from the arguments its patched ``__init__`` recorded. When FastLoader
+        was first imported after Lightning patched the DataLoader classes,
+        only the base class's call got recorded, which knows nothing of
+        ``threads=`` or ``device=``: record FastLoader's own arguments."""
+        if "__pl_saved_args" in vars(self) and not hasattr(type(self).__init__, "__wrapped__"):
+            for name, value in (("args", ()), ("kwargs", given), ("arg_names", ()),
+                                ("default_kwargs", {})):
+                object.__setattr__(self, f"__pl_saved_{name}", value)
+
+    def _batch_bytes(self, shape: tuple[int, ...]) -> int:
+        """Bytes of one batch as it crosses: the chain's result dtype."""
+        table = getattr(self.dataset, "pixel_table", lambda: None)()
+        size = 1 if table is None else table.element_size()
+        return self._batch_rows() * math.prod(shape) * size
+
+    def _batch_rows(self) -> int:
+        return int(getattr(self.batch_sampler, "batch_size", None) or self.batch_size or 1)
 
     def _fixed_shape(self) -> Optional[tuple[int, ...]]:
         fixed = getattr(self.dataset, "fixed_sample_shape", None)
@@ -217,23 +308,67 @@ class FastLoader:
 
     def _use_ring(self, shape) -> bool:
         return (self.device is not None and self.device.type == "cuda" and shape is not None
-                and self.num_workers > 0 and hasattr(self.dataset, "decode_batch_into"))
+                and self.num_workers > 0 and hasattr(self.dataset, "decode_batch_into")
+                and self.batch_sampler is not None)
 
-    def __len__(self) -> int:
-        return len(self.batch_sampler)
+    def _use_cpu_ring(self, shape, collate_fn) -> bool:
+        return (shape is not None and self.num_workers > 0 and collate_fn is None
+                and (self.device is None or self.device.type == "cpu")
+                and hasattr(self.dataset, "decode_batch_into")
+                and hasattr(self.dataset, "pixel_table") and self.batch_sampler is not None)
 
     # -- iteration ----------------------------------------------------------
 
-    def __iter__(self) -> Iterator[Any]:
-        if self._ring is not None:
-            return self._iter_ring()
-        if self._loader is None:
+    def __iter__(self) -> Any:  # DataLoader's iterator, or a generator
+        self._check_sharded()
+        if self._ring is not None and self._ring_loader is not None and self.device is not None:
+            return self._ring.batches(iter(self._ring_loader), self.device, self._side_stream(),
+                                      self.num_workers * self._lookahead, self._table)
+        if self._cpu_ring is not None:
+            return self._iter_cpu_ring()
+        if self.threads is not None:
             return self._iter_threads()
-        return self._iter_plain(iter(self._loader))
+        it = super().__iter__()
+        if self.device is None or self.device.type == "cpu":
+            return it
+        return (self._to_device(batch) for batch in it)
+
+    def _iter_cpu_ring(self) -> Iterator[Any]:
+        """Batches in the ring's slots; one pass at a time: a new pass ends
+        the workers of one left unfinished, which may still write slots."""
+        assert self._cpu_ring is not None and self._ring_loader is not None
+        previous = self.__dict__.get("_ring_pass")
+        if previous is not None and not self._ring_loader.persistent_workers:
+            previous._shutdown_workers()
+        it = iter(self._ring_loader)
+        self._ring_pass = it
+        ring = self._cpu_ring
+        for item in it:
+            if item[0] == "slot":
+                _, slot, rows, targets = item
+                images = ring.take(slot, rows)
+                targets = default_collate(targets)
+                if self.pin_memory:
+                    images, targets = images.pin_memory(), targets.pin_memory()
+                yield [images, targets]
+            else:
+                ring.fresh += 1
+                yield item[1]
+
+    def _check_sharded(self) -> None:
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return
+        if not _is_sharded(self.sampler, self.batch_sampler,
+                           getattr(self.batch_sampler, "sampler", None)):
+            _warn_once(
+                "sharding",
+                f"torch.distributed runs {dist.get_world_size()} processes but this FastLoader's "
+                f"sampler ({type(self.sampler).__name__}) does not shard the data: every rank "
+                f"sees every sample; pass sampler=DistributedSampler(dataset)",
+            )
 
     def _to_device(self, batch: Any) -> Any:
-        if self.device is None or self.device.type == "cpu":
-            return batch
         images, targets = batch
         stream = self._side_stream()
         with torch.cuda.stream(stream):
@@ -243,41 +378,35 @@ class FastLoader:
         images.record_stream(torch.cuda.current_stream(self.device))
         return [images, targets]
 
-    def _iter_plain(self, it) -> Iterator[Any]:
-        for batch in it:
-            yield self._to_device(batch)
-
     def _iter_threads(self) -> Iterator[Any]:
+        assert self.threads is not None
         check_oversubscription(self.threads)
         # DataLoader draws its base seed from the generator before sampling;
         # do the same so `generator` gives the same order as it does there.
-        torch.empty((), dtype=torch.int64).random_(generator=self._generator)
-        lookahead = max(1, self.threads * self.prefetch_factor)
+        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        lookahead = max(1, self.threads * self._lookahead)
+        move = self.device is not None and self.device.type != "cpu"
         with ThreadPoolExecutor(self.threads, thread_name_prefix="fastdecode") as pool:
             pending: deque = deque()
-            batches = iter(self.batch_sampler)
 
             def fetch(indices):
                 if hasattr(self.dataset, "__getitems__"):
                     return self.collate_fn(self.dataset.__getitems__(list(indices)))
                 return self.collate_fn([self.dataset[i] for i in indices])
 
-            for indices in batches:
+            for indices in self.batch_sampler or ():
                 pending.append(pool.submit(fetch, indices))
                 if len(pending) >= lookahead:
-                    yield self._to_device(pending.popleft().result())
+                    batch = pending.popleft().result()
+                    yield self._to_device(batch) if move else batch
             while pending:
-                yield self._to_device(pending.popleft().result())
+                batch = pending.popleft().result()
+                yield self._to_device(batch) if move else batch
 
     def _side_stream(self):
         if self._stream is None:
             self._stream = torch.cuda.Stream(self.device)
         return self._stream
-
-    def _iter_ring(self) -> Iterator[Any]:
-        assert self._ring is not None and self._loader is not None
-        return self._ring.batches(iter(self._loader), self.device, self._side_stream(),
-                                  self.num_workers * self.prefetch_factor, self._table)
 
     def close(self) -> None:
         """Unregisters the pinned ring (also done when the loader is collected)."""

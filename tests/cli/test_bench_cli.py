@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.trees import make_tree
 
 from fastdecode.cli.__main__ import main
+
+from helpers.trees import make_tree
 
 pytest.importorskip("torchvision")
 
@@ -26,17 +27,27 @@ def test_bench_loader_section_writes_report_and_plot(tmp_path, capsys):
     assert report["versions"]["fastdecode libjpeg-turbo"] and report["versions"]["torch"]
     loader = report["sections"]["loader"]
     assert loader["machine"]["usable_cpus"] >= 1 and loader["versions"]["torchvision"]
-    rows = loader["chains"]["train"]["rows"]
+    train = loader["chains"]["train"]
+    rows = train["rows"]
     assert {r["loader"] for r in rows} == {"ImageFolder+PIL", "FastImageFolder", "FastLoader"}
     assert {r["num_workers"] for r in rows} == {0, 2}
     for r in rows:
-        assert r["images_per_s"] > 0 and r["speedup"] > 0
+        assert len(r["round_images_per_s"]) == 3  # the median of three interleaved rounds
+        assert r["min_images_per_s"] <= r["images_per_s"] <= r["max_images_per_s"]
+        assert r["noisy"] == (r["spread"] > 0.10)
+        assert r["speedup"] > 0 and r["efficiency"] > 0 and r["startup_s"] >= 0
         assert r["cpu_s_per_image"] > 0 and r["peak_pss_mib"] > 0
+    limit = train["limit"]
+    assert limit["images_per_s"] == pytest.approx(
+        limit["usable_cpus"] / (limit["fused_ms_per_image"] / 1000))
+    assert len(limit["fused_round_ms"]) == 3 * 2  # 3 rounds in each worker count's group
     assert {r["dataset"] for r in loader["file_list"]} == {"ImageFolder", "FastImageFolder"}
+    assert len(report["summary"]) == 5
     captured = capsys.readouterr()
-    assert ("| loader | workers | images/s | CPU-s/image | speedup vs ImageFolder best | "
-            "peak PSS MiB |") in captured.out
-    assert "loader sweep: " in captured.err and "\r" not in captured.out  # the bar: stderr only
+    assert "| loader | workers | images/s (median) | min-max | spread |" in captured.out
+    assert "| **limit** | " in captured.out
+    assert captured.out.rstrip().splitlines()[-5:] == report["summary"]  # it ends the run
+    assert "loader: " in captured.err and "\r" not in captured.out  # the bar: stderr only
     pytest.importorskip("matplotlib")
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -44,6 +55,11 @@ def test_bench_loader_section_writes_report_and_plot(tmp_path, capsys):
 def test_bench_rejects_a_missing_folder(tmp_path, capsys):
     assert main(["bench", "--data", str(tmp_path / "nope"), "--sections", "loader"]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_quick_and_full_exclude_each_other(capsys):
+    assert main(["bench", "--quick", "--full"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_bench_help_has_examples(capsys):

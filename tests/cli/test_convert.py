@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -192,16 +193,30 @@ def test_failures_are_listed_not_fatal(tree, tmp_path, capsys, strict, expected_
     assert len(outputs(tmp_path / "dst")) == 5
 
 
-def test_write_error_is_listed_and_leaves_no_partial_file(tree, tmp_path, monkeypatch):
-    def disk_full(file, pixels, options):
+def failing_writer(code: int):
+    def write(file, pixels, options):
         file.write(b"BM")
-        raise OSError(28, "No space left on device")
+        raise OSError(code, os.strerror(code))
+    return write
 
-    monkeypatch.setitem(convert.WRITERS, "bmp", disk_full)
+
+def test_write_error_is_listed_and_leaves_no_partial_file(tree, tmp_path, monkeypatch):
+    monkeypatch.setitem(convert.WRITERS, "bmp", failing_writer(errno.EIO))
     summary = convert.convert_tree(tree, tmp_path / "dst", to="bmp", workers=1)
     assert (summary.converted, summary.failed) == (0, 6)
-    assert all("No space left" in failure["error"] for failure in summary.failures
+    assert all("Input/output error" in failure["error"] for failure in summary.failures
                if not failure["path"].endswith("broken.jpg"))
+    assert no_partial_files(tmp_path / "dst") and outputs(tmp_path / "dst") == []
+
+
+@pytest.mark.parametrize("code", [pytest.param(errno.ENOSPC, id="ENOSPC"),
+                                  pytest.param(errno.EDQUOT, id="EDQUOT"),
+                                  pytest.param(errno.EROFS, id="EROFS")])
+def test_destination_error_stops_the_run_naming_the_file(tree, tmp_path, monkeypatch, code):
+    monkeypatch.setitem(convert.WRITERS, "bmp", failing_writer(code))
+    first = tmp_path / "dst" / "cat" / "a.bmp"  # the first file in ImageFolder's order
+    with pytest.raises(convert.ConvertError, match=f"cannot write {first}: {os.strerror(code)}"):
+        convert.convert_tree(tree, tmp_path / "dst", to="bmp", workers=1)
     assert no_partial_files(tmp_path / "dst") and outputs(tmp_path / "dst") == []
 
 
@@ -221,7 +236,7 @@ def test_json_summary(tree, tmp_path, capsys):
     assert set(summary) == {
         "source", "destination", "to", "converted", "skipped", "failed", "failures",
         "bytes_before", "bytes_after", "seconds", "timed_images", "decode_ms_before",
-        "decode_ms_after", "decode_speedup", "timing_error",
+        "decode_ms_after", "decode_speedup", "timing_error", "classes", "empty_classes",
     }
     assert (summary["converted"], summary["skipped"], summary["failed"]) == (5, 0, 1)
     assert summary["failures"][0]["path"] == str(tree / BROKEN)
@@ -336,3 +351,68 @@ def test_info(capsys):
     assert code == 0 and f"libjpeg_turbo  {fastdecode.info()['libjpeg_turbo']}" in out
     code, out, _ = run_main(capsys, "info", "--json")
     assert code == 0 and json.loads(out) == fastdecode.info()
+
+
+# --- class folders (ImageFolder's class indices) -------------------------------
+
+
+@pytest.fixture
+def uneven_tree(tree: Path) -> Path:
+    """Adds a class whose only image is broken and a class with no image at
+    all, sorted between the others: without their folders every later class
+    index would shift."""
+    (tree / "bird").mkdir()
+    (tree / "bird" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a JPEG")
+    (tree / "cow").mkdir()
+    (tree / "cow" / "notes.txt").write_text("no image here")
+    smooth_image(12, 10, "RGB", 9).save(tree / "eel.png")  # not in a class folder: skipped
+    (tree / "eel").mkdir()
+    smooth_image(12, 10, "RGB", 9).save(tree / "eel" / "e.png")
+    return tree
+
+
+def class_indices(root: Path) -> tuple[dict[str, int], list[tuple[str, int]]]:
+    from torchvision.datasets import ImageFolder
+
+    ds = ImageFolder(str(root), allow_empty=True)
+    return ds.class_to_idx, [(str(Path(p).relative_to(root).with_suffix("")), t)
+                             for p, t in ds.samples]
+
+
+def test_every_class_folder_is_mirrored_and_the_indices_hold(uneven_tree, tmp_path):
+    pytest.importorskip("torchvision")
+    destination = tmp_path / "dst"
+    summary = convert.convert_tree(uneven_tree, destination, to="bmp", workers=1, time_sample=0)
+    source_classes, source_samples = class_indices(uneven_tree)
+    converted_classes, converted_samples = class_indices(destination)
+    assert converted_classes == source_classes == {"bird": 0, "cat": 1, "cow": 2, "dog": 3,
+                                                   "eel": 4}
+    assert set(converted_samples) <= set(source_samples)  # same (file, class index) pairs
+    assert (summary.classes, summary.empty_classes) == (5, ["bird", "cow"])
+
+
+def test_empty_classes_are_reported(uneven_tree, tmp_path, capsys):
+    code, out, _ = run_main(capsys, "convert", uneven_tree, tmp_path / "dst", "--to", "bmp",
+                            "--workers", "1", "--time-sample", "0")
+    assert code == 0
+    assert "empty classes: 2 of 5 class folders hold no converted image" in out
+    assert out.rstrip().count("bird, cow") == 1
+
+
+@pytest.mark.parametrize("broken", [pytest.param(False, id="only-an-empty-class"),
+                                    pytest.param(True, id="empty-class-and-failed-file")])
+def test_strict_fails_on_empty_classes(tree, tmp_path, capsys, broken):
+    if not broken:
+        (tree / BROKEN).unlink()
+    (tree / "cow").mkdir()
+    code, out, _ = run_main(capsys, "convert", tree, tmp_path / "dst", "--to", "bmp",
+                            "--workers", "1", "--time-sample", "0", "--strict")
+    assert code == 1 and "empty classes: 1 of 3 class folders" in out and ": cow" in out
+
+
+def test_a_class_emptied_by_failures_keeps_its_folder_on_resume(uneven_tree, tmp_path):
+    destination = tmp_path / "dst"
+    convert.convert_tree(uneven_tree, destination, to="bmp", workers=1, time_sample=0)
+    again = convert.convert_tree(uneven_tree, destination, to="bmp", workers=1, time_sample=0)
+    assert again.converted == 0 and again.empty_classes == ["bird", "cow"]
+    assert sorted(p.name for p in destination.iterdir()) == ["bird", "cat", "cow", "dog", "eel"]

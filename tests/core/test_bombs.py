@@ -19,12 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fuzz.bounded import bounded, hang_guard  # noqa: F401
+from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb
 from PIL import Image
 
 import fastdecode as fd
-from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb
-
-from fuzz.bounded import bounded, hang_guard  # noqa: F401
 
 NEEDS_CJPEG = pytest.mark.skipif(CJPEG is None, reason="cjpeg (libjpeg-turbo-progs) not installed")
 pytestmark = bounded(120)
@@ -141,7 +140,7 @@ def test_bomb_rejections_do_not_grow_rss(make):
 # Run in a child process whose address space is capped just above what it
 # already maps: any attempt to allocate the image (even untouched, lazily
 # mapped memory that RSS would not show) fails there. The control decode
-# with max_pixels=None proves the cap bites.
+# with max_pixels=None (and no work budget) proves the cap bites.
 CAPPED_CHILD = r"""
 import json, resource, sys
 sys.path[:0] = sys.argv[2:]
@@ -155,7 +154,8 @@ out = {}
 for name in ("jpeg", "bmp"):
     make = getattr(tb, "giant_" + name)
     decode = tb.native_decoder(make)
-    for label, kw in (("default", {}), ("no-limit", {"max_pixels": None})):
+    no_limit = {"max_pixels": None, "max_work_per_byte": None}
+    for label, kw in (("default", {}), ("no-limit", no_limit)):
         try:
             decode(make(), **kw)
             out[name + "/" + label] = "decoded"

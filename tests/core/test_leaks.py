@@ -181,8 +181,9 @@ def cases():
     out.append(("resize", b"", lambda d: _native.resize(rgb, (4, 5), interpolation="bicubic")))
     out.append(("resize-bad", b"", lambda d: _native.resize(rgb, (0, 5))))
     chw = np.ascontiguousarray(rgb.transpose(2, 0, 1))
-    out.append(("normalize", b"", lambda d: _native.normalize_u8(chw, 0.5, 0.25)))
-    out.append(("normalize-bad", b"", lambda d: _native.normalize_u8(chw, [1, 2], 1)))
+    lut = np.linspace(0, 1, 3 * 256, dtype=np.float32).reshape(3, 256)
+    out.append(("lut-to-float", b"", lambda d: _native.lut_to_float(chw, lut)))
+    out.append(("lut-to-float-bad", b"", lambda d: _native.lut_to_float(chw, lut[:2])))
     out.append(("non-contiguous", b"", lambda d: fd.decode_jpeg(memoryview(J["ok"])[::2])))
     out.append(("not-bytes", b"", lambda d: fd.decode_jpeg("a string")))
     return out

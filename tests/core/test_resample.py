@@ -6,12 +6,12 @@ import io
 
 import numpy as np
 import pytest
+from helpers.corpus import CORPUS, corpus_params, read_manifest
+from helpers.jpeg_samples import natural_image, sample_jpeg
 from PIL import Image
 
 import fastdecode as fd
-from helpers.corpus import CORPUS, corpus_params, read_manifest
 from fastdecode import _native
-from helpers.jpeg_samples import natural_image, sample_jpeg
 
 PIL_FILTERS = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC,
                "nearest": Image.Resampling.NEAREST}
@@ -35,7 +35,8 @@ FACTORS = [0.05, 0.1, 0.25, 0.5, 0.7, 1.0, 1.3, 2.0, 4.0]
 @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
 @pytest.mark.parametrize("channels", [pytest.param(3, id="rgb"), pytest.param(1, id="gray")])
 def test_resize_matches_pillow(factor, interpolation, channels):
-    src = natural_image(157, 203, seed=int(factor * 100), gray=channels == 1).reshape(157, 203, channels)
+    src = natural_image(157, 203, seed=int(factor * 100), gray=channels == 1)
+    src = src.reshape(157, 203, channels)
     size = (max(1, round(157 * factor)), max(1, round(203 * factor * 0.9)))
     ours = _native.resize(src, size, interpolation=interpolation)
     ref = pil_resize(src, size, interpolation)
@@ -48,7 +49,8 @@ def test_resize_matches_pillow(factor, interpolation, channels):
 
 
 @pytest.mark.parametrize(
-    "size", [pytest.param((157, 61), id="horizontal-only"), pytest.param((40, 203), id="vertical-only")]
+    "size",
+    [pytest.param((157, 61), id="horizontal-only"), pytest.param((40, 203), id="vertical-only")],
 )
 @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
 def test_single_pass_resize_is_bit_exact(size, interpolation):
@@ -57,7 +59,8 @@ def test_single_pass_resize_is_bit_exact(size, interpolation):
                                   pil_resize(src, size, interpolation))
 
 
-@pytest.mark.parametrize("width", [pytest.param(w, id=f"w{w}") for w in (1, 10, 180, 203, 229, 812)])
+@pytest.mark.parametrize("width",
+                         [pytest.param(w, id=f"w{w}") for w in (1, 10, 180, 203, 229, 812)])
 @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
 def test_horizontal_pass_is_bit_exact_at_every_tap_count(width, interpolation):
     """From 1 tap pair to ~50 taps per pixel: the SIMD pass (two taps per step,
@@ -100,7 +103,8 @@ def test_resize_layout_flip_out():
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        pytest.param({"size": (0, 5)}, ValueError, "size must be two positive ints", id="zero-size"),
+        pytest.param({"size": (0, 5)}, ValueError, "size must be two positive ints",
+                     id="zero-size"),
         pytest.param({"size": (5, 5), "interpolation": "lanczos"}, ValueError,
                      "interpolation must be", id="filter"),
         pytest.param({"size": (5, 5), "box": (0, 0, 80, 10)}, ValueError, "not inside", id="box"),
@@ -195,7 +199,8 @@ def test_photo_random_resized_crop_quality(row):
     ratio = np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3)))
     w = min(info.width, int(round(np.sqrt(area * ratio))))
     h = min(info.height, int(round(np.sqrt(area / ratio))))
-    crop = (int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w)
+    top, left = int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1))
+    crop = (top, left, h, w)
     ref = crop_resize_reference(data, crop, (224, 224))
     assert psnr(fd.decode_jpeg(data, crop=crop, size=(224, 224), scale=1), ref) >= 45
     auto = psnr(fd.decode_jpeg(data, crop=crop, size=(224, 224)), ref)
@@ -214,3 +219,142 @@ def test_photo_auto_scale_quality_on_average():
     print(f"auto-scale PSNR over {len(AUTO_PSNR)} photos: mean {mean:.1f} dB, "
           f"min {min(AUTO_PSNR.values()):.1f} dB")
     assert mean >= 35
+
+
+# ---------------------------------------------------------------------------
+# The AVX2 kernels (fd_resample_avx2.c) against the scalar loops and Pillow.
+# FASTDECODE_RESAMPLE_SCALAR=1 makes fd_resample run only its scalar loops,
+# read at every call, so one process compares both.
+
+def _cpu_has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx2" in f.read()
+    except OSError:
+        return False
+
+
+needs_avx2 = pytest.mark.skipif(not _cpu_has_avx2(), reason="the AVX2 kernels need an AVX2 CPU")
+
+
+def scalar_and_simd(monkeypatch, fn):
+    """fn() with the scalar loops, then with the AVX2 kernels."""
+    monkeypatch.setenv("FASTDECODE_RESAMPLE_SCALAR", "1")
+    scalar = fn()
+    monkeypatch.delenv("FASTDECODE_RESAMPLE_SCALAR")
+    return scalar, fn()
+
+
+def as_layout(hwc, flip, layout):
+    out = hwc[:, ::-1] if flip else hwc
+    return np.ascontiguousarray(out.transpose(2, 0, 1) if layout == "CHW" else out)
+
+
+# Output widths around the kernels' steps: 4 pixels (horizontal), 8 and 32
+# bytes (vertical), 16 pixels (row writer), plus the tails after them.
+TAIL_WIDTHS = [1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 67, 224]
+ORIENTATIONS = [pytest.param(False, "HWC", id="hwc"), pytest.param(True, "HWC", id="hwc-flip"),
+                pytest.param(False, "CHW", id="chw"), pytest.param(True, "CHW", id="chw-flip")]
+CHANNELS = [pytest.param(3, id="rgb"), pytest.param(1, id="gray")]
+
+
+@needs_avx2
+@pytest.mark.parametrize("flip,layout", ORIENTATIONS)
+@pytest.mark.parametrize("channels", CHANNELS)
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("out_w", [pytest.param(w, id=f"w{w}") for w in TAIL_WIDTHS])
+@pytest.mark.parametrize("factor",
+                         [pytest.param(f, id=f"x{f}") for f in (0.15, 0.3, 0.45, 0.7, 1.6)])
+def test_simd_equals_scalar(monkeypatch, factor, out_w, interpolation, channels, flip, layout):
+    """Downscales from ~6.7x (bicubic: 27 taps, the kernels' generic loops)
+    and ~3.3x (several loads per pixel) to upscales,
+    every tail width, both passes, every output arrangement."""
+    src_w = max(1, round(out_w / factor))
+    src = natural_image(41, src_w, seed=out_w, gray=channels == 1).reshape(41, src_w, channels)
+    size = (max(1, round(41 * factor)), out_w)
+    scalar, simd = scalar_and_simd(monkeypatch, lambda: _native.resize(
+        src, size, interpolation=interpolation, flip=flip, layout=layout))
+    np.testing.assert_array_equal(simd, scalar)
+
+
+@needs_avx2
+@pytest.mark.parametrize("flip,layout", ORIENTATIONS)
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+@pytest.mark.parametrize(
+    "shape,size",
+    [pytest.param((8, 3000), (64, 64), id="wide-strip"),   # horizontal pass reads to the end
+     pytest.param((3000, 8), (64, 64), id="tall-strip"),   # the vertical pass runs first
+     pytest.param((37, 113), (37, 45), id="horizontal-only"),
+     pytest.param((113, 37), (45, 37), id="vertical-only")],
+)
+def test_simd_equals_scalar_pass_orders(monkeypatch, shape, size, interpolation, flip, layout):
+    src = natural_image(*shape, seed=7)
+    scalar, simd = scalar_and_simd(monkeypatch, lambda: _native.resize(
+        src, size, interpolation=interpolation, flip=flip, layout=layout))
+    np.testing.assert_array_equal(simd, scalar)
+
+
+@needs_avx2
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"box{s}") for s in range(4)])
+@pytest.mark.parametrize("channels", CHANNELS)
+def test_simd_equals_scalar_subpixel_box(monkeypatch, seed, channels):
+    rng = np.random.default_rng(seed)
+    src = natural_image(97, 131, seed=seed, gray=channels == 1).reshape(97, 131, channels)
+    x0, y0 = rng.uniform(0, 50), rng.uniform(0, 40)
+    box = (x0, y0, rng.uniform(x0 + 3, 131), rng.uniform(y0 + 3, 97))
+    size = tuple(int(v) for v in rng.integers(5, 160, 2))
+    scalar, simd = scalar_and_simd(monkeypatch, lambda: _native.resize(src, size, box=box))
+    np.testing.assert_array_equal(simd, scalar)
+
+
+@needs_avx2
+@pytest.mark.parametrize("flip,layout", ORIENTATIONS)
+@pytest.mark.parametrize("crop,size", CASES)
+@pytest.mark.parametrize("scale", [pytest.param(None, id="auto"), pytest.param(1, id="full")])
+def test_decode_resize_simd_equals_scalar(monkeypatch, crop, size, scale, flip, layout):
+    data = sample_jpeg((480, 640))
+    scalar, simd = scalar_and_simd(monkeypatch, lambda: fd.decode_jpeg(
+        data, crop=crop, size=size, scale=scale, flip=flip, layout=layout))
+    np.testing.assert_array_equal(simd, scalar)
+
+
+@pytest.mark.parametrize("flip,layout", ORIENTATIONS)
+@pytest.mark.parametrize("channels", CHANNELS)
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("out_w", [pytest.param(w, id=f"w{w}") for w in (3, 17, 33, 101)])
+@pytest.mark.parametrize("axis", ["horizontal", "vertical"])
+def test_single_pass_bit_exact_every_arrangement(axis, out_w, interpolation, channels, flip,
+                                                layout):
+    """One pass (the other axis keeps its size) is Pillow's exact integers,
+    whichever kernels run, at tail widths and in every output arrangement."""
+    h, w = (29, 157) if axis == "horizontal" else (157, out_w)
+    size = (29, out_w) if axis == "horizontal" else (61, out_w)
+    src = natural_image(h, w, seed=out_w, gray=channels == 1).reshape(h, w, channels)
+    ref = as_layout(pil_resize(src, size, interpolation), flip, layout)
+    np.testing.assert_array_equal(
+        _native.resize(src, size, interpolation=interpolation, flip=flip, layout=layout), ref)
+
+
+@pytest.mark.parametrize("flip,layout", ORIENTATIONS)
+@pytest.mark.parametrize("channels", CHANNELS)
+@pytest.mark.parametrize("factor", [pytest.param(f, id=f"x{f}") for f in (0.45, 0.7, 1.6)])
+def test_nearest_bit_exact_every_arrangement(factor, channels, flip, layout):
+    src = natural_image(53, 87, seed=2, gray=channels == 1).reshape(53, 87, channels)
+    size = (round(53 * factor), round(87 * factor))
+    ref = as_layout(pil_resize(src, size, "nearest"), flip, layout)
+    np.testing.assert_array_equal(
+        _native.resize(src, size, interpolation="nearest", flip=flip, layout=layout), ref)
+
+
+@pytest.mark.parametrize("flip,layout", ORIENTATIONS)
+@pytest.mark.parametrize("channels", CHANNELS)
+@pytest.mark.parametrize("out_w", [pytest.param(w, id=f"w{w}") for w in (5, 33, 224)])
+@pytest.mark.parametrize("factor", [pytest.param(f, id=f"x{f}") for f in (0.4, 0.6, 1.5)])
+def test_two_pass_bilinear_within_one_level_every_arrangement(factor, out_w, channels, flip,
+                                                              layout):
+    src_w = round(out_w / factor)
+    src = natural_image(80, src_w, seed=out_w, gray=channels == 1).reshape(80, src_w, channels)
+    size = (round(80 * factor), out_w)
+    ref = as_layout(pil_resize(src, size, "bilinear"), flip, layout)
+    ours = _native.resize(src, size, interpolation="bilinear", flip=flip, layout=layout)
+    assert np.abs(ours.astype(int) - ref).max() <= 1

@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-
-import fastdecode as fd
-from fastdecode.data import datasets
-from fastdecode.data.loader import collate
-from helpers.trees import corrupt_file, make_tree, symlink_class, write_image
-
 tv = pytest.importorskip("torchvision")
+
 from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import DatasetFolder, ImageFolder  # noqa: E402
 from torchvision.transforms import v2  # noqa: E402
+
+import fastdecode as fd  # noqa: E402
+from fastdecode.data import datasets  # noqa: E402
+from fastdecode.data.loader import collate  # noqa: E402
+
+from helpers.trees import corrupt_file, make_tree, symlink_class  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -75,7 +76,7 @@ def test_is_valid_file_and_dataset_folder_extensions(tree):
 
     assert fd.FastImageFolder(tree, is_valid_file=only_png).samples == ImageFolder(
         tree, is_valid_file=only_png).samples
-    ours = fd.FastDatasetFolder(tree, extensions=(".txt",))
+    ours = fd.FastDatasetFolder(tree, datasets.default_loader, extensions=(".txt",))
     theirs = DatasetFolder(tree, loader=open, extensions=(".txt",))
     assert ours.samples == theirs.samples
 
@@ -98,7 +99,8 @@ def test_missing_and_empty_class_folders_raise_like_torchvision(tmp_path):
         fd.FastImageFolder(root)
     assert fd.FastImageFolder(root, allow_empty=True).classes == ["a", "zzz"]
     with pytest.raises(ValueError, match="Both extensions and is_valid_file"):
-        fd.FastDatasetFolder(root, extensions=(".jpg",), is_valid_file=lambda p: True)
+        fd.FastDatasetFolder(root, datasets.default_loader, extensions=(".jpg",),
+                             is_valid_file=lambda p: True)
     with pytest.raises(ValueError, match="class_to_idx parameter cannot be None"):
         fd.FastDatasetFolder.make_dataset(root, None, extensions=(".jpg",))
 
@@ -115,12 +117,10 @@ def test_find_classes_can_be_overridden(tree):
 def test_file_list_is_compact_and_pickles(tree):
     ds = fd.FastImageFolder(tree)
     # three arrays instead of one Python tuple (and two objects) per file
-    assert ds._store.nbytes < 100 * len(ds) + 200
+    assert ds.samples.compact and ds.samples.store.nbytes < 100 * len(ds) + 200
     clone = pickle.loads(pickle.dumps(ds))
-    assert clone.samples == ds.samples
-    ds2 = fd.FastImageFolder(tree)
-    ds2.samples = ds.samples[:2]
-    assert len(ds2) == 2 and ds2.targets == [0, 0]
+    assert clone.samples == ds.samples and clone.samples.compact
+    assert clone.targets == ds.targets and clone.imgs is clone.samples
 
 
 # ---------------------------------------------------------------------------

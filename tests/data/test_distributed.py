@@ -41,5 +41,8 @@ def test_two_gloo_ranks_get_disjoint_complete_shards(tmp_path):
     assert not a & b and a | b == set(range(18))
     assert results[0]["shards"] == results[1]["shards"]
     for r in results:
+        assert len(r["unsharded"]) == 1
+        assert "runs 2 processes but this FastLoader's sampler (SequentialSampler)" in \
+            r["unsharded"][0]
         assert torch.equal(r["runs"][0], r["runs"][1])
         assert r["runs"][0].shape == (9, 3, 32, 32)

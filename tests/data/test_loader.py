@@ -121,11 +121,56 @@ def test_oversubscription_warns_once(tree, monkeypatch):
 
 
 def test_small_dev_shm_warns(tree, monkeypatch):
-    monkeypatch.setattr(loader_mod, "shm_free_bytes", lambda: 1000)
+    from fastdecode import _system
+
+    monkeypatch.setattr(_system, "shm_free_bytes", lambda path=None: 1000)
     monkeypatch.setattr(loader_mod, "usable_cpus", lambda: 8)
     ds = fd.FastImageFolder(tree, TRAIN)
     with pytest.warns(RuntimeWarning, match=r"/dev/shm has 0 MiB free.*--shm-size"):
         fd.FastLoader(ds, batch_size=4, num_workers=2)
+
+
+def test_unsharded_loader_under_a_distributed_world_warns_once(tree, monkeypatch):
+    from torch.utils.data.distributed import DistributedSampler
+
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 0)
+    ds = fd.FastImageFolder(tree, TRAIN)
+    sharded = fd.FastLoader(ds, batch_size=4, num_workers=0,
+                            sampler=DistributedSampler(ds, num_replicas=2, rank=0))
+    next(iter(sharded))  # no warning: warnings are errors here
+    loader = fd.FastLoader(ds, batch_size=4, num_workers=0, shuffle=True)
+    with pytest.warns(RuntimeWarning, match=r"torch.distributed runs 2 processes but this "
+                                            r"FastLoader's sampler \(RandomSampler\) does not "
+                                            r"shard the data.*DistributedSampler"):
+        next(iter(loader))
+    next(iter(loader))  # once
+
+
+def test_fast_loader_is_a_dataloader_that_survives_re_creation(tree):
+    """What Lightning and Accelerate do: rebuild it from its attributes with
+    another sampler; the rebuilt one keeps threads, device and collate."""
+    from torch.utils.data.distributed import DistributedSampler
+
+    ds = fd.FastImageFolder(tree, TRAIN)
+    loader = fd.FastLoader(ds, batch_size=4, threads=2, shuffle=True)
+    assert isinstance(loader, torch.utils.data.DataLoader)
+    kwargs = {k: v for k, v in vars(loader).items() if not k.startswith("_")}
+    kwargs.update(sampler=DistributedSampler(ds, num_replicas=2, rank=1), batch_sampler=None)
+    again = fd.FastLoader(**kwargs)
+    assert again.threads == 2 and again.collate_fn is fd.collate and again.num_workers == 0
+    assert again.worker_init_fn is loader.worker_init_fn  # pinning not chained twice
+    assert [len(y) for _, y in batches(again)] == [4, 4, 1]  # 9 of the 18 samples
+
+
+def test_the_cuda_ring_module_imports_without_a_gpu():
+    from fastdecode.data import _cuda_ring
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(RuntimeError, match="the CUDA ring needs CUDA"):
+        _cuda_ring.CudaRing(2, (1, 3, 8, 8))
 
 
 def test_usable_cpus_reads_the_cgroup_quota(tmp_path):
@@ -179,7 +224,8 @@ def shm_entries():
 def test_dead_worker_is_reported_quickly_and_leaks_no_shm():
     before = shm_entries()
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"):
+    with pytest.raises(RuntimeError,
+                       match=r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"):
         for _ in fd.FastLoader(Killer(), batch_size=1, num_workers=2):
             pass
     assert time.monotonic() - start < 30
@@ -196,3 +242,68 @@ def test_collate_passes_other_batches_to_default_collate():
     views = [(base[1], 0), (base[0], 1), (base[2], 2)]  # not in slot order: copied
     assert fd.collate(views)[0].data_ptr() != base.data_ptr()
     assert np.array_equal(fd.collate([({"a": 1}, 2)])[1].numpy(), [2])
+
+
+# -- the CPU ring: shared batch slots written once, reused when proven free --
+
+RING_CHAINS = [
+    pytest.param(lambda: T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()]),
+                 id="uint8"),
+    pytest.param(lambda: T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(),
+                                    T.Normalize(MEAN, STD)]), id="float"),
+]
+
+
+def in_process(ds, batch_size):
+    return batches(torch.utils.data.DataLoader(ds, batch_size=batch_size))
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["fresh-workers", "persistent"])
+@pytest.mark.parametrize("chain", RING_CHAINS)
+def test_ring_batches_are_reused_only_once_dropped(tree, chain, persistent):
+    ds = fd.FastImageFolder(tree, chain())
+    expected = in_process(ds, 4)
+    loader = fd.FastLoader(ds, batch_size=4, num_workers=2, persistent_workers=persistent)
+    ring = loader._cpu_ring
+    assert ring is not None
+    for _ in range(3):  # a training loop: each batch dropped when the next comes
+        for (x, y), (u, v) in zip(loader, expected, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v) and x.is_shared()
+    assert ring.fresh == 0 and ring.reused == 3 * len(expected)
+    slots = {s.untyped_storage().data_ptr() for s in ring.slots}
+    assert all(x.untyped_storage().data_ptr() in slots for x, _ in loader)
+
+
+@pytest.mark.parametrize("chain", RING_CHAINS)
+def test_ring_never_writes_over_a_batch_still_held(tree, chain):
+    ds = fd.FastImageFolder(tree, chain())
+    expected = in_process(ds, 2)
+    loader = fd.FastLoader(ds, batch_size=2, num_workers=2, persistent_workers=True)
+    assert len(expected) > len(loader._cpu_ring.slots)
+    held = list(loader)  # every batch kept: the ring runs out, later ones are fresh
+    assert loader._cpu_ring.fresh > 0
+    sample = held[1][0][1]  # a view of one sample (from a ring slot) outlives its batch
+    snapshot = sample.clone()
+    del held
+    for _ in range(3):
+        for (x, y), (u, v) in zip(loader, expected, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
+    assert torch.equal(sample, snapshot)
+
+
+def test_ring_workers_do_not_fault_on_each_batch(tree):
+    """Minor page faults (counts, repeatable under load): a batch written into
+    the ring costs its workers far fewer than it has pages, and fewer than
+    the stock collate's fresh shared memory."""
+    from helpers.faults_per_batch import faults_per_batch
+
+    chain = T.Compose([T.RandomResizedCrop(128), T.ToTensor(), T.Normalize(MEAN, STD)])
+    ds = fd.FastImageFolder(tree, chain)
+    ring = faults_per_batch(lambda: fd.FastLoader(ds, batch_size=6, num_workers=2,
+                                                  persistent_workers=True))
+    stock = faults_per_batch(lambda: torch.utils.data.DataLoader(
+        ds, batch_size=6, num_workers=2, persistent_workers=True))
+    assert ring["batch_pages"] == stock["batch_pages"] == 6 * 3 * 128 * 128 * 4 // 4096
+    assert stock["worker_faults_per_batch"] >= ring["batch_pages"]
+    assert ring["worker_faults_per_batch"] < ring["batch_pages"] / 4
+    assert ring["main_faults_per_batch"] < stock["main_faults_per_batch"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.distributed as dist
 from torch.utils.data.distributed import DistributedSampler
@@ -26,6 +28,109 @@ def run(rank: int, world: int, root: str, port: int, out: str) -> None:
             runs.append(torch.cat([images for images, _ in loader]))
         shards = [None] * world
         dist.all_gather_object(shards, list(sampler))
-        torch.save({"indices": list(sampler), "shards": shards, "runs": runs}, out)
+        # a FastLoader that does not shard, under a world of 2, says so once
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                next(iter(fd.FastLoader(ds, batch_size=3, num_workers=0)))
+        unsharded = [str(w.message) for w in caught]
+        torch.save({"indices": list(sampler), "shards": shards, "runs": runs,
+                    "unsharded": unsharded}, out)
     finally:
         dist.destroy_process_group()
+
+
+# -- framework ranks: what each rank's training loop saw, per epoch ----------
+
+FRAMEWORK_EPOCHS = 2
+
+
+def _digests(images) -> list[str]:
+    import hashlib
+
+    return [hashlib.sha1(image.contiguous().numpy().tobytes()).hexdigest()[:16]
+            for image in images.cpu()]
+
+
+def _eval_chain():
+    from torchvision import transforms as T
+
+    return T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()])
+
+
+def _rank_env(rank: int, world: int, port: int) -> None:
+    import os
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
+                      RANK=str(rank), LOCAL_RANK=str(rank), NODE_RANK="0",
+                      LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
+
+
+def run_lightning(rank: int, world: int, root: str, port: int, out: str) -> None:
+    """Lightning DDP (gloo) over a FastLoader made in the module's hook and
+    one handed to fit(): Lightning re-creates both with a DistributedSampler."""
+    import lightning.pytorch as pl
+
+    _rank_env(rank, world, port)
+    ds = fd.FastImageFolder(root, _eval_chain())
+    seen: dict = {}
+
+    class Model(pl.LightningModule):
+        def __init__(self, how: str, loader=None) -> None:
+            super().__init__()
+            self.how, self.loader = how, loader
+            self.w = torch.nn.Parameter(torch.ones(1))
+
+        def train_dataloader(self):
+            if self.loader is not None:
+                return self.loader
+            return fd.FastLoader(ds, batch_size=3, shuffle=True, threads=2)
+
+        def training_step(self, batch, _):
+            images, _targets = batch
+            seen.setdefault(self.how, {}).setdefault(self.current_epoch, []).extend(
+                _digests(images))
+            self.loaders = type(self.trainer.train_dataloader).__name__
+            return (self.w * images.float().mean()).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    kinds = {}
+    for how in ("hook", "passed"):
+        loader = fd.FastLoader(ds, batch_size=3, shuffle=True, threads=2) if how == "passed" \
+            else None
+        model = Model(how, loader)
+        trainer = pl.Trainer(accelerator="cpu", devices=world, num_nodes=1, strategy="ddp",
+                             max_epochs=FRAMEWORK_EPOCHS, logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, num_sanity_val_steps=0)
+        trainer.fit(model)
+        used = trainer.train_dataloader
+        kinds[how] = (type(used).__name__, type(used.sampler).__name__, used.threads,
+                      used.collate_fn is fd.collate)
+    torch.save({"seen": seen, "kinds": kinds}, out)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def run_accelerate(rank: int, world: int, root: str, port: int, out: str) -> None:
+    """Accelerate's prepare() of a FastLoader with one worker, on CPU/gloo."""
+    from accelerate import Accelerator
+
+    _rank_env(rank, world, port)
+    accelerator = Accelerator(cpu=True)
+    ds = fd.FastImageFolder(root, _eval_chain())
+    loader = accelerator.prepare(fd.FastLoader(ds, batch_size=3, shuffle=True, num_workers=0))
+    seen: dict = {}
+    for epoch in range(FRAMEWORK_EPOCHS):
+        loader.set_epoch(epoch)
+        for images, _targets in loader:
+            seen.setdefault(epoch, []).extend(_digests(images))
+    from fastdecode.data import loader as loader_mod
+
+    # the rebuilt DataLoader keeps the zero-copy collate and the thread pinning
+    kinds = (loader.collate_fn is fd.collate,
+             loader.worker_init_fn.func is loader_mod._chained_init)
+    torch.save({"seen": {"prepare": seen}, "kinds": kinds}, out)
+    accelerator.end_training()

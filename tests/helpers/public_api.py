@@ -19,6 +19,21 @@ MODULES = ("fastdecode", "fastdecode.errors", "fastdecode.transforms", "fastdeco
            "fastdecode.loader")
 
 
+class _Named:
+    """A function or class default, shown by its qualified name (its repr has an address)."""
+
+    def __init__(self, obj) -> None:
+        self.text = f"{obj.__module__}.{obj.__qualname__}"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _default(value):
+    named = callable(value) and value is not inspect.Parameter.empty and hasattr(value, "__qualname__")
+    return _Named(value) if named else value
+
+
 def _signature(obj) -> str:
     """Parameter names, kinds and defaults; annotations are left out (typing
     them better does not change the API a caller sees)."""
@@ -27,7 +42,8 @@ def _signature(obj) -> str:
     except (TypeError, ValueError):
         return "(...)"
     empty = inspect.Parameter.empty
-    params = [p.replace(annotation=empty) for p in sig.parameters.values()]
+    params = [p.replace(annotation=empty, default=_default(p.default))
+              for p in sig.parameters.values()]
     return str(sig.replace(parameters=params, return_annotation=empty))
 
 

@@ -384,3 +384,25 @@ def test_installed_wheel_works_with_the_system_libjpeg_hidden(venv, sample_jpeg)
     assert report["system_libjpeg_loadable"] is False, report
     assert_bundled(report, venv)
     np.testing.assert_array_equal(full, pillow_rgb(sample_jpeg))
+
+
+def test_installed_wheel_runs_fastdecode_bench(venv, sample_jpeg, work):
+    """The benchmarks ship as fastdecode.benchmarks and `fastdecode bench`
+    runs a section from the wheel alone (no torch, no Pillow: their rows are
+    skipped, not errors)."""
+    data = work / "bench-data" / "c"
+    data.mkdir(parents=True, exist_ok=True)
+    for i in range(3):
+        (data / f"{i}.jpg").write_bytes(sample_jpeg.read_bytes())
+    report = work / "bench.json"
+    result = check(run([venv / "bin" / "fastdecode", "bench", "--sections", "decode", "--quick",
+                        "--data", data.parent, "--json", report], cwd=venv, timeout=300))
+    sections = json.loads(report.read_text())["sections"]
+    assert set(sections) == {"decode"}
+    rows = {r["name"]: r for s in sections["decode"]["sections"] if s["key"] == "jpeg_full"
+            for r in s["rows"]}
+    assert rows["fastdecode"]["images_per_s"] > 0
+    assert result.stdout.rstrip().splitlines()[-5].startswith("decode:")  # the summary ends it
+    sp = site_packages(venv)
+    assert (sp / "fastdecode" / "benchmarks" / "bench_loader.py").is_file()
+    assert not (sp / "fastdecode" / "benchmarks" / "c_floor.c").exists()

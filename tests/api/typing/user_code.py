@@ -24,7 +24,7 @@ reveal_type(header.subsampling)  # E: str | None
 
 chain = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor()])
 train = fd.FastImageFolder("imagenet/train", chain, on_error="skip")
-reveal_type(train)  # E: fastdecode.data.datasets.FastImageFolder
+reveal_type(train)  # E: fastdecode.data._fast_folder.FastImageFolder
 loader = fd.FastLoader(train, batch_size=256, num_workers=2)
 reveal_type(loader)  # E: fastdecode.data.loader.FastLoader
 fused = fuse(chain, exact=True)

@@ -1,0 +1,269 @@
+"""Data-loading throughput with the transforms real training recipes build:
+FastImageFolder vs ImageFolder, one thread and 2 workers, and which ops fuse.
+
+    python -m benchmarks.bench_recipes [--data PATH] [--quick | --full] [--json PATH]
+
+The recipes: torchvision's classification reference presets (train and eval,
+v1 and v2, written as references/classification/presets.py writes them: a
+class holding ``self.transforms = Compose(...)``), the pretrained weights'
+``ResNet50_Weights.IMAGENET1K_V2.transforms()`` (no download: the preset
+only), and timm's ``create_transform`` for training and evaluation (skipped
+without timm). Each row is the median of >= 3 interleaved rounds in steady
+state (persistent workers, an untimed first epoch), as in bench_loader; the
+one-thread rows run in this process with every thread pool at one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from typing import Any, Callable
+
+import torch
+
+import fastdecode as fd
+from fastdecode import _system
+
+from . import _common as common
+from . import bench_loader as loader_bench
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+DATASETS = ("ImageFolder+PIL", "FastImageFolder")
+TARGETS = {"train": 1.8, "eval": 2.0}  # issue 14: FastImageFolder over ImageFolder, 2 cores
+MODES: dict[str, dict[str, Any]] = {
+    "quick": dict(workers=[0, 2], batch=16, batches=2, rounds=3),
+    "default": dict(workers=[0, 2], batch=64, batches=4, rounds=3),
+    "full": dict(workers=[0, 2], batch=128, batches=8, rounds=5),
+}
+
+
+# ---------------------------------------------------------------------------
+# the recipes, written as their projects write them
+
+
+def _module(use_v2: bool):
+    if use_v2:
+        import torchvision.transforms.v2 as T
+    else:
+        import torchvision.transforms as T
+    return T
+
+
+class ClassificationPresetTrain:
+    """torchvision references/classification/presets.py, default arguments."""
+
+    def __init__(self, *, crop_size, mean=MEAN, std=STD, hflip_prob=0.5, random_erase_prob=0.0,
+                 use_v2=False):
+        from torchvision.transforms import InterpolationMode
+
+        T = _module(use_v2)
+        transforms = [T.RandomResizedCrop(crop_size, interpolation=InterpolationMode.BILINEAR,
+                                          antialias=True)]
+        if hflip_prob > 0:
+            transforms.append(T.RandomHorizontalFlip(hflip_prob))
+        transforms.append(T.ToImage() if use_v2 else T.PILToTensor())
+        transforms.extend([
+            T.ToDtype(torch.float, scale=True) if use_v2 else T.ConvertImageDtype(torch.float),
+            T.Normalize(mean=mean, std=std),
+        ])
+        if random_erase_prob > 0:
+            transforms.append(T.RandomErasing(p=random_erase_prob))
+        if use_v2:
+            transforms.append(T.ToPureTensor())
+        self.transforms = T.Compose(transforms)
+
+    def __call__(self, img):
+        return self.transforms(img)
+
+
+class ClassificationPresetEval:
+    """torchvision references/classification/presets.py, default arguments."""
+
+    def __init__(self, *, crop_size, resize_size=256, mean=MEAN, std=STD, use_v2=False):
+        from torchvision.transforms import InterpolationMode
+
+        T = _module(use_v2)
+        transforms = [T.Resize(resize_size, interpolation=InterpolationMode.BILINEAR,
+                               antialias=True), T.CenterCrop(crop_size),
+                      T.ToImage() if use_v2 else T.PILToTensor(),
+                      T.ToDtype(torch.float, scale=True) if use_v2
+                      else T.ConvertImageDtype(torch.float),
+                      T.Normalize(mean=mean, std=std)]
+        if use_v2:
+            transforms.append(T.ToPureTensor())
+        self.transforms = T.Compose(transforms)
+
+    def __call__(self, img):
+        return self.transforms(img)
+
+
+def _weights_eval():
+    from torchvision.models import ResNet50_Weights
+
+    return ResNet50_Weights.IMAGENET1K_V2.transforms()
+
+
+def _timm(is_training: bool):
+    from timm.data import create_transform
+
+    return create_transform(224, is_training=is_training)
+
+
+RECIPES: dict[str, tuple[str, Callable[[], Any]]] = {  # name -> (kind, factory)
+    "reference train v1": ("train", lambda: ClassificationPresetTrain(crop_size=224)),
+    "reference eval v1": ("eval", lambda: ClassificationPresetEval(crop_size=224)),
+    "reference train v2": ("train", lambda: ClassificationPresetTrain(crop_size=224,
+                                                                      use_v2=True)),
+    "reference eval v2": ("eval", lambda: ClassificationPresetEval(crop_size=224, use_v2=True)),
+    "ResNet50_Weights.IMAGENET1K_V2.transforms()": ("eval", _weights_eval),
+    "timm create_transform train": ("train", lambda: _timm(True)),
+    "timm create_transform eval": ("eval", lambda: _timm(False)),
+}
+
+
+def fusion(transform) -> dict[str, Any]:
+    """Which ops fuse(transform) fused (decode-time geometry, the tensor tail)
+    and which run unfused after it; its repr says the same in words."""
+    fused = fd.fuse(transform)
+
+    def names(steps) -> list[str]:
+        return [type(getattr(s, "transform", s)).__name__ for s in steps or ()]
+
+    tail = getattr(fused, "tail", None)
+    return {"decode": names(getattr(fused, "geo_ops", ())),
+            "tensor": names(getattr(tail, "steps", ())) if tail is not None else [],
+            "unfused": names(getattr(fused, "trailing", ())), "repr": repr(fused)}
+
+
+# ---------------------------------------------------------------------------
+# measuring
+
+
+def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, list]:
+    """Per recipe: its rows (dataset x num_workers) alive together, rounds
+    interleaved among them."""
+    out: dict[str, list] = {}
+    for name, transform in recipes.items():
+        rows = []
+        for workers in settings["workers"]:
+            wave = max(workers, 1)
+            batches = math.ceil(settings["batches"] / wave) * wave
+            for kind in DATASETS:
+                bar.set_postfix_str(f"{name}: {kind}, num_workers={workers}, start-up")
+                with pinned(workers):
+                    rows.append(loader_bench.open_row(name, kind, data, transform, workers,
+                                                      settings["batch"],
+                                                      batches * settings["batch"]))
+                bar.update()
+        for r in range(settings["rounds"]):
+            for row in rows:
+                bar.set_postfix_str(f"{name}: {row.loader}, num_workers={row.num_workers}, "
+                                    f"round {r + 1}")
+                with pinned(row.num_workers):
+                    loader_bench.run_round(row)
+                bar.update()
+        for row in rows:
+            row.source = None  # ends its persistent workers
+        out[name] = rows
+    return out
+
+
+def pinned(workers: int):
+    """One thread per pool for the in-process rows (workers pin their own)."""
+    import contextlib
+
+    return _system.one_thread_per_pool() if workers == 0 else contextlib.nullcontext()
+
+
+def recipe_result(kind: str, rows: list, fused: dict) -> dict:
+    def rate(dataset: str, workers: int) -> float:
+        row = next(r for r in rows if r.loader == dataset and r.num_workers == workers)
+        return statistics.median(row.rates)
+
+    settings = []
+    for workers in sorted({r.num_workers for r in rows}):
+        base, ours = rate("ImageFolder+PIL", workers), rate("FastImageFolder", workers)
+        spreads = [(max(r.rates) - min(r.rates)) / statistics.median(r.rates)
+                   for r in rows if r.num_workers == workers]
+        settings.append({"num_workers": workers, "imagefolder_images_per_s": base,
+                         "fastimagefolder_images_per_s": ours, "speedup": ours / base,
+                         "spread": max(spreads),
+                         "noisy": max(spreads) > loader_bench.NOISY_SPREAD})
+    return {"kind": kind, "target_speedup": TARGETS[kind], "fusion": fused, "settings": settings}
+
+
+def table(results: dict[str, dict]) -> str:
+    workers = sorted({s["num_workers"] for r in results.values() for s in r["settings"]})
+    head = "| recipe | fused at decode | fused tensor tail | unfused |"
+    for w in workers:
+        label = "1 thread" if w == 0 else f"{w} workers"
+        head += f" {label}: ImageFolder img/s | FastImageFolder | speedup |"
+    lines = [head, "|" + "---|" * (4 + 3 * len(workers))]
+    for name, r in results.items():
+        f = r["fusion"]
+        cells = [name, " + ".join(f["decode"]) or "-", " + ".join(f["tensor"]) or "-",
+                 " + ".join(f["unfused"]) or "-"]
+        for s in r["settings"]:
+            mark = " (noisy)" if s["noisy"] else ""
+            cells += [f"{s['imagefolder_images_per_s']:,.0f}",
+                      f"{s['fastimagefolder_images_per_s']:,.0f}",
+                      f"{s['speedup']:.2f}x{mark}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv):
+    parser = common.BenchParser(__doc__, "an ImageFolder")
+    parser.add_argument("--full", action="store_true", help="larger rounds, five of them")
+    parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), metavar="NAME",
+                        help="only these recipes (default: all)")
+    args = parser.parse_args(argv)
+    if args.quick and args.full:
+        parser.error("--quick and --full exclude each other")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    settings = dict(MODES[mode])
+    data = args.data or common.default_data()
+    recipes, skipped = {}, {}
+    for name in args.recipes or RECIPES:
+        try:
+            recipes[name] = RECIPES[name][1]()
+        except ImportError as exc:  # timm is optional
+            skipped[name] = f"skipped ({exc})"
+    report = {"command": common.command_line(__name__, argv), "data": str(data), "mode": mode,
+              "settings": settings, "machine": common.machine_facts(),
+              "versions": {**common.library_versions(), "timm": _version("timm")},
+              "recipes": {}, "skipped": skipped}
+    ticks = len(recipes) * len(settings["workers"]) * len(DATASETS) * (1 + settings["rounds"])
+    fused = {name: fusion(t) for name, t in recipes.items()}
+    with common.progress("recipes", ticks) as bar:
+        rows = measure(data, recipes, settings, bar)
+    for name in recipes:
+        report["recipes"][name] = recipe_result(RECIPES[name][0], rows[name], fused[name])
+    report["machine"]["load_average_end"] = common.load_average()
+    common.emit(f"\n### recipes, batch {settings['batch']}, median of {settings['rounds']} "
+                "interleaved rounds (targets on 2 cores: train >= 1.8x, eval >= 2x)\n\n"
+                + table(report["recipes"])
+                + "".join(f"\n- {name}: {why}" for name, why in skipped.items()))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def _version(dist: str):
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Converting the files of a plan for ``fastdecode convert``: one image
+(read, decode as ImageFolder's loader does, shrink, write atomically) and the
+worker processes that run many."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import multiprocessing
+import os
+import signal
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from fastdecode.api import decode_image, read_header
+from fastdecode.cli._output import WRITERS, EncodeOptions, write_atomically
+
+__all__ = ["DESTINATION_ERRNOS", "Outcome", "convert_one", "fit_within", "load_pixels",
+           "run_jobs", "shrink_pixels"]
+
+# Write errors that no other file can escape: the run stops at the first.
+DESTINATION_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def fit_within(height: int, width: int, max_side: int | None) -> tuple[int, int]:
+    """The size with the longer side at most ``max_side``, aspect kept."""
+    longer = max(height, width)
+    if max_side is None or longer <= max_side:
+        return height, width
+    return max(1, round(height * max_side / longer)), max(1, round(width * max_side / longer))
+
+
+def shrink_pixels(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Resamples HWC uint8 RGB pixels; the one place to swap in fastdecode's own resampler."""
+    from PIL import Image
+
+    resized = Image.fromarray(pixels).resize((width, height), Image.Resampling.LANCZOS)
+    return np.asarray(resized)
+
+
+def load_pixels(data: bytes, max_side: int | None) -> np.ndarray:
+    """RGB pixels as ImageFolder's loader sees them (no EXIF rotation), shrunk to ``max_side``."""
+    if max_side is None:
+        return decode_image(data, mode="RGB")
+    header = read_header(data)
+    height, width = fit_within(header.height, header.width, max_side)
+    if (height, width) == (header.height, header.width):
+        return decode_image(data, mode="RGB")
+    # A JPEG shrinks by up to 8x for free in the decoder (DCT scaling), which
+    # then decodes faster too; other formats are resampled from full size.
+    min_size = (height, width) if header.format == "jpeg" else None
+    pixels = decode_image(data, mode="RGB", min_size=min_size)
+    if pixels.shape[:2] != (height, width):
+        pixels = shrink_pixels(pixels, height, width)
+    return pixels
+
+
+@dataclass(frozen=True)
+class Outcome:
+    source: str
+    error: str | None = None
+    source_bytes: int = 0
+    output_bytes: int = 0
+    destination_errno: int | None = None  # a write error in DESTINATION_ERRNOS: stop the run
+
+
+def convert_one(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
+    source, output = job
+    try:
+        data = Path(source).read_bytes()
+        pixels = load_pixels(data, options.max_side)
+        writer = WRITERS[options.to]
+        size = write_atomically(Path(output), lambda file: writer(file, pixels, options))
+    except OSError as exc:
+        fatal = exc.errno if exc.errno in DESTINATION_ERRNOS else None
+        return Outcome(source, error=f"{type(exc).__name__}: {exc}", destination_errno=fatal)
+    except Exception as exc:  # one bad file must not end a run over millions: it is listed
+        return Outcome(source, error=f"{type(exc).__name__}: {exc}")
+    return Outcome(source, source_bytes=len(data), output_bytes=size)
+
+
+# --- the worker processes ------------------------------------------------------
+
+
+def quit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(1)  # unwinds through write_atomically, which removes its partial file
+
+
+def convert_in_worker(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
+    """convert_one in a pool worker, which a SIGTERM ends: the executor
+    catches every exception of a task, SystemExit too, and would go on with
+    the next task of its queue."""
+    try:
+        return convert_one(options, job)
+    except SystemExit:  # the partial file is removed by now
+        os._exit(1)
+
+
+def init_worker(parent: int) -> None:
+    # Ctrl-C reaches every process of the terminal; only the parent acts on it
+    # and sends the SIGTERM that ends a worker cleanly.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, quit_on_sigterm)
+    # Linux: the same SIGTERM when the parent dies, even by SIGKILL, so that
+    # no orphan goes on writing while a rerun starts.
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: orphans finish their chunk and exit
+        pass
+    if os.getppid() != parent:  # the parent died before the prctl
+        raise SystemExit(1)
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGTERM to every worker of ``pool`` (each removes its partial file)."""
+    if hasattr(pool, "terminate_workers"):  # Python 3.14+
+        pool.terminate_workers()
+        return
+    # Before 3.14 the executor has no public way; _processes maps pid -> Process.
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.terminate()
+
+
+def run_jobs(
+    jobs: list[tuple[str, str]], options: EncodeOptions, workers: int
+) -> Iterator[Outcome]:
+    if workers == 1:
+        yield from map(functools.partial(convert_one, options), jobs)
+        return
+    # spawn, not fork: forking a parent that runs threads (tqdm's monitor, a
+    # notebook's) is unsafe, and Python 3.12+ warns about it. An executor, not
+    # a multiprocessing.Pool: a worker that dies breaks it (BrokenProcessPool)
+    # where a Pool would wait forever for the lost chunk.
+    context = multiprocessing.get_context("spawn")
+    chunksize = max(1, min(16, len(jobs) // (workers * 8)))
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=init_worker,
+                               initargs=(os.getpid(),))
+    try:
+        yield from pool.map(functools.partial(convert_in_worker, options), jobs,
+                            chunksize=chunksize)
+    except BaseException:  # Ctrl-C, a full disk: stop the workers now, not after the queue
+        stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,319 @@
+"""FastDatasetFolder and FastImageFolder themselves (public through
+:mod:`fastdecode.datasets`, which imports this module on first access of the
+names: with torchvision installed these subclass its DatasetFolder and
+ImageFolder, and importing ``torchvision.datasets`` imports PIL and tqdm)."""
+
+# No `from __future__ import annotations`: inspect.signature must show the
+# constructors' annotations as torchvision's (objects, not strings).
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+import torch
+
+from fastdecode.api import decode_image
+from fastdecode.data._base import (
+    TV_DEFAULT_LOADER,
+    DatasetFolder,
+    ImageFolder,
+    VisionDataset,
+    is_pil_loader,
+)
+from fastdecode.data._batches import BatchBuffers
+from fastdecode.data._chain import LiveFused
+from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
+from fastdecode.data.datasets import (
+    IMG_EXTENSIONS,
+    _naming,
+    _read_bytes,
+    _to_pil,
+    default_loader,
+    find_classes,
+    make_dataset,
+)
+
+__all__ = ["FastDatasetFolder", "FastImageFolder"]
+
+ON_ERROR = ("raise", "skip", "warn")
+# Attempts at another index before 'skip'/'warn' give up (never a hang on a
+# dataset that is mostly broken).
+MAX_SKIPS = 16
+
+
+class FastDatasetFolder(DatasetFolder):
+    """torchvision's ``DatasetFolder`` with fused decoding; with torchvision
+    installed it is a ``torchvision.datasets.DatasetFolder``.
+
+    With fastdecode's :func:`default_loader` (or torchvision's
+    ``default_loader``/``pil_loader``, or None) samples are decoded by
+    fastdecode and ``transform`` runs fused (see
+    :func:`fastdecode.transforms.fuse`); any other ``loader`` is called as
+    torchvision calls it, with no fast path.
+
+    exact: False (default) lets JPEGs decode at a reduced DCT scale when the
+      output is much smaller (within the bound :func:`~fastdecode.transforms.
+      fuse` documents); True gives tensors bit-identical to ImageFolder's.
+      A :class:`~fastdecode.transforms.FusedTransform` given as ``transform``
+      is used as it is (``exact=True`` then needs one built with exact=True).
+    on_error: 'raise' (an :class:`~fastdecode.errors.ImageFileError`, which
+      is a DecodeError and an OSError, naming the file and index), 'skip'
+      (another index, drawn deterministically, is loaded instead and
+      ``skipped`` counts it) or 'warn' (the same, with a warning).
+
+    ``samples``, ``targets`` (and FastImageFolder's ``imgs``) are what
+    torchvision has: separate lists, ``imgs`` the same object as ``samples``;
+    items come from ``samples``. ``samples`` is kept compact until changed
+    (see :mod:`fastdecode.data._samples`). The transform chain is followed
+    live: a change to it is used from the next item on, in every process.
+    """
+
+    def __init__(
+        self,
+        root: Union[str, Path],
+        loader: Callable[[str], Any],
+        extensions: Optional[tuple[str, ...]] = None,
+        transform: Optional[Callable] = None,
+        target_transform: Optional[Callable] = None,
+        is_valid_file: Optional[Callable[[str], bool]] = None,
+        allow_empty: bool = False,
+        *,
+        exact: bool = False,
+        on_error: str = "raise",
+    ) -> None:
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+        self.on_error = on_error
+        self.skipped = 0
+        self._live = LiveFused(bool(exact))
+        self.loader = loader  # before the transform: it decides whether the chain is fused
+        VisionDataset.__init__(self, root, transform=transform, target_transform=target_transform)
+        classes, class_to_idx = self.find_classes(self.root)
+        samples = self.make_dataset(
+            self.root, class_to_idx=class_to_idx, extensions=extensions,
+            is_valid_file=is_valid_file, allow_empty=allow_empty,
+        )
+        self.extensions = extensions
+        self.classes = classes
+        self.class_to_idx = class_to_idx
+        self.targets = [s[1] for s in samples]  # ints shared with class_to_idx, as torchvision's
+        self.samples = SamplesView(SampleStore(samples))
+        self.imgs = self.samples  # ImageFolder's name (kept on DatasetFolder too, as before)
+
+    # -- torchvision's overridable hooks -----------------------------------
+
+    @staticmethod
+    def make_dataset(
+        directory: Union[str, Path],
+        class_to_idx: dict[str, int],
+        extensions: Optional[tuple[str, ...]] = None,
+        is_valid_file: Optional[Callable[[str], bool]] = None,
+        allow_empty: bool = False,
+    ) -> list[tuple[str, int]]:
+        if class_to_idx is None:
+            raise ValueError("The class_to_idx parameter cannot be None.")
+        return make_dataset(directory, class_to_idx, extensions=extensions,
+                            is_valid_file=is_valid_file, allow_empty=allow_empty)
+
+    def find_classes(self, directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
+        return find_classes(directory)
+
+    # -- the transform, fused and followed ---------------------------------
+
+    @property
+    def transform(self) -> Optional[Callable]:
+        return self.__dict__.get("_transform")
+
+    @transform.setter
+    def transform(self, value: Optional[Callable]) -> None:
+        self.__dict__["_transform"] = value
+        if self._fast_loader():
+            self._live.get(value)  # fuse now, here: a bad chain warns once, in this process
+
+    @property
+    def exact(self) -> bool:
+        return self._live.exact
+
+    def explain(self) -> str:
+        """How each item is loaded: the fused plan of ``transform`` (what joins
+        the decode, what runs unfused), as text."""
+        if not self._fast_loader():
+            return f"custom loader {self.loader!r}: called as torchvision calls it, nothing fused"
+        return self._live.explain(self.transform)
+
+    def _fast_loader(self) -> bool:
+        loader = self.__dict__.get("loader")
+        return loader is None or loader is default_loader or is_pil_loader(loader)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_buffers", None)  # per-thread buffers stay with their threads
+        samples, targets = state.get("samples"), state.get("targets")
+        if (isinstance(samples, SamplesView) and samples.store is not None
+                and type(targets) is list and len(targets) == len(samples)
+                and all(type(t) is int for t in targets)
+                and np.array_equal(np.asarray(targets, dtype=np.int64),
+                                   samples.store.target_array)):
+            state["targets"] = _TARGETS_FROM_STORE  # rebuilt with shared ints on unpickling
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if state.get("targets") is _TARGETS_FROM_STORE:
+            state["targets"] = shared_int_list(state["samples"].store.target_array)
+        self.__dict__.update(state)
+
+    # -- loading ------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def _load(self, index: int) -> tuple[Any, Any]:
+        path, target = self.samples[index]
+        transform = self.transform
+        if not self._fast_loader():
+            sample = self.loader(path)
+            return (transform(sample) if transform is not None else sample), target
+        fused = self._live.get(transform)
+        path = os.fspath(path)
+        with _naming(path, index):
+            data = _read_bytes(path)
+            if fused is not None:
+                return fused(data), target
+            image = _to_pil(decode_image(data))
+        return (transform(image) if transform is not None else image), target
+
+    def _replacement(self, index: int, attempt: int) -> int:
+        """Deterministic stand-in for a broken sample: same index, same
+        replacement, in every worker and every epoch."""
+        return (index * 2654435761 + attempt * 40503 + 1) % len(self)
+
+    def _with_policy(self, index: int, load: Callable[[int], Any]) -> Any:
+        """load(index), or for 'skip'/'warn' a replacement's."""
+        current = index
+        for attempt in range(MAX_SKIPS + 1):
+            try:
+                return load(current)
+            except OSError as exc:  # ImageFileError, or a custom loader's file error
+                if self.on_error == "raise" or attempt == MAX_SKIPS:
+                    raise
+                self.skipped += 1
+                if self.on_error == "warn":
+                    warnings.warn(f"skipping unreadable sample: {exc}", RuntimeWarning,
+                                  stacklevel=3)
+                current = self._replacement(index, attempt)
+        raise AssertionError("unreachable")
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        index = range(len(self))[index]  # negative indices, bounds, as a list
+        sample, target = self._with_policy(index, self._load)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return sample, target
+
+    # -- batches decoded in place -----------------------------------------
+
+    def _batch_fused(self) -> Any:
+        """The fused transform when batches can be decoded in place."""
+        if not self._fast_loader():
+            return None
+        fused = self._live.get(self.transform)
+        return fused if fused is not None and fused.output_shape is not None else None
+
+    def fixed_sample_shape(self) -> Optional[tuple[int, int, int]]:
+        """(C, H, W) of the uint8 geometric result when every sample has it
+        (the leading transforms fix the size), else None."""
+        fused = self._batch_fused()
+        return None if fused is None else tuple(fused.output_shape)
+
+    def pixel_table(self) -> Optional[torch.Tensor]:
+        """The per-channel table (C, 256) that turns the uint8 result into
+        the chain's float result (ToTensor, Normalize, ToDtype...), or None
+        when the chain's result is the uint8 pixels themselves. Lets a loader
+        defer that step to the GPU."""
+        fused = self._batch_fused()
+        if fused is None or fused.tensor_table is None:
+            return None
+        return torch.from_numpy(fused.tensor_table)
+
+    def decode_batch_into(self, indices: list[int], pixels: Any) -> list[Any]:
+        """Decodes samples ``indices`` into the uint8 (N, C, H, W) ``pixels``
+        (tensor or array), slot by slot, and returns their targets."""
+        fused = self._batch_fused()
+        if fused is None:
+            raise TypeError("decode_batch_into needs the default loader and a transform chain "
+                            "with a fixed output size (see fixed_sample_shape)")
+        slots = pixels.numpy() if isinstance(pixels, torch.Tensor) else pixels
+        targets = []
+        for slot, index in enumerate(indices):
+            index = range(len(self))[index]
+
+            def load_into(i: int, slot: int = slot) -> Any:
+                path, target = self.samples[i]
+                path = os.fspath(path)
+                with _naming(path, i):
+                    fused.decode_into(_read_bytes(path), slots[slot])
+                return target
+
+            target = self._with_policy(index, load_into)
+            targets.append(self.target_transform(target) if self.target_transform else target)
+        return targets
+
+    def __getitems__(self, indices: list[int]) -> list[tuple[Any, Any]]:
+        """DataLoader's batched fetch: one uint8 batch, each sample decoded
+        straight into its slot, then the chain's tensor step in one pass over
+        the batch. The samples are views of that batch, so the stock collate
+        works unchanged and :func:`fastdecode.collate` takes it whole."""
+        fused = self._batch_fused()
+        if fused is None:
+            return [self[i] for i in indices]
+        shape = (len(indices), *fused.output_shape)
+        buffers = self._batch_buffers()
+        if fused.tensor_table is None:  # the uint8 pixels are the result
+            pixels = buffers.get("batch", shape, torch.uint8)
+            targets = self.decode_batch_into(indices, pixels)
+            batch = fused.finish(pixels)
+        else:  # the pixels are consumed at once, by the chain's tensor step
+            pixels = buffers.get("pixels", shape, torch.uint8, leaves=False)
+            targets = self.decode_batch_into(indices, pixels)
+            batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
+        return list(zip(batch.unbind(0), targets))
+
+    def _batch_buffers(self) -> BatchBuffers:
+        buffers = self.__dict__.get("_buffers")
+        if buffers is None:
+            buffers = self.__dict__.setdefault("_buffers", BatchBuffers())
+        return buffers
+
+
+class _TARGETS_FROM_STORE:  # noqa: N801 - a marker pickled by reference (identity survives)
+    """In a pickled dataset: targets equal the samples' targets (rebuilt from the store)."""
+
+
+# ImageFolder's loader default, so the signatures are equal (it keeps the fast path)
+_IMAGEFOLDER_LOADER: Callable[[str], Any] = TV_DEFAULT_LOADER or default_loader
+
+
+class FastImageFolder(FastDatasetFolder, ImageFolder):
+    """torchvision's ``ImageFolder`` with fused decoding (see
+    FastDatasetFolder); with torchvision installed it is a
+    ``torchvision.datasets.ImageFolder``, with the same constructor plus the
+    keyword-only ``exact`` and ``on_error``."""
+
+    def __init__(
+        self,
+        root: Union[str, Path],
+        transform: Optional[Callable] = None,
+        target_transform: Optional[Callable] = None,
+        loader: Callable[[str], Any] = _IMAGEFOLDER_LOADER,
+        is_valid_file: Optional[Callable[[str], bool]] = None,
+        allow_empty: bool = False,
+        *,
+        exact: bool = False,
+        on_error: str = "raise",
+    ):
+        super().__init__(
+            root, loader, IMG_EXTENSIONS if is_valid_file is None else None,
+            transform=transform, target_transform=target_transform,
+            is_valid_file=is_valid_file, allow_empty=allow_empty, exact=exact, on_error=on_error,
+        )

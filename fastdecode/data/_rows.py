@@ -1,0 +1,113 @@
+"""Encoded rows into one preallocated batch, with random draws seeded per row:
+the decode core shared by the Ray Data and WebDataset integrations.
+
+A row's draws depend only on (seed, its key), never on which process, task or
+batch decodes it, so a dataset gives the same augmentations on any cluster
+shape, and a retried task reproduces the rows it lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+
+from fastdecode.errors import FastDecodeError
+
+__all__ = ["BatchDecoder", "row_seed", "row_seeds"]
+
+_MASK = (1 << 64) - 1
+
+
+def row_seeds(seed: int, keys: Any) -> np.ndarray:
+    """The torch seed of each row: splitmix64 of (seed, key), in [0, 2**63).
+
+    ``keys`` are non-negative integers (an ImageFolder index, a row id). To
+    get row ``i``'s augmentations outside Ray, ``torch.manual_seed(row_seed(
+    seed, i))`` before transforming it.
+    """
+    k = np.asarray(keys, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = k * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed & _MASK)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(1)).astype(np.int64)
+
+
+def row_seed(seed: int, key: int) -> int:
+    """One row's seed (see :func:`row_seeds`)."""
+    return int(row_seeds(seed, [key])[0])
+
+
+class BatchDecoder:
+    """Decodes a list of encoded images into one (N, C, H, W) batch through a
+    fused transform: each row straight into its slot of a uint8 batch, then
+    the chain's tensor step (ToTensor, Normalize...) in one pass.
+
+    The uint8 scratch is kept between calls when the tensor step consumes it;
+    the returned batch is always fresh (it is handed on: to Ray's object
+    store, to a training step).
+    """
+
+    def __init__(self, transform: Any, *, exact: bool = False) -> None:
+        from fastdecode.transforms import FusedTransform, fuse
+
+        self.fused = transform if isinstance(transform, FusedTransform) else fuse(
+            transform, exact=exact)
+        if self.fused.output_shape is None or self.fused.tail is None:
+            raise ValueError(
+                "the transform must give every image the same shape and end in tensor steps "
+                "only (e.g. RandomResizedCrop(224), ToTensor(), Normalize(...)); this one does "
+                f"not: {self.fused.plan}"
+            )
+        self.shape = tuple(self.fused.output_shape)
+        self.identity = self.fused.tail.identity
+        self.dtype = np.dtype(torch.empty((), dtype=self.fused.tail.dtype).numpy().dtype)
+        self._scratch: Optional[np.ndarray] = None
+
+    def __getstate__(self):
+        return {"fused": self.fused}
+
+    def __setstate__(self, state):
+        BatchDecoder.__init__(self, state["fused"])
+
+    def _pixels(self, n: int) -> np.ndarray:
+        if self.identity:  # the uint8 pixels are the result: fresh
+            return np.empty((n, *self.shape), np.uint8)
+        if self._scratch is None or self._scratch.shape[0] < n:
+            self._scratch = np.empty((n, *self.shape), np.uint8)
+        return self._scratch[:n]
+
+    def decode(self, items: Sequence[Any], seeds: Optional[np.ndarray] = None,
+               name: Optional[Callable[[int], str]] = None) -> np.ndarray:
+        """The chain's result for ``items`` (encoded bytes-likes), stacked.
+
+        seeds: one torch seed per row (see :func:`row_seeds`), or None to draw
+          from torch's global RNG as it stands. The global RNG state is kept
+          as it was either way when seeds are given.
+        name: row -> what to call it in an error (a path, a key); a row that
+          cannot be decoded raises its FastDecodeError type naming it.
+        """
+        n = len(items)
+        pixels = self._pixels(n)
+        state = torch.get_rng_state() if seeds is not None else None
+        generator = torch.default_generator
+        try:
+            for j in range(n):
+                if seeds is not None:
+                    generator.manual_seed(int(seeds[j]))
+                try:
+                    self.fused.decode_into(items[j], pixels[j])
+                except FastDecodeError as exc:
+                    where = name(j) if name is not None else f"row {j}"
+                    raise type(exc)(exc.reason, path=where) from exc
+        finally:
+            if state is not None:
+                torch.set_rng_state(state)
+        if self.identity:
+            return pixels
+        out = np.empty((n, *self.shape), self.dtype)
+        self.fused.finish(pixels, out=out)
+        return out

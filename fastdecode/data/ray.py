@@ -1,0 +1,349 @@
+"""Ray Data on fastdecode: ``read_images`` (image files or an ImageFolder tree
+as a Dataset of decoded fixed-shape tensors) and ``Decode`` (the fused decode
+as a ``map_batches`` over any Dataset's encoded-bytes column). Public as
+``fastdecode.ray``; needs ``pip install fastdecode[ray]``.
+
+Reading::
+
+    import fastdecode.ray
+    from torchvision import transforms as T
+
+    train = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                       T.ToTensor(), T.Normalize(mean, std)])
+    ds = fastdecode.ray.read_images("s3://bucket/train", train, seed=0)
+    for batch in ds.iter_torch_batches(batch_size=64):
+        images, labels = batch["image"], batch["label"]     # (64, 3, 224, 224), (64,)
+
+Each read task reads its files, decodes each straight into its row of one
+preallocated batch and hands Ray one block: the encoded bytes never enter the
+object store, and the images travel as one zero-copy Arrow tensor column
+(``iter_torch_batches`` gives views of the block, no per-row objects). Blocks
+hold ``block_rows`` rows; iterate with a ``batch_size`` that divides it (the
+default 64 for both) so no batch is assembled from pieces of two blocks.
+
+An encoded-bytes column of any Dataset (parquet, tars through Ray's readers,
+``read_binary_files``)::
+
+    ds = ray.data.read_parquet("s3://bucket/shards/")        # columns: jpg, cls
+    ds = ds.map_batches(fastdecode.ray.Decode(train, column="jpg"),
+                        batch_format="pyarrow", batch_size=64)
+
+Pass the ``Decode`` *instance* (not the class): it then runs in plain tasks,
+fused with the read (no actor start-up, no bytes in the object store).
+
+Ray Train: give the Dataset to the trainer and iterate the worker's shard::
+
+    def train_loop(config):
+        shard = ray.train.get_dataset_shard("train")
+        for epoch in range(config["epochs"]):
+            for batch in shard.iter_torch_batches(batch_size=64, device="cuda"):
+                loss = step(batch["image"], batch["label"])
+
+    TorchTrainer(train_loop, train_loop_config={"epochs": 90},
+                 datasets={"train": ds}, scaling_config=ScalingConfig(num_workers=8)).fit()
+
+Random draws: with ``seed=None`` each task seeds torch from the OS (fresh
+augmentations every epoch, like a DataLoader). With ``seed=s``, row ``i``
+(its ImageFolder index, or its position in the file list) is drawn from
+``torch.manual_seed(row_seed(s, i))``: the same augmentations on any cluster
+shape, in any task, after any retry, and the same as
+``FastImageFolder(root, train)[i]`` under that seed; every epoch then repeats
+them unless the seed changes (``read_images(..., seed=s + epoch)``).
+
+What it does not do: variable-size outputs (the chain must fix the size, as
+for batches in FastImageFolder), actor pools (not needed: an actor pool that
+takes every CPU starves the read tasks and Ray waits 30 minutes before it
+reports no progress), on-error skipping (a bad file fails its task, naming
+the file). ``iter_torch_batches`` needs ``pydantic``, which ``ray[data]``
+does not install; ``fastdecode[ray]`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Any, Iterator, Optional
+
+import numpy as np
+
+try:
+    import pyarrow as pa
+    import ray
+    import ray.data
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+    from ray.data.extensions import ArrowTensorArray
+except ImportError as exc:  # test_missing_ray_names_the_extra hides ray to check it
+    raise ImportError(
+        f"fastdecode.ray needs Ray Data ({exc}): pip install fastdecode[ray]"
+    ) from exc
+
+from fastdecode.data._listing import Listing, PathsLike, list_images
+from fastdecode.data._rows import BatchDecoder, row_seed, row_seeds
+
+__all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
+           "run_convert_jobs"]
+
+BLOCK_ROWS = 64
+
+
+# --------------------------------------------------------------------------
+# Reading: one Ray read task per range of rows.
+
+
+def _read_file(filesystem: Optional[Any], path: str) -> bytes:
+    if filesystem is None:
+        with open(path, "rb") as f:
+            return f.read()
+    with filesystem.open_input_stream(path) as f:
+        return f.read()
+
+
+def _tensor_column(batch: np.ndarray) -> Any:
+    """A zero-copy Arrow tensor column over a C-contiguous (N, ...) batch."""
+    return ArrowTensorArray.from_numpy(batch)
+
+
+def _read_rows(decoder: BatchDecoder, filesystem: Optional[Any], paths: list[str],
+               labels: np.ndarray, indices: np.ndarray, seed: Optional[int],
+               include_paths: bool, block_rows: int) -> Iterator[pa.Table]:
+    if seed is None:
+        import torch
+
+        torch.seed()  # each task its own draws (a fresh worker's RNG is torch's fixed default)
+    for start in range(0, len(paths), block_rows):
+        rows = range(start, min(len(paths), start + block_rows))
+        data = [_read_file_named(filesystem, paths[i]) for i in rows]
+        seeds = None if seed is None else row_seeds(seed, indices[rows.start:rows.stop])
+        images = decoder.decode(data, seeds, name=functools.partial(_path_of, paths, rows.start))
+        columns = {"image": _tensor_column(images),
+                   "label": pa.array(labels[rows.start:rows.stop])}
+        if include_paths:
+            columns["path"] = pa.array(paths[rows.start:rows.stop], pa.string())
+        yield pa.table(columns)
+
+
+def _path_of(paths: list[str], start: int, row: int) -> str:
+    return paths[start + row]
+
+
+def _read_file_named(filesystem: Optional[Any], path: str) -> bytes:
+    from fastdecode.errors import DecodeError
+
+    try:
+        return _read_file(filesystem, path)
+    except OSError as exc:
+        raise DecodeError(f"cannot read file: {exc}", path=path) from exc
+
+
+class ImageDatasource(Datasource):
+    """The Ray Datasource behind :func:`read_images`: each read task covers a
+    contiguous range of rows and yields blocks of ``block_rows`` decoded rows."""
+
+    def __init__(self, listing: Listing, decoder: BatchDecoder, *, seed: Optional[int],
+                 include_paths: bool, block_rows: int = BLOCK_ROWS) -> None:
+        super().__init__()
+        self.listing = listing
+        self.decoder = decoder
+        self.seed = seed
+        self.include_paths = include_paths
+        self.block_rows = block_rows
+        self.row_bytes = int(np.prod(decoder.shape)) * decoder.dtype.itemsize + 8
+
+    def get_name(self) -> str:
+        return "FastdecodeImages"
+
+    def estimate_inmemory_data_size(self) -> Optional[int]:
+        return self.row_bytes * len(self.listing.paths)
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: Optional[int] = None,
+                       data_context: Any = None) -> list[ReadTask]:
+        n = len(self.listing.paths)
+        if n == 0:
+            return []
+        tasks = max(1, min(parallelism, n))
+        per_task = math.ceil(n / tasks)
+        out = []
+        for start in range(0, n, per_task):
+            stop = min(n, start + per_task)
+            paths = self.listing.paths[start:stop]
+            meta = BlockMetadata(num_rows=stop - start, size_bytes=self.row_bytes * (stop - start),
+                                 input_files=None, exec_stats=None)
+            args = (self.decoder, self.listing.filesystem, paths, self.listing.labels[start:stop],
+                    np.arange(start, stop, dtype=np.int64), self.seed, self.include_paths,
+                    self.block_rows)
+            out.append(ReadTask(functools.partial(_read_rows, *args), meta,
+                                per_task_row_limit=per_task_row_limit))
+        return out
+
+
+def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
+                include_paths: bool = False, seed: Optional[int] = None,
+                block_rows: int = BLOCK_ROWS, filesystem: Optional[Any] = None,
+                **ray_read_args: Any) -> "ray.data.Dataset":
+    """A Dataset of ``image`` (the chain's fixed-shape result: uint8 or float
+    tensors) and ``label`` (the ImageFolder class index; -1 when ``paths`` is
+    not one ImageFolder root), plus ``path`` with ``include_paths``.
+
+    paths: a file or directory, a list of them, or URIs (``s3://...``, through
+      pyarrow's filesystems, or ``filesystem=``). One directory holding class
+      folders is read as ``FastImageFolder`` reads it: the same files, order
+      and class indices.
+    transform: a torchvision chain that fixes the output size (or a
+      :class:`~fastdecode.transforms.FusedTransform`); fused as
+      ``fuse(transform, exact=exact)``.
+    seed: None (fresh draws per task) or an int: row ``i`` is drawn from
+      ``row_seed(seed, i)`` (see the module docstring).
+    block_rows: rows per block (iterate with a batch size that divides it).
+    ray_read_args: for ``ray.data.read_datasource`` (``ray_remote_args``,
+      ``concurrency``, ``override_num_blocks``: read tasks; by default one
+      task per block).
+
+    Raises ValueError when the chain does not fix the output size,
+    FileNotFoundError for a missing path; a file that cannot be decoded fails
+    its task with a DecodeError naming it.
+    """
+    if block_rows < 1:
+        raise ValueError(f"block_rows must be at least 1, got {block_rows}")
+    decoder = BatchDecoder(transform, exact=exact)
+    listing = list_images(paths, filesystem)
+    source = ImageDatasource(listing, decoder, seed=seed, include_paths=include_paths,
+                             block_rows=block_rows)
+    ray_read_args.setdefault("override_num_blocks",
+                             max(1, math.ceil(len(listing.paths) / block_rows)))
+    return ray.data.read_datasource(source, **ray_read_args)
+
+
+# --------------------------------------------------------------------------
+# Decode: a map over an encoded-bytes column.
+
+
+class Decode:
+    """``ds.map_batches(Decode(transform, column="jpg"), batch_format="pyarrow")``:
+    replaces the encoded-bytes ``column`` of each batch by the chain's
+    results, decoded into one preallocated (N, C, H, W) array.
+
+    With ``batch_format="pyarrow"`` the bytes are read as views of the Arrow
+    buffers (no Python bytes object per row) and the result is a zero-copy
+    tensor column; numpy and pandas batches work too. seed with
+    ``seed_column``: row draws from ``row_seed(seed, row[seed_column])``
+    (an integer id column), reproducible on any cluster shape; otherwise from
+    the worker's RNG, seeded from the OS per process.
+    """
+
+    def __init__(self, transform: Any, column: str = "image", *, exact: bool = False,
+                 output_column: Optional[str] = None, seed: Optional[int] = None,
+                 seed_column: Optional[str] = None) -> None:
+        if (seed is None) != (seed_column is None):
+            raise ValueError("seed and seed_column go together (seed_column: an integer id "
+                             "column giving each row its draws)")
+        self.decoder = BatchDecoder(transform, exact=exact)
+        self.column = column
+        self.output_column = output_column or column
+        self.seed = seed
+        self.seed_column = seed_column
+        self._seeded = False
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_seeded"] = False
+        return state
+
+    def __call__(self, batch: Any) -> Any:
+        if self.seed is None and not self._seeded:
+            import torch
+
+            torch.seed()
+            self._seeded = True
+        if isinstance(batch, pa.Table):
+            return self._arrow(batch)
+        columns = {k: batch[k] for k in batch}  # dict of numpy arrays or a pandas frame
+        items = list(columns[self._need(columns)])
+        seeds = self._seeds(np.asarray(columns[self.seed_column]) if self.seed_column else None)
+        images = self.decoder.decode(items, seeds, name=_row_names(columns.get("path")))
+        if self.output_column != self.column:
+            columns.pop(self.column)
+        columns[self.output_column] = images
+        if not isinstance(batch, dict):  # pandas: rows of tensors
+            import pandas as pd
+
+            columns[self.output_column] = list(images)
+            return pd.DataFrame(columns)
+        return columns
+
+    def _need(self, columns: Any) -> str:
+        missing = [c for c in (self.column, self.seed_column) if c and c not in columns]
+        if missing:
+            raise KeyError(f"Decode: the batch has no column {missing[0]!r}; it has "
+                           f"{list(columns)}")
+        return self.column
+
+    def _seeds(self, keys: Optional[np.ndarray]) -> Optional[np.ndarray]:
+        return None if keys is None else row_seeds(self.seed or 0, keys)
+
+    def _arrow(self, table: pa.Table) -> pa.Table:
+        self._need(table.column_names)
+        column = table.column(self.column).combine_chunks()
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            items = _binary_views(column)
+        else:
+            items = column.to_pylist()
+        keys = (table.column(self.seed_column).to_numpy() if self.seed_column else None)
+        paths = table.column("path").to_pylist() if "path" in table.column_names else None
+        images = self.decoder.decode(items, self._seeds(keys), name=_row_names(paths))
+        index = table.column_names.index(self.column)
+        if self.output_column == self.column:
+            return table.set_column(index, self.column, _tensor_column(images))
+        return table.remove_column(index).append_column(self.output_column,
+                                                        _tensor_column(images))
+
+
+def _row_names(paths: Any) -> Any:
+    """Errors name a row by its ``path`` column when the batch has one."""
+    if paths is None:
+        return lambda j: f"row {j} of the batch"
+    return lambda j: str(paths[j])
+
+
+def _binary_views(column: pa.Array) -> list[np.ndarray]:
+    """Each row of an Arrow binary array as a uint8 view of its data buffer."""
+    if column.null_count:
+        raise ValueError("Decode: the bytes column has null rows")
+    _, offsets_buf, data_buf = column.buffers()
+    wide = pa.types.is_large_binary(column.type)
+    offsets = np.frombuffer(offsets_buf, np.int64 if wide else np.int32)[
+        column.offset:column.offset + len(column) + 1]
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    return [data[offsets[j]:offsets[j + 1]] for j in range(len(column))]
+
+
+# --------------------------------------------------------------------------
+# fastdecode convert --engine ray
+
+
+def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optional[int],
+                     chunk: int = 32) -> Iterator[Any]:
+    """``fastdecode convert``'s per-file conversion (``convert_one``) over a
+    Ray cluster, ``chunk`` files per task; yields each file's Outcome as its
+    task finishes (the same contract as the local ``run_jobs``). Connects to
+    the running cluster (``ray.init(address='auto')``) or starts a local one;
+    the destination must be a filesystem every node writes to. ``workers``
+    bounds the tasks in flight (default: twice the cluster's CPUs)."""
+    from fastdecode.cli._convert_jobs import convert_one
+
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
+    convert = ray.remote(num_cpus=1, max_retries=3)(_convert_chunk)
+    limit = workers or max(1, int(2 * ray.cluster_resources().get("CPU", 1)))
+    pending = [jobs[i:i + chunk] for i in range(0, len(jobs), chunk)][::-1]
+    running: list[Any] = []
+    while pending or running:
+        while pending and len(running) < limit:
+            running.append(convert.remote(convert_one, options, pending.pop()))
+        done, running = ray.wait(running, num_returns=1)
+        yield from ray.get(done[0])
+
+
+def _convert_chunk(convert_one: Any, options: Any, jobs: list[tuple[str, str]]) -> list[Any]:
+    return [convert_one(options, job) for job in jobs]

@@ -1,0 +1,89 @@
+"""benchmarks/bench_loader.py's arithmetic on given rounds: medians, spread,
+the noisy mark, the limit and the efficiency against it, the summary."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+pytest.importorskip("torchvision")
+
+bench = pytest.importorskip("benchmarks.bench_loader")
+
+
+def row(loader: str, workers: int, rates: list[float], cpu: float = 0.004) -> "bench.Row":
+    r = bench.Row("train", loader, workers, source=None, cold_first_batch_s=0.9)
+    r.rates, r.walls = list(rates), [1536 / x for x in rates]
+    r.cpu, r.first_batch, r.peak_pss_mib = [cpu] * len(rates), [0.4] * len(rates), 100.0
+    return r
+
+
+ROUNDS = {
+    "ImageFolder+PIL": [300.0, 310.0, 320.0],
+    "FastImageFolder": [600.0, 500.0, 620.0],
+    "FastLoader": [640.0, 650.0, 660.0],
+}
+
+
+@pytest.fixture
+def result() -> dict:
+    rows = [row(kind, 2, rates) for kind, rates in ROUNDS.items()]
+    return bench.chain_result(rows, fused=[0.0020, 0.0021, 0.0019], usable=2)
+
+
+def test_limit_is_usable_cpus_over_the_median_fused_cost(result):
+    limit = result["limit"]
+    assert limit["fused_ms_per_image"] == pytest.approx(2.0)
+    assert limit["images_per_s"] == pytest.approx(2 / 0.002)
+    assert limit["spread"] == pytest.approx((0.0021 - 0.0019) / 0.002)
+
+
+@pytest.mark.parametrize("kind", list(ROUNDS))
+def test_each_row_is_the_median_with_its_spread_and_efficiency(result, kind):
+    r = next(x for x in result["rows"] if x["loader"] == kind)
+    rates = ROUNDS[kind]
+    median = statistics.median(rates)
+    assert r["images_per_s"] == median
+    assert (r["min_images_per_s"], r["max_images_per_s"]) == (min(rates), max(rates))
+    assert r["spread"] == pytest.approx((max(rates) - min(rates)) / median)
+    assert r["noisy"] == (r["spread"] > bench.NOISY_SPREAD)
+    assert r["efficiency"] == pytest.approx(median / 1000)
+    assert r["speedup"] == pytest.approx(median / statistics.median(ROUNDS["ImageFolder+PIL"]))
+    assert r["startup_s"] == pytest.approx(0.9 - 0.4)
+
+
+def test_only_the_wide_row_is_noisy(result):
+    assert [r["loader"] for r in result["rows"] if r["noisy"]] == ["FastImageFolder"]
+    assert result["summary"]["noisy_rows"] == 1
+
+
+def test_summary_is_at_the_usable_cpus(result):
+    s = result["summary"]
+    assert s["num_workers"] == 2
+    assert s["efficiency_fastloader"] == pytest.approx(650 / 1000)
+    assert s["speedup_fastimagefolder"] == pytest.approx(600 / 310)
+
+
+def test_markdown_marks_noisy_rows_and_shows_the_limit(result):
+    text = bench.chain_markdown("train", result, dict(bench.MODES["default"]))
+    assert "| FastImageFolder | 2 | 600 (noisy) | 500-620 |" in text
+    assert "| **limit** | 2 CPUs | 1,000 |" in text
+    assert "1 noisy row(s)" in text
+
+
+@pytest.mark.parametrize("mode", list(bench.MODES))
+def test_every_mode_has_at_least_three_rounds(mode):
+    assert bench.MODES[mode]["rounds"] >= 3
+
+
+@pytest.mark.parametrize("workers", [pytest.param([2], id="default"),
+                                     pytest.param([0, 1, 2, 4, 8], id="full-sweep")])
+def test_groups_cover_every_row_once_within_the_live_worker_bound(workers):
+    chains = ["train", "eval"]
+    layout = bench.groups(chains, workers)
+    rows = [row for group in layout for row in group]
+    assert sorted(rows) == sorted((c, w) for c in chains for w in workers)
+    for group in layout:
+        assert len(bench.LOADERS) * sum(w for _, w in group) <= max(
+            bench.MAX_LIVE_WORKERS, len(bench.LOADERS) * max(w for _, w in group))

@@ -1,0 +1,54 @@
+"""benchmarks/bench_recipes.py on a tiny tree: structure only (no timing
+claims), and the fusion report of each recipe."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.trees import make_tree
+
+pytest.importorskip("torchvision")
+bench = pytest.importorskip("benchmarks.bench_recipes")
+
+
+@pytest.mark.parametrize("name", list(bench.RECIPES))
+def test_fusion_report_names_every_step_once(name):
+    if name.startswith("timm"):
+        pytest.importorskip("timm")
+    report = bench.fusion(bench.RECIPES[name][1]())
+    assert set(report) == {"decode", "tensor", "unfused", "repr"}
+    assert report["repr"].startswith("FusedTransform(")
+    assert report["decode"] or report["tensor"] or report["unfused"]  # every recipe does something
+
+
+def test_a_plain_train_chain_fuses_its_geometry_and_tail():
+    from torchvision import transforms as T
+
+    chain = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor()])
+    report = bench.fusion(chain)
+    assert report["decode"] == ["RandomResizedCrop", "RandomHorizontalFlip"]
+    assert report["tensor"] == ["ToTensor"] and report["unfused"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.no_sanitize
+def test_quick_run_reports_each_recipe_per_setting(tmp_path, capsys):
+    root = make_tree(tmp_path / "tree", per_class=2)
+    out = tmp_path / "recipes.json"
+    names = ["reference eval v1", "ResNet50_Weights.IMAGENET1K_V2.transforms()"]
+    argv = ["--quick", "--data", str(root), "--json", str(out), "--recipes", *names]
+    assert bench.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert list(report["recipes"]) == names
+    for result in report["recipes"].values():
+        assert result["kind"] == "eval" and result["target_speedup"] == 2.0
+        assert [s["num_workers"] for s in result["settings"]] == [0, 2]
+        for s in result["settings"]:
+            assert s["speedup"] == pytest.approx(
+                s["fastimagefolder_images_per_s"] / s["imagefolder_images_per_s"])
+            assert s["noisy"] == (s["spread"] > 0.10)
+    text = capsys.readouterr().out
+    assert "| recipe | fused at decode | fused tensor tail | unfused |" in text
+    assert "| reference eval v1 |" in text

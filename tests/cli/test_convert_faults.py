@@ -1,0 +1,239 @@
+"""`fastdecode convert` under faults: SIGKILL at random points then a rerun,
+a destination that fills up, a read-only destination, a worker that dies.
+
+Every run is a subprocess (or an in-process call) bounded in time; the
+tmpfs mounts are made and removed by the fixtures, and skipped where the
+test cannot mount (no CAP_SYS_ADMIN).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fastdecode.cli import convert
+
+from helpers.trees import make_tree
+
+CLASSES = ("ant", "bee", "cat", "dog")
+PER_CLASS = 6
+IMAGES = len(CLASSES) * PER_CLASS
+KILL_TRIALS = 20
+RUN_TIMEOUT = 120  # seconds, for one conversion of the small tree
+GONE_TIMEOUT = 60  # seconds for every process of a killed run to end (a worker still
+# starting up when its parent dies ends after its imports: seconds on a loaded machine)
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every folder (None) and file (its bytes) under root, by relative path."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(root.rglob("*"))}
+
+
+def partials(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.endswith(convert.PARTIAL_SUFFIX)]
+
+
+def command(source: Path, destination: Path, workers: int) -> list[str]:
+    return [sys.executable, "-m", "fastdecode", "convert", str(source), str(destination),
+            "--to", "bmp", "--workers", str(workers), "--time-sample", "0"]
+
+
+def run_to_completion(source: Path, destination: Path, workers: int = 1) -> None:
+    result = subprocess.run(command(source, destination, workers), capture_output=True,
+                            text=True, timeout=RUN_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    root = make_tree(tmp_path_factory.mktemp("faults") / "src", PER_CLASS, CLASSES)
+    (root / "empty").mkdir()  # a class with no image: mirrored, reported empty
+    return root
+
+
+@pytest.fixture(scope="module")
+def expected(source, tmp_path_factory) -> dict[str, bytes | None]:
+    """The tree an uninterrupted run writes."""
+    destination = tmp_path_factory.mktemp("baseline") / "dst"
+    run_to_completion(source, destination)
+    tree = snapshot(destination)
+    assert sum(v is not None for v in tree.values()) == IMAGES and "empty" in tree
+    return tree
+
+
+def wait_for_outputs(destination: Path, count: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while time.monotonic() < deadline and process.poll() is None:
+        if count == 0 or sum(1 for _ in destination.rglob("*.bmp")) >= count:
+            return
+        time.sleep(0.001)
+
+
+def wait_until_gone(group: int) -> bool:
+    """Whether every process of the group ended within GONE_TIMEOUT."""
+    deadline = time.monotonic() + GONE_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    os.killpg(group, signal.SIGKILL)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", [pytest.param(t, id=f"kill-{t:02d}")
+                                   for t in range(KILL_TRIALS)])
+def test_sigkill_then_rerun_gives_the_uninterrupted_tree(source, expected, tmp_path, trial):
+    """SIGKILL of the convert process at a seeded random point (after k of the
+    outputs exist, plus up to 20 ms; one or two workers), then a rerun."""
+    rng = random.Random(trial)
+    workers = 1 + trial % 2
+    destination = tmp_path / "dst"
+    process = subprocess.Popen(command(source, destination, workers), start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_outputs(destination, rng.randrange(IMAGES), process)
+        time.sleep(rng.uniform(0, 0.02))
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=RUN_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    # the workers follow their parent (SIGTERM on its death): none goes on writing
+    assert wait_until_gone(process.pid), "a worker outlived the killed convert"
+    run_to_completion(source, destination, workers)
+    assert snapshot(destination) == expected
+    assert partials(destination) == []
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A small tmpfs mounted at tmp_path/mnt; yields a function (options) that remounts it."""
+    mount_point = tmp_path / "mnt"
+    mount_point.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)],
+                       check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+
+    def remount(options: str) -> Path:
+        subprocess.run(["mount", "-o", f"remount,{options}", str(mount_point)], check=True,
+                       capture_output=True, timeout=30)
+        return mount_point
+
+    try:
+        yield remount
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("workers", [pytest.param(1, id="1-worker"),
+                                     pytest.param(2, id="2-workers")])
+def test_full_destination_names_the_file_and_a_rerun_completes(source, expected, tmpfs,
+                                                               workers):
+    destination = tmpfs("size=512k") / "dst"  # about a third of the BMPs fit
+    with pytest.raises(convert.ConvertError,
+                       match=rf"cannot write {destination}/\S+\.bmp: No space left on device"):
+        convert.convert_tree(source, destination, to="bmp", workers=workers, time_sample=0)
+    assert partials(destination) == []
+    written = [p for p in destination.rglob("*.bmp")]
+    assert written and all(convert.is_complete(p, "bmp") for p in written)
+    tmpfs("size=16m")  # space freed
+    summary = convert.convert_tree(source, destination, to="bmp", workers=workers,
+                                   time_sample=0)
+    assert summary.skipped == len(written) and summary.converted == IMAGES - len(written)
+    assert snapshot(destination) == expected
+
+
+def test_full_destination_exits_1_with_the_error(source, tmpfs, capsys):
+    destination = tmpfs("size=512k") / "dst"
+    code = convert.run(convert_args(source, destination))
+    err = capsys.readouterr().err
+    assert code == 1 and "No space left on device" in err and str(destination) in err
+
+
+def convert_args(source: Path, destination: Path):
+    from fastdecode.cli.__main__ import build_parser
+
+    return build_parser("convert").parse_args(
+        ["convert", str(source), str(destination), "--to", "bmp", "--workers", "1",
+         "--time-sample", "0"])
+
+
+@pytest.mark.parametrize("where", [pytest.param("root", id="destination-itself"),
+                                   pytest.param("parent", id="inside-a-read-only-folder")])
+def test_read_only_destination_fails_before_any_work(source, tmpfs, monkeypatch, where):
+    mount = tmpfs("size=16m")
+    destination = mount if where == "root" else mount / "dst"
+    tmpfs("ro")
+    read = []
+    monkeypatch.setattr(convert, "plan_conversion", lambda *a: read.append(a))
+    with pytest.raises(convert.ConvertError,
+                       match=rf"destination {destination} is not writable \(Read-only file "
+                             r"system\): nothing was converted"):
+        convert.convert_tree(source, destination, to="bmp", workers=1, time_sample=0)
+    assert read == []  # stopped before planning: no source was read
+
+
+def test_read_only_destination_exits_1(source, tmpfs, capsys):
+    mount = tmpfs("size=16m")
+    tmpfs("ro")
+    code = convert.run(convert_args(source, mount / "dst"))
+    assert code == 1 and "is not writable (Read-only file system)" in capsys.readouterr().err
+
+
+def pool_workers(pid: int) -> list[int]:
+    """The spawned pool workers among the children of ``pid`` (not the
+    multiprocessing resource tracker)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    workers = []
+    for child in map(int, text.split()):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmdline:
+            workers.append(child)
+    return workers
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
+def test_a_killed_worker_is_an_error_not_a_hang(source, expected, tmp_path):
+    destination = tmp_path / "dst"
+    process = subprocess.Popen(command(source, destination, 2), start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        workers: list[int] = []
+        while len(workers) < 2 and time.monotonic() < deadline and process.poll() is None:
+            workers = pool_workers(process.pid)
+            time.sleep(0.005)
+        wait_for_outputs(destination, 1, process)
+        if process.poll() is not None:
+            pytest.skip("the run finished before a worker could be killed")
+        os.kill(workers[0], signal.SIGKILL)
+        _, err = process.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert wait_until_gone(process.pid)
+    assert process.returncode in (0, 1), err
+    if process.returncode == 1:  # the kill landed while work was left: named, no hang
+        assert "a worker process died" in err and "run the same command again" in err
+    run_to_completion(source, destination, 2)
+    assert snapshot(destination) == expected and partials(destination) == []

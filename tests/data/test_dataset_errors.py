@@ -1,0 +1,218 @@
+"""Bad files through FastImageFolder: errors that ImageFolder-era code catches (OSError) and
+fastdecode code catches (DecodeError), the same verdict for a file whatever the random crop, and
+files that change under a running epoch (2 DataLoader workers, bounded in time)."""
+
+import errno
+import os
+import pickle
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tv = pytest.importorskip("torchvision")
+
+from PIL import UnidentifiedImageError  # noqa: E402
+from torchvision import transforms as T  # noqa: E402
+from torchvision.datasets import ImageFolder  # noqa: E402
+
+import fastdecode as fd  # noqa: E402
+from fastdecode import errors  # noqa: E402
+from fastdecode.data import datasets  # noqa: E402
+
+from helpers.trees import make_tree, write_image  # noqa: E402
+
+TRAIN = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
+EVAL = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])
+SEEDS = range(50)
+
+
+def _big_jpeg(tmp_path):
+    return write_image(tmp_path / "src.jpg", "JPEG", size=(480, 640), seed=5).read_bytes()
+
+
+# What each bad file is; the full-decode verdict comes from ImageFolder itself.
+BAD = {
+    "truncated-half": lambda data: data[: len(data) // 2],
+    "truncated-tail": lambda data: data[: len(data) * 9 // 10],
+    "no-eoi": lambda data: data[:-2],
+    "zero-byte": lambda data: b"",
+    "not-an-image": lambda data: b"plain text, named .jpg",
+}
+# A crop decode that stops before the end gives the full decode's verdict
+# (the C core checks the rest of the file: tests/core/test_crop_verdict.py).
+
+
+def _bad_params():
+    for name in BAD:
+        yield pytest.param(name, id=name)
+
+
+@pytest.fixture(scope="module")
+def bad_tree(tmp_path_factory):
+    root = make_tree(tmp_path_factory.mktemp("bad"), per_class=2, classes=("a", "b"))
+    data = _big_jpeg(root.parent)
+    assert data.endswith(b"\xff\xd9")
+    for name, cut in BAD.items():
+        (root / "b" / f"{name}.jpg").write_bytes(cut(data))
+    return root
+
+
+def _index(ds, name):
+    return [os.path.basename(p) for p, _ in ds.samples].index(f"{name}.jpg")
+
+
+class SkipBad(torch.utils.data.Dataset):
+    """The usual wrapper around an ImageFolder, as written for torchvision."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        try:
+            return self.dataset[index]
+        except (OSError, UnidentifiedImageError):
+            return None
+
+
+def verdicts(dataset, index):
+    wrapped = SkipBad(dataset)
+    out = set()
+    for seed in SEEDS:
+        torch.manual_seed(seed)
+        out.add(wrapped[index] is None)
+    return out
+
+
+@pytest.mark.parametrize("name", list(_bad_params()))
+def test_skip_wrapper_for_imagefolder_works_unchanged(bad_tree, name):
+    theirs, ours = ImageFolder(bad_tree, TRAIN), fd.FastImageFolder(bad_tree, TRAIN)
+    index = _index(ours, name)
+    assert verdicts(theirs, index) == {True}  # ImageFolder rejects every one of them
+    assert verdicts(ours, index) == {True}  # the same file, the same verdict, every seed
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["default", "exact"])
+def test_good_files_pass_under_every_seed(bad_tree, exact):
+    ours = fd.FastImageFolder(bad_tree, TRAIN, exact=exact)
+    good = [i for i, (p, _) in enumerate(ours.samples) if os.path.basename(p).startswith("img")]
+    assert good and all(verdicts(ours, i) == {False} for i in good)
+
+
+@pytest.mark.parametrize("name,kind", [("truncated-half", errors.ImageFileError),
+                                       ("zero-byte", errors.UnsupportedImageFileError),
+                                       ("not-an-image", errors.UnsupportedImageFileError)])
+def test_item_errors_are_oserrors_and_decode_errors(bad_tree, name, kind):
+    ds = fd.FastImageFolder(bad_tree, EVAL)
+    index = _index(ds, name)
+    with pytest.raises(kind, match=rf"{name}\.jpg: sample {index}: ") as info:
+        ds[index]
+    exc = info.value
+    assert isinstance(exc, OSError) and isinstance(exc, fd.DecodeError)
+    assert exc.path == exc.filename == ds.samples[index][0] and exc.errno is None
+    clone = pickle.loads(pickle.dumps(exc))
+    assert type(clone) is kind and clone.path == exc.path and str(clone) == str(exc)
+
+
+def test_decode_functions_keep_raising_plain_decode_errors():
+    with pytest.raises(fd.UnsupportedFormatError, match="unrecognized image format") as info:
+        fd.decode_image(b"plain text")
+    assert not isinstance(info.value, OSError) and isinstance(info.value, ValueError)
+
+
+def test_missing_file_keeps_its_errno(tmp_path):
+    root = make_tree(tmp_path / "t", per_class=2, classes=("a",))
+    ds = fd.FastImageFolder(root, EVAL)
+    os.unlink(ds.samples[1][0])
+    with pytest.raises(errors.ImageFileError, match=r"img1\.jpg: sample 1: cannot read file: "
+                       "No such file or directory") as info:
+        ds[1]
+    assert info.value.errno == errno.ENOENT
+    with pytest.raises(OSError, match="No such file"):
+        ds.loader(ds.samples[1][0])
+    with pytest.raises(errors.ImageFileError, match="No such file"):
+        datasets.default_loader(ds.samples[1][0])
+
+
+# ---------------------------------------------------------------------------
+# Files that change between the scan and the read, under 2 workers
+
+
+def _truncate(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 3])
+
+
+def _garbage(path):
+    with open(path, "wb") as f:
+        f.write(os.urandom(4096))
+
+
+def _unreadable(path):
+    if os.geteuid() == 0:
+        pytest.skip("root reads files whatever their permission bits")
+    os.chmod(path, 0)
+
+
+FAULTS = {"truncated": _truncate, "garbage": _garbage, "deleted": os.unlink,
+          "no-permission": _unreadable}
+VICTIM = 5
+
+
+@pytest.fixture
+def changed(tmp_path, request):
+    """A dataset scanned over 16 good files, then one of them changed."""
+    root = make_tree(tmp_path / "t", per_class=8, classes=("a", "b"))
+    datasets = {policy: fd.FastImageFolder(root, EVAL, on_error=policy)
+                for policy in ("raise", "skip", "warn")}
+    FAULTS[request.param](datasets["raise"].samples[VICTIM][0])
+    return datasets
+
+
+def _epoch(dataset, workers):
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=workers,
+                                         timeout=30 if workers else 0)
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("changed", sorted(FAULTS), indirect=True)
+def test_raise_names_the_file_and_index_through_workers(changed):
+    path = changed["raise"].samples[VICTIM][0]
+    with pytest.raises(OSError, match=rf"{os.path.basename(path)}: sample {VICTIM}: "):
+        _epoch(changed["raise"], workers=2)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("policy", ["skip", "warn"])
+@pytest.mark.parametrize("changed", sorted(FAULTS), indirect=True)
+def test_skip_and_warn_continue_deterministically_through_workers(changed, policy):
+    dataset = changed[policy]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore" if policy == "warn" else "error")
+        first, second = _epoch(dataset, workers=2), _epoch(dataset, workers=2)
+        in_process = _epoch(dataset, workers=0)
+    assert sum(len(y) for _, y in first) == len(dataset)
+    for a, b, c in zip(first, second, in_process):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[0], c[0])
+        assert torch.equal(a[1], b[1]) and torch.equal(a[1], c[1])
+    assert dataset.skipped == 1  # the in-process epoch: one stand-in for the changed file
+
+
+def test_warn_says_which_file_it_skipped(changed_deleted):
+    with pytest.warns(RuntimeWarning, match=rf"skipping unreadable sample: .*sample {VICTIM}: "
+                      "cannot read file"):
+        changed_deleted["warn"][VICTIM]
+
+
+@pytest.fixture
+def changed_deleted(tmp_path):
+    root = make_tree(tmp_path / "t", per_class=8, classes=("a", "b"))
+    ds = {"warn": fd.FastImageFolder(root, EVAL, on_error="warn")}
+    os.unlink(ds["warn"].samples[VICTIM][0])
+    return ds

@@ -1,0 +1,287 @@
+"""Loader fault injection: workers killed at the hand-over and at random
+moments, Ctrl-C of the training process. Every case ends in the named
+"DataLoader worker (pid N) ..." error (FastLoader) within seconds, with no
+hang and no /dev/shm entry, descriptor or process left behind.
+
+The default run does a few trials of each case; ``-m slow`` runs all 20.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tv = pytest.importorskip("torchvision")
+from torchvision import transforms as T  # noqa: E402
+
+import fastdecode as fd  # noqa: E402
+from helpers.faults_per_batch import children  # noqa: E402
+from helpers.trees import make_tree  # noqa: E402
+
+# torch's iterator leaves a dead worker's socket for gc to close (the
+# fixture below checks that it is closed): its ResourceWarning is expected.
+pytestmark = [pytest.mark.no_sanitize,
+              pytest.mark.filterwarnings("ignore::ResourceWarning"),
+              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+
+NAMED = r"DataLoader worker \(pid(\(s\))? \d+\) (exited unexpectedly|is killed by signal)"
+HAND_OVER = (ConnectionError, EOFError, FileNotFoundError)  # what a broken hand-over raises
+CHAINS = {
+    "uint8": lambda: T.Compose([T.RandomResizedCrop(32), T.PILToTensor()]),
+    "float": lambda: T.Compose([T.RandomResizedCrop(32), T.ToTensor(),
+                                T.Normalize([0.5] * 3, [0.25] * 3)]),
+}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    return make_tree(tmp_path_factory.mktemp("faulttree"), per_class=8)
+
+
+def shm_entries() -> set[str]:
+    try:
+        return {e for e in os.listdir("/dev/shm") if e.startswith(("torch_", "psm_"))}
+    except OSError:
+        return set()
+
+
+def open_fds() -> dict[str, str]:
+    fds = {}
+    for fd_ in os.listdir("/proc/self/fd"):
+        try:
+            fds[fd_] = os.readlink(f"/proc/self/fd/{fd_}")
+        except OSError:  # the listing's own descriptor
+            pass
+    return fds
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie not yet reaped is gone too
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.fixture
+def nothing_leaks():
+    """No /dev/shm entry, descriptor or worker process outlives the test."""
+    gc.collect()
+    shm, fds = shm_entries(), open_fds()
+    pids: list[int] = []
+    yield pids
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(gone(p) for p in pids):
+        time.sleep(0.05)
+    assert all(gone(p) for p in pids), "a worker outlived its loader"
+    def leaked() -> dict:
+        return {k: v for k, v in open_fds().items() if fds.get(k) != v}
+
+    while time.monotonic() < deadline and (shm_entries() - shm or leaked()):
+        gc.collect()
+        time.sleep(0.05)
+    assert shm_entries() - shm == set()
+    assert leaked() == {}
+
+
+# -- killed while it hands over a batch ---------------------------------------
+
+
+def _kill_on_arrival(pid: int) -> None:
+    """Runs in the main process while it unpickles the batch, just before it
+    fetches the batch's shared-memory descriptor from the worker."""
+    os.kill(pid, signal.SIGKILL)
+
+
+class KillOnArrival:
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def __reduce__(self):
+        return _kill_on_arrival, (self.pid,)
+
+
+class HandOverKiller(torch.utils.data.Dataset):
+    """Each batch kills its worker as the main process receives it."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int):
+        return torch.zeros(3, 16, 16)
+
+
+def kill_at_hand_over(samples):
+    # the marker is unpickled first, the shared-memory images right after it
+    return KillOnArrival(), torch.utils.data.default_collate(samples)
+
+
+HAND_OVER_TRIALS = [pytest.param(n, id=f"trial{n}") for n in range(20)]
+
+
+@pytest.mark.parametrize("trial", HAND_OVER_TRIALS[:6] + [
+    pytest.param(p.values[0], id=p.id, marks=pytest.mark.slow) for p in HAND_OVER_TRIALS[6:]])
+def test_a_worker_killed_at_the_hand_over_is_named(trial, nothing_leaks):
+    loader = fd.FastLoader(HandOverKiller(), batch_size=4, num_workers=2,
+                           collate_fn=kill_at_hand_over)
+    it = iter(loader)
+    nothing_leaks.extend(w.pid for w in it._workers)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=NAMED):
+        next(it)
+    assert time.monotonic() - start < 5
+    del it
+
+
+def test_stock_dataloader_killed_at_the_hand_over_names_the_worker_or_not(nothing_leaks):
+    """What torch's own DataLoader does in the same case (documented in
+    DESIGN.md): the named error, or the hand-over's own exception when the
+    worker still looks alive as its socket breaks."""
+    outcomes = set()
+    for _ in range(3):
+        loader = torch.utils.data.DataLoader(HandOverKiller(), batch_size=4, num_workers=2,
+                                             collate_fn=kill_at_hand_over)
+        it = iter(loader)
+        nothing_leaks.extend(w.pid for w in it._workers)
+        with pytest.raises((RuntimeError, *HAND_OVER)) as caught:
+            next(it)
+        outcomes.add(type(caught.value).__name__)
+        del it, caught
+    assert outcomes <= {"RuntimeError", *(t.__name__ for t in HAND_OVER),
+                        "ConnectionResetError", "ConnectionRefusedError"}
+
+
+# -- killed at a random moment ------------------------------------------------
+
+
+def kill_a_worker_soon(rng: random.Random, killed: list, pids: list) -> threading.Thread:
+    def run() -> None:
+        time.sleep(rng.uniform(0.0, 0.4))
+        alive = [p for p in children() if not gone(p)]
+        pids.extend(alive)
+        if alive:
+            victim = rng.choice(sorted(alive))
+            killed.append((victim, time.monotonic()))
+            os.kill(victim, signal.SIGKILL)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def random_kill_trial(make_loader, trial: int, pids: list) -> type:
+    """Iterates epochs until a random worker is killed; returns the type of
+    what was raised, after checking it came within 5 s of the kill and named
+    the killed worker."""
+    rng = random.Random(trial)
+    loader = make_loader()
+    killed: list = []
+    raised: tuple = ()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not raised:
+        thread = None
+        try:
+            it = iter(loader)
+            thread = kill_a_worker_soon(rng, killed, pids)
+            for _ in it:
+                pass
+        except Exception as exc:  # noqa: BLE001 - judged below
+            raised = (type(exc), str(exc), time.monotonic())  # no traceback: it holds workers
+        if thread is not None:
+            thread.join()  # a kill after the epoch's end surfaces in the next one, or never
+        it = thread = None
+    del loader
+    assert raised, "no kill landed in 60 s"
+    assert killed, f"raised without a kill: {raised[:2]}"
+    assert raised[2] - killed[-1][1] < 5, "the error came late"
+    if raised[0] is RuntimeError:
+        assert any(str(pid) in raised[1] for pid, _ in killed), raised[1]
+    return raised[0]
+
+
+KINDS = [pytest.param(k, p, c, id=f"{k}-{c}-{'persistent' if p else 'fresh'}")
+         for k in ("FastLoader", "DataLoader") for c in CHAINS for p in (False, True)]
+TRIALS = [pytest.param(n, id=f"t{n}", marks=() if n < 2 else pytest.mark.slow)
+          for n in range(20)]
+
+
+@pytest.mark.parametrize("trial", TRIALS)
+@pytest.mark.parametrize("kind, persistent, chain", KINDS)
+def test_a_worker_killed_at_random_is_named(tree, kind, persistent, chain, trial, nothing_leaks):
+    ds = fd.FastImageFolder(tree, CHAINS[chain]())
+    if kind == "FastLoader":
+        def make():
+            return fd.FastLoader(ds, batch_size=2, num_workers=2, shuffle=True,
+                                 persistent_workers=persistent)
+    else:
+        def make():
+            return torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2, shuffle=True,
+                                               persistent_workers=persistent)
+    raised = random_kill_trial(make, trial, nothing_leaks)
+    if kind == "FastLoader":
+        assert raised is RuntimeError
+    else:  # torch's own iterator: the named error, or rarely the hand-over's (DESIGN.md)
+        assert raised is RuntimeError or issubclass(raised, HAND_OVER)
+
+
+# -- Ctrl-C of the training process -------------------------------------------
+
+TRAINING = textwrap.dedent("""
+    import os, sys, time
+    import torch
+    import fastdecode as fd
+    from torchvision import transforms as T
+
+    ds = fd.FastImageFolder(sys.argv[1], T.Compose([T.RandomResizedCrop(32), T.ToTensor()]))
+    if sys.argv[2] == "FastLoader":
+        loader = fd.FastLoader(ds, batch_size=2, num_workers=2, persistent_workers=True)
+    else:
+        loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2,
+                                             collate_fn=fd.collate, persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    workers = [p for t in os.listdir("/proc/self/task")
+               for p in open(f"/proc/self/task/{t}/children").read().split()]
+    print(" ".join(workers), flush=True)
+    while True:
+        for images, _ in it:
+            time.sleep(0.01)  # a training step; workers are mid-batch meanwhile
+        it = iter(loader)
+""")
+
+
+@pytest.mark.parametrize("kind", ["FastLoader",
+                                  pytest.param("DataLoader", marks=pytest.mark.slow)])
+def test_ctrl_c_exits_cleanly_and_leaks_nothing(tree, kind, tmp_path):
+    before = shm_entries()
+    proc = subprocess.Popen([sys.executable, "-c", TRAINING, str(tree), kind],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+        assert len(workers) == 2
+        time.sleep(0.5)  # mid-epoch
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert "Traceback" in err and "Error" not in err.split("KeyboardInterrupt")[-1]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(gone(p) for p in workers):
+        time.sleep(0.05)
+    assert all(gone(p) for p in workers), "workers outlived Ctrl-C"
+    assert shm_entries() - before == set()

@@ -1,0 +1,99 @@
+"""Page faults per batch of a loader, in its workers and in the main process:
+minor faults from /proc/PID/stat (workers) and getrusage (main), counted over
+the steady state (the first epoch warms up). The counts repeat from run to
+run even on a busy machine, unlike timings.
+
+    cd tests && python -m helpers.faults_per_batch ROOT [--batch 64] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import time
+from typing import Callable
+
+import torch
+
+
+def minflt(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])  # field 10: minflt
+
+
+def children() -> list[int]:
+    """This process's child processes (the loader's workers)."""
+    pids = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/children") as f:
+            pids += [int(p) for p in f.read().split()]
+    return pids
+
+
+def faults_per_batch(make_loader: Callable[[], torch.utils.data.DataLoader],
+                     epochs: int = 3) -> dict:
+    """Minor faults per batch after the first epoch, in the workers (summed)
+    and in the main process, and the batch's bytes; the loader must have
+    persistent workers (the same processes are counted throughout), started
+    by the first epoch."""
+    loader = make_loader()
+    batches, nbytes = 0, 0
+    start_workers = start_main = 0
+    started = 0.0
+    for epoch in range(epochs):
+        it = iter(loader)
+        if epoch == 1:
+            pids = children()
+            start_workers = sum(minflt(p) for p in pids)
+            start_main = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            started = time.perf_counter()
+        for images, _targets in it:
+            images.max()  # the consumer reads its batch (as a training step would)
+            if epoch >= 1:
+                batches += 1
+                nbytes = images.numel() * images.element_size()
+        if epoch == epochs - 1:
+            workers = sum(minflt(p) for p in pids) - start_workers
+            main = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start_main
+            seconds = time.perf_counter() - started
+    del loader
+    return {"batches": batches, "batch_bytes": nbytes, "batch_pages": nbytes // 4096,
+            "worker_faults_per_batch": workers / batches, "main_faults_per_batch": main / batches,
+            "images_per_s": batches * (nbytes and images.shape[0]) / seconds}
+
+
+def main() -> None:
+    import fastdecode as fd
+    from torchvision import transforms as T
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("root")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=3)
+    args = ap.parse_args()
+    tails = {"uint8": [T.PILToTensor()],
+             "float": [T.ToTensor(), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]}
+    for tail, steps in tails.items():
+        ds = fd.FastImageFolder(args.root, T.Compose([T.RandomResizedCrop(224),
+                                                      T.RandomHorizontalFlip(), *steps]))
+        kinds = {
+            "DataLoader": lambda: torch.utils.data.DataLoader(
+                ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True),
+            "DataLoader+collate": lambda: torch.utils.data.DataLoader(
+                ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True,
+                collate_fn=fd.collate),
+            "FastLoader": lambda: fd.FastLoader(
+                ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True),
+        }
+        for name, make in kinds.items():
+            r = faults_per_batch(make, args.epochs)
+            print(f"{tail:5} {name:18} pages/batch {r['batch_pages']:6d}  worker faults/batch "
+                  f"{r['worker_faults_per_batch']:8.0f}  main faults/batch "
+                  f"{r['main_faults_per_batch']:8.0f}  {r['images_per_s']:6.0f} img/s", flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
