@@ -6,7 +6,9 @@ either the fused calls (``fused``) or ``decode_jpeg`` with the same boxes
 (``floor``) inside one ``exec``, the only part collected. (fused - floor) / 20
 is the Python (and draw) cost of a fused call in instructions.
 
-    python percall_callgrind.py fused|floor train|train-flip GO_FILE
+    python percall_callgrind.py fused|floor|current train|train-flip GO_FILE
+
+``current`` counts ``f.is_current()`` (the chain fingerprint) 20 times.
 """
 
 from __future__ import annotations
@@ -41,4 +43,5 @@ FLOOR = ("for d, (b, fl) in zip(datas, boxes): "
 print("READY", flush=True)
 while not os.path.exists(go):
     time.sleep(0.2)
-exec(FUSED if variant == "fused" else FLOOR)
+CURRENT = "for d in datas: f.is_current()\n"  # the fingerprint check, per item
+exec({"fused": FUSED, "floor": FLOOR, "current": CURRENT}[variant])
