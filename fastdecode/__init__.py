@@ -16,8 +16,11 @@ from fastdecode.api import (
 from fastdecode.errors import (
     DecodeError,
     FastDecodeError,
+    ImageFileError,
+    ImageFileTooLargeError,
     ImageTooLargeError,
     UnsupportedFormatError,
+    UnsupportedImageFileError,
 )
 
 if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
@@ -62,11 +65,14 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "DecodeError",
     "FastDecodeError",
+    "ImageFileError",
+    "ImageFileTooLargeError",
     "ImageInfo",
     "ImageTooLargeError",
     "Layout",
     "Mode",
     "UnsupportedFormatError",
+    "UnsupportedImageFileError",
     "decode_bmp",
     "decode_image",
     "decode_jpeg",
