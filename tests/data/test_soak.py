@@ -72,6 +72,7 @@ def soak(loader, epochs: int) -> list[dict]:
     """One sample per epoch, taken as its last batch arrives (the workers
     still alive), after the consumer dropped the batch before it."""
     samples = []
+    others = set(children())  # what earlier tests left running is not ours
     seen = {os.getpid()}  # every worker so far: a dead one's entries count too
     for _ in range(epochs):
         n = len(loader)
@@ -80,7 +81,7 @@ def soak(loader, epochs: int) -> list[dict]:
             if i == n - 1:
                 del images, targets
                 gc.collect()
-                workers = children()
+                workers = [p for p in children() if p not in others]
                 seen.update(workers)
                 samples.append({"main": rss(), "workers": sorted(rss(p) for p in workers),
                                 "fds": len(os.listdir("/proc/self/fd")),
