@@ -22,13 +22,28 @@ def minflt(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[7])  # field 10: minflt
 
 
+# Children of ours that are not loader workers: multiprocessing's helper
+# processes (started by whatever test first used shared memory or a
+# semaphore). Counting or killing one of them as a "worker" is wrong.
+NOT_WORKERS = (b"multiprocessing.resource_tracker", b"multiprocessing.forkserver")
+
+
 def children() -> list[int]:
-    """This process's child processes (the loader's workers)."""
+    """This process's child processes that may be loader workers."""
     pids = []
     for tid in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{tid}/children") as f:
             pids += [int(p) for p in f.read().split()]
-    return pids
+    return [p for p in pids if not _is_helper(p)]
+
+
+def _is_helper(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:  # already gone
+        return False
+    return any(name in cmdline for name in NOT_WORKERS)
 
 
 def faults_per_batch(make_loader: Callable[[], torch.utils.data.DataLoader],
