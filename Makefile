@@ -9,9 +9,9 @@ ASAN_LIB = $(shell gcc -print-file-name=libasan.so)
 ASAN_PKG := build/asan-pkg
 PYTEST_ARGS ?=
 
-.PHONY: test bench build sysdeps test-sanitize clean soak
+.PHONY: test lint bench build sysdeps test-sanitize clean soak
 
-test: build
+test: lint build
 	$(VPY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-sanitize
 
@@ -20,6 +20,11 @@ test: build
 # its 5-epoch version only.
 soak: build
 	FASTDECODE_SOAK=1 $(VPY) -m pytest -q -s tests/data/test_soak.py $(PYTEST_ARGS)
+
+# ruff and mypy (configured in pyproject.toml), both clean.
+lint: $(VENV)/.test-deps
+	$(VPY) -m ruff check .
+	$(VPY) -m mypy
 
 # PyTurboJPEG loads libturbojpeg at run time; Debian ships it apart from the
 # libjpeg API (package libturbojpeg0). Without apt the benchmark skips it.

@@ -8,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import fastdecode as fd
+
 from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")
