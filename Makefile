@@ -78,7 +78,7 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	cp build/asan-lib/fastdecode/*.so $(ASAN_PKG)/fastdecode/
 	cd $(ASAN_PKG) && FASTDECODE_EXPECT_SANITIZED=1 LD_PRELOAD=$(ASAN_LIB) \
 	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    ../../$(VPY) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
+	    $(abspath $(VPY)) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
 
 clean:
 	rm -rf build dist *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor

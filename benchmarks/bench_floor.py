@@ -52,7 +52,11 @@ PHOTOS = Path("/work/shared/corpus/photos")
 ALLOWANCE_MS = 0.1  # issue 16: a SIMD resample of a crop <= 2x the output size
 DECODE_ONLY = ("mode", "crop", "scale")  # the decode_image options of the "crop" row
 
-Call = tuple[str, dict[str, Any]]  # ("decode", kwargs) or ("resize", kwargs)
+Call = tuple[str, dict[str, Any]]  # (kind, kwargs), kind one of DECODES or "resize"
+# decode_image (the format dispatch) or _native.decode_jpeg (the fused renderer
+# calls it directly for JPEGs): replayed through the same function
+DECODES = {"decode": lambda data, **kw: api.decode_image(data, **kw),
+           "decode_jpeg": lambda data, **kw: _native.decode_jpeg(data, **kw)}
 
 
 def chains() -> dict[str, Any]:
@@ -68,12 +72,17 @@ def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
     from fastdecode.transforms import fuse
     fused = fuse(chain)
     calls: list[Call] = []
-    decode, resize = api.decode_image, _native.resize
+    decode, decode_jpeg, resize = api.decode_image, _native.decode_jpeg, _native.resize
 
     @functools.wraps(decode)  # the fused renderer inspects the signature
     def rec_decode(data, **kw):
         calls.append(("decode", {k: v for k, v in kw.items() if k != "out"}))
         return decode(data, **kw)
+
+    @functools.wraps(decode_jpeg)
+    def rec_decode_jpeg(data, **kw):
+        calls.append(("decode_jpeg", {k: v for k, v in kw.items() if k != "out"}))
+        return decode_jpeg(data, **kw)
 
     def rec_resize(arr, size, **kw):
         calls.append(("resize", {"size": tuple(size), **{k: v for k, v in kw.items()
@@ -83,6 +92,7 @@ def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
     torch.manual_seed(seed)
     per_file = []
     api.decode_image, _native.resize = rec_decode, rec_resize  # type: ignore[assignment]
+    _native.decode_jpeg = rec_decode_jpeg
     try:
         for data in files:
             calls.clear()
@@ -90,6 +100,7 @@ def record(chain, files: list[bytes], seed: int) -> list[list[Call]]:
             per_file.append(list(calls))
     finally:
         api.decode_image, _native.resize = decode, resize
+        _native.decode_jpeg = decode_jpeg
     return per_file
 
 
@@ -107,9 +118,9 @@ def replayer(files: list[bytes], per_file: list[list[Call]], what: str) -> Calla
         if what == "fused-resizes" and not has_resize:
             continue
         for kind, kw in calls:
-            if kind == "decode" and what == "crop":
-                steps.append(("decode", {k: v for k, v in kw.items() if k in DECODE_ONLY}))
-            elif kind == "decode" or what in ("fused", "fused-resizes"):
+            if kind in DECODES and what == "crop":
+                steps.append((kind, {k: v for k, v in kw.items() if k in DECODE_ONLY}))
+            elif kind in DECODES or what in ("fused", "fused-resizes"):
                 steps.append((kind, kw))
         plans.append((data, steps))
 
@@ -117,8 +128,8 @@ def replayer(files: list[bytes], per_file: list[list[Call]], what: str) -> Calla
         for data, steps in plans:
             arr = None
             for kind, kw in steps:
-                if kind == "decode":
-                    arr = api.decode_image(data, **kw)
+                if kind in DECODES:
+                    arr = DECODES[kind](data, **kw)
                 else:
                     kw = dict(kw)
                     assert arr is not None, "a resize without a decode before it"
@@ -130,7 +141,7 @@ def floor_boxes(per_file: list[list[Call]]) -> str:
     """c_floor --boxes lines: each file's decode crop and scale."""
     lines = []
     for calls in per_file:
-        kw = next(kw for kind, kw in calls if kind == "decode")
+        kw = next(kw for kind, kw in calls if kind in DECODES)
         m = 8 if kw.get("scale") is None else int(round(kw["scale"] * 8))
         top, left, h, w = kw.get("crop") or (0, 0, 0, 0)
         lines.append(f"{top} {left} {h} {w} {m}")
@@ -200,7 +211,7 @@ def count_instructions(state: Path, chain: str, n: int, listing: Path,
                        boxes: Path) -> dict[str, float]:
     """Instructions per image of the C floor, the crop decode and the fused calls."""
     per_file = json.loads(state.read_text())[chain][:n]
-    if any(k == "decode" and "size" in kw and any(k2 == "resize" for k2, _ in c)
+    if any(k in DECODES and "size" in kw and any(k2 == "resize" for k2, _ in c)
            for c in per_file for k, kw in c):
         raise RuntimeError("a file with both decode(size=) and a resize: toggles would nest")
     me = [sys.executable, "-m", "benchmarks.bench_floor", "--replay", str(state),

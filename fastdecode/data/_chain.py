@@ -1,87 +1,27 @@
 """A dataset's transform, fused, and kept in step with the chain it came from.
 
 :class:`LiveFused` holds the :class:`~fastdecode.transforms.FusedTransform`
-of a dataset's ``transform`` and a fingerprint of the chain's parameters; at
-every item the fingerprint is taken again and a change (an attribute such as
-``rrc.size = 160``, ``Compose.transforms.append(...)``, a reassignment) re-fuses
-before that item, in whichever process runs it. When the plan fuses less than
+of a dataset's ``transform``; at every item it asks the plan whether its
+chain is unchanged (``FusedTransform.refreshed()``: fuse's fingerprint of the
+chain's parameters), so a change (an attribute such as ``rrc.size = 160``,
+``Compose.transforms.append(...)``, ``ds.transform = ...``) re-fuses before
+that item, in whichever process runs it. When the plan fuses less than
 the chain's leading geometric run, or nothing, it warns once (RuntimeWarning
 with fuse's fusion report: the transform that stopped fusion and why).
 
 A FusedTransform given as the transform is used as such; when its source chain
-changes it is rebuilt with its own options (exact, region, dct_margin).
+changes, ``refreshed()`` rebuilds it with its own options (exact, region,
+dct_margin).
 """
 
 from __future__ import annotations
 
-import enum
 import warnings
 from typing import Any, Optional
 
 from fastdecode.data._base import HAVE_TORCHVISION
 
-__all__ = ["LiveFused", "fingerprint"]
-
-# Values compared by value in a fingerprint (exact types: one set lookup each, the common case);
-# enums and lists/tuples of them too; transform objects found in attributes are walked in
-# turn (Compose.transforms, a preset's self.transforms = Compose(...)), other objects compared
-# by identity. This runs at every item, so it is plain loops over each object's __dict__.
-_ATOMS = frozenset({int, float, str, bytes, bool, type(None)})
-_DEPTH = 4  # Compose in a wrapper in a Compose...: deeper objects count by identity
-
-
-def _walk(obj: Any, out: list, depth: int) -> None:
-    out.append(id(obj))
-    state = getattr(obj, "__dict__", None)
-    if not state or depth >= _DEPTH:
-        return
-    atoms = _ATOMS
-    for key, value in state.items():
-        if key[0] == "_":
-            continue
-        out.append(key)
-        cls = type(value)
-        if cls in atoms:
-            out.append(value)
-        elif cls is list or cls is tuple:
-            out.append(len(value))
-            for item in value:
-                if type(item) in atoms:
-                    out.append(item)
-                else:
-                    _value(item, out, depth)
-        else:
-            _value(value, out, depth)
-
-
-def _value(value: Any, out: list, depth: int) -> None:
-    if isinstance(value, enum.Enum):
-        out.append(value)
-    elif callable(value) and hasattr(value, "__dict__") and not isinstance(value, type):
-        _walk(value, out, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        out.append(tuple(_freeze(v) for v in value))
-    else:
-        version = getattr(value, "_version", None)  # a tensor: identity and in-place edits
-        out.append((id(value), version) if isinstance(version, int) else id(value))
-
-
-def _freeze(value: Any) -> Any:
-    if type(value) in _ATOMS or isinstance(value, enum.Enum):
-        return value
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return id(value)
-
-
-def fingerprint(transform: Any) -> list:
-    """What a chain's plan depends on: the identity and public attributes of
-    the transform and of every transform object reachable through them
-    (lists and tuples by value, other objects by identity). Equal
-    fingerprints mean an unchanged chain."""
-    out: list = []
-    _walk(transform, out, 0)
-    return out
+__all__ = ["LiveFused"]
 
 
 def _fused_type() -> Optional[type]:
@@ -99,7 +39,6 @@ class LiveFused:
     def __init__(self, exact: bool) -> None:
         self.exact = exact
         self.warned: set = set()
-        self._key: Optional[list] = None
         self._fused: Any = None
         self._source: Any = None
 
@@ -119,25 +58,27 @@ class LiveFused:
             self._warn("no torchvision", "torchvision is not importable, so nothing is fused: "
                        "each file is decoded in full to a PIL image and the transform runs on it")
             return None
-        fused_type: Any = _fused_type()
-        source = transform.source if isinstance(transform, fused_type) else transform
-        key = fingerprint(source)
-        if self._fused is None or key != self._key or self._source is not transform:
-            self._fused = self._build(transform, fused_type)
-            self._key, self._source = key, transform
-            self._report(self._fused)
-        return self._fused
+        fused = self._fused
+        if fused is None or self._source is not transform:
+            fused = self._build(transform)
+            self._source = transform
+        else:
+            fresh = fused.refreshed()
+            if fresh is fused:
+                return fused
+            fused = fresh
+        self._fused = fused
+        self._report(fused)
+        return fused
 
-    def _build(self, transform: Any, fused_type: Any) -> Any:
+    def _build(self, transform: Any) -> Any:
+        fused_type: Any = _fused_type()
         if isinstance(transform, fused_type):
             if self.exact and not transform.exact:
                 raise ValueError("exact=True, but the FusedTransform given as the transform was "
                                  "built with exact=False: pass the chain itself, or "
                                  "fuse(chain, exact=True)")
-            if transform is self._source:  # its source changed: rebuild with its options
-                rebuild, args = transform.__reduce__()
-                return rebuild(*args)
-            return transform
+            return transform.refreshed()
         from fastdecode.transforms import fuse
 
         return fuse(transform, exact=self.exact)

@@ -10,16 +10,20 @@ Reading::
 
     train = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
                        T.ToTensor(), T.Normalize(mean, std)])
-    ds = fastdecode.ray.read_images("s3://bucket/train", train, seed=0)
-    for batch in ds.iter_torch_batches(batch_size=64):
+    ds = fastdecode.ray.read_images("s3://bucket/train", train, seed=0)   # blocks of 64
+    for batch in ds.iter_torch_batches(batch_size=None):
         images, labels = batch["image"], batch["label"]     # (64, 3, 224, 224), (64,)
 
 Each read task reads its files, decodes each straight into its row of one
-preallocated batch and hands Ray one block: the encoded bytes never enter the
-object store, and the images travel as one zero-copy Arrow tensor column
-(``iter_torch_batches`` gives views of the block, no per-row objects). Blocks
-hold ``block_rows`` rows; iterate with a ``batch_size`` that divides it (the
-default 64 for both) so no batch is assembled from pieces of two blocks.
+preallocated batch and hands Ray one block of ``block_rows`` rows (64): the
+encoded bytes never enter the object store, and the images travel as one
+Arrow tensor column over that batch. ``batch_size=None`` makes each block a
+batch and the tensors views of the object store (no copy, no per-row
+objects); Ray 2.60 copies a batch that is exactly one whole block
+(``batch_size=64``), while a ``batch_size`` that divides ``block_rows``
+slices blocks without copying and any other size concatenates pieces of two.
+Keep a block under ``DataContext.target_max_block_size`` (128 MiB: 64 float
+images of 224x224 are 38 MiB) or Ray splits it.
 
 An encoded-bytes column of any Dataset (parquet, tars through Ray's readers,
 ``read_binary_files``)::
@@ -36,7 +40,7 @@ Ray Train: give the Dataset to the trainer and iterate the worker's shard::
     def train_loop(config):
         shard = ray.train.get_dataset_shard("train")
         for epoch in range(config["epochs"]):
-            for batch in shard.iter_torch_batches(batch_size=64, device="cuda"):
+            for batch in shard.iter_torch_batches(batch_size=None, device="cuda"):
                 loss = step(batch["image"], batch["label"])
 
     TorchTrainer(train_loop, train_loop_config={"epochs": 90},
@@ -54,8 +58,11 @@ What it does not do: variable-size outputs (the chain must fix the size, as
 for batches in FastImageFolder), actor pools (not needed: an actor pool that
 takes every CPU starves the read tasks and Ray waits 30 minutes before it
 reports no progress), on-error skipping (a bad file fails its task, naming
-the file). ``iter_torch_batches`` needs ``pydantic``, which ``ray[data]``
-does not install; ``fastdecode[ray]`` does.
+the file). ``iter_torch_batches`` cannot turn the ``path`` strings of
+``include_paths=True`` into tensors: drop the column first
+(``ds.drop_columns(["path"])``) or use ``iter_batches``.
+``iter_torch_batches`` needs ``pydantic``, which ``ray[data]`` does not
+install; ``fastdecode[ray]`` does.
 """
 
 from __future__ import annotations

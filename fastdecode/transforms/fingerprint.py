@@ -38,8 +38,8 @@ def fingerprint(transform: Any) -> list:
     Per object reached: its identity and a shallow tuple of its attribute
     values (or list items), compared by value for numbers, strings and
     tuples and by identity for objects, which are then walked themselves;
-    a tensor adds its version counter. Cost: about 10-20 us for the usual
-    4-6 step chain (``tests/transforms/test_fingerprint.py`` measures it).
+    a tensor adds its version counter. Cost: ~122k instructions for a
+    3-step train chain, 0.75 % of a fused call (DESIGN.md, "Live transforms").
     """
     out: list = []
     seen: set[int] = set()

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.jpeg_samples import natural_image, pillow_rgb, sample_jpeg
 from PIL import Image
 
 import fastdecode as fd
 from fastdecode import api
 from fastdecode._options import BMP_OPTIONS, DEFAULTS, DecodeOptions
+
+from helpers.jpeg_samples import natural_image, pillow_rgb, sample_jpeg
 
 
 def encoded(fmt: str, size=(45, 67), mode="RGB") -> bytes:

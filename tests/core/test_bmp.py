@@ -29,8 +29,9 @@ import pytest
 from PIL import Image
 
 import fastdecode
-from helpers.corpus import corpus_dir, corpus_params, read_manifest
 from fastdecode import DecodeError, ImageTooLargeError, UnsupportedFormatError
+
+from helpers.corpus import corpus_dir, corpus_params, read_manifest
 
 decode_bmp = fastdecode.decode_bmp
 

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fuzz.bounded import bounded, hang_guard  # noqa: F401
-from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb
 from PIL import Image
 
 import fastdecode as fd
+
+from fuzz.bounded import bounded, hang_guard  # noqa: F401
+from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb
 
 NEEDS_CJPEG = pytest.mark.skipif(CJPEG is None, reason="cjpeg (libjpeg-turbo-progs) not installed")
 pytestmark = bounded(120)
@@ -222,7 +223,7 @@ def scans_repeated(total: int) -> tuple[bytes, bytes]:
     libjpeg only warns that the progression is inconsistent."""
     base = encode(24, 40, subsampling="4:4:4", coding="progressive")
     starts = [i for i in range(len(base) - 1) if base[i] == 0xFF and base[i + 1] == 0xDA]
-    for k, start in enumerate(starts):
+    for start in starts:
         length = struct.unpack(">H", base[start + 2:start + 4])[0]
         ncomp = base[start + 4]
         ss = base[start + 5 + 2 * ncomp]

@@ -5,9 +5,10 @@ missing EOI) and accepts what it accepts, for every crop box."""
 from __future__ import annotations
 
 import pytest
-from helpers.jpeg_samples import CJPEG, encode
 
 import fastdecode as fd
+
+from helpers.jpeg_samples import CJPEG, encode
 
 HEIGHT, WIDTH = 240, 320
 

@@ -16,9 +16,10 @@ import pytest
 from PIL import Image, ImageOps
 
 import fastdecode as fd
+
 from helpers.corpus import CORPUS, corpus_params, read_manifest
-from helpers.mutate import flip_bits
 from helpers.jpeg_samples import CJPEG, encode, natural_image, pillow_rgb, with_exif_orientation
+from helpers.mutate import flip_bits
 
 SUBSAMPLINGS = ["4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "gray"]
 CODINGS = ["baseline", "progressive", "optimized", "restart", "arithmetic"]

@@ -15,7 +15,6 @@ import io
 import os
 import struct
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,10 +22,10 @@ from PIL import Image
 
 import fastdecode as fd
 from fastdecode import _native
-from helpers.jpeg_samples import encode, natural_image, with_exif_orientation
 
 from fuzz.bounded import bounded, hang_guard  # noqa: F401
 from fuzz.seeds import hand_bmps
+from helpers.jpeg_samples import encode, natural_image, with_exif_orientation
 
 CALLS = 100_000
 RSS_BOUND = 2 << 20
@@ -100,7 +99,7 @@ def other_files() -> dict[str, bytes]:
 
 def cases():
     """(name, data, call): call(data) runs one decode; its exception is ignored."""
-    J, B, O = jpeg_files(), bmp_files(), other_files()
+    J, B, Other = jpeg_files(), bmp_files(), other_files()
     out = []
 
     def add(name, data, fn, **kw):
@@ -170,11 +169,11 @@ def cases():
     add("image-jpeg", J["ok"], fd.decode_image, size=(4, 4))
     add("image-lossless", J["lossless"], fd.decode_image)
     add("image-bmp-scale", B["ok"], fd.decode_image, scale=0.5)
-    add("image-png", O["png"], fd.decode_image, crop=(1, 1, 4, 4), flip=True)
-    add_out("image-png-out", O["png"], fd.decode_image, lambda: bytearray(8 * 16 * 3))
-    add("image-gif", O["gif"], fd.decode_image, size=(4, 4))
-    add("image-garbage", O["garbage"], fd.decode_image)
-    add("image-png-header", O["png"], fd.read_header)
+    add("image-png", Other["png"], fd.decode_image, crop=(1, 1, 4, 4), flip=True)
+    add_out("image-png-out", Other["png"], fd.decode_image, lambda: bytearray(8 * 16 * 3))
+    add("image-gif", Other["gif"], fd.decode_image, size=(4, 4))
+    add("image-garbage", Other["garbage"], fd.decode_image)
+    add("image-png-header", Other["png"], fd.read_header)
     add("sniff", J["ok"], _native.sniff)
     # the other buffer users of the binding
     rgb = natural_image(8, 16)

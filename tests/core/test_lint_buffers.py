@@ -204,7 +204,7 @@ class Checker:
             for f in self.funcs:
                 if f.name in self.helpers:
                     continue
-                for _, s, view, _ in self.acquisitions(f):
+                for _, _, view, _ in self.acquisitions(f):
                     if view in f.params:
                         self.helpers[f.name] = f.params.index(view)
                         changed = True
@@ -266,7 +266,7 @@ class Checker:
     def check(self) -> list[Violation]:
         out: list[Violation] = []
         for f in self.funcs:
-            for i, s, view, pointer in self.acquisitions(f):
+            for i, _, view, pointer in self.acquisitions(f):
                 out += self.check_one(f, i, view, helper=pointer and view in f.params)
         return out
 

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import io
 import struct
-import sys
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -37,11 +35,11 @@ import pytest
 from PIL import Image
 
 import fastdecode as fd
-from helpers.mutate import flip_bits
-from helpers.jpeg_samples import CJPEG, encode, with_exif_orientation
 
 from fuzz.bounded import bounded, hang_guard  # noqa: F401  (hang_guard: the fallback fixture)
 from fuzz.seeds import hand_bmps
+from helpers.jpeg_samples import CJPEG, encode, with_exif_orientation
+from helpers.mutate import flip_bits
 
 NEEDS_CJPEG = pytest.mark.skipif(CJPEG is None, reason="cjpeg (libjpeg-turbo-progs) not installed")
 # Generous: each test takes well under a few seconds; the bound is a hang guard.

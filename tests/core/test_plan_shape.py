@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.jpeg_samples import encode
 
 from fastdecode import ImageTooLargeError, _native
 from fastdecode._types import PlannedShape
+
+from helpers.jpeg_samples import encode
 
 HEIGHT, WIDTH = 75, 118
 OPTIONS = {

@@ -8,15 +8,15 @@ for the option-taking targets its last 12 bytes are the option trailer
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 import fastdecode as fd
 
-HERE = Path(__file__).resolve().parent
 from fuzz import targets
+
+HERE = Path(__file__).resolve().parent
 
 REGRESSIONS = HERE / "regressions"
 

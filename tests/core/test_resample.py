@@ -6,12 +6,13 @@ import io
 
 import numpy as np
 import pytest
-from helpers.corpus import CORPUS, corpus_params, read_manifest
-from helpers.jpeg_samples import natural_image, sample_jpeg
 from PIL import Image
 
 import fastdecode as fd
 from fastdecode import _native
+
+from helpers.corpus import CORPUS, corpus_params, read_manifest
+from helpers.jpeg_samples import natural_image, sample_jpeg
 
 PIL_FILTERS = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC,
                "nearest": Image.Resampling.NEAREST}

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fuzz.bounded import bounded, hang_guard  # noqa: F401
-from helpers.jpeg_samples import CJPEG, encode
 from PIL import Image
 
 import fastdecode as fd
 from fastdecode import _native
 from fastdecode._options import DEFAULT_MAX_WORK_PER_BYTE
+
+from fuzz.bounded import bounded, hang_guard  # noqa: F401
+from helpers.jpeg_samples import CJPEG, encode
 
 pytestmark = bounded(120)
 DECLARED = 13000  # 13000 x 13000 = 169 M pixels: inside the default max_pixels

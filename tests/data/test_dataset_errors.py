@@ -216,3 +216,39 @@ def changed_deleted(tmp_path):
     ds = {"warn": fd.FastImageFolder(root, EVAL, on_error="warn")}
     os.unlink(ds["warn"].samples[VICTIM][0])
     return ds
+
+
+# ---------------------------------------------------------------------------
+# A decompression bomb in the tree: refused by the core's work budget on every path
+
+
+def _bomb_jpeg(declared=13000):
+    """A 16 x 16 progressive JPEG whose SOF declares declared x declared (as the
+    core's work-budget tests build it): inside max_pixels, refused by the work budget."""
+    import io
+    import struct
+
+    import numpy as np
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(
+        buf, "JPEG", quality=90, progressive=True)
+    data = buf.getvalue()
+    i = data.index(b"\xff\xc2")
+    return data[:i + 5] + struct.pack(">HH", declared, declared) + data[i + 9:]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transform", [pytest.param(None, id="pil"),
+                                       pytest.param(EVAL, id="eval"),
+                                       pytest.param(TRAIN, id="train")])
+def test_a_bomb_is_an_oserror_the_skip_wrapper_catches(tmp_path, transform):
+    root = make_tree(tmp_path / "t", per_class=2, classes=("a",))
+    (root / "a" / "bomb.jpg").write_bytes(_bomb_jpeg())
+    ds = fd.FastImageFolder(root, transform)
+    index = _index(ds, "bomb")
+    with pytest.raises(errors.ImageFileTooLargeError, match=rf"bomb\.jpg: sample {index}: .*"
+                       "max_work_per_byte"):
+        ds[index]
+    assert SkipBad(ds)[index] is None

@@ -25,6 +25,7 @@ tv = pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
+
 from helpers.faults_per_batch import children  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
@@ -48,9 +49,12 @@ def tree(tmp_path_factory):
     return make_tree(tmp_path_factory.mktemp("faulttree"), per_class=8)
 
 
-def shm_entries() -> set[str]:
+def shm_entries(pids: tuple[int, ...] = ()) -> set[str]:
+    """torch's /dev/shm entries of this process and ``pids`` (torch_PID_...):
+    the machine's other processes make theirs too."""
+    mine = tuple(f"torch_{p}_" for p in (os.getpid(), *pids))
     try:
-        return {e for e in os.listdir("/dev/shm") if e.startswith(("torch_", "psm_"))}
+        return {e for e in os.listdir("/dev/shm") if e.startswith(mine)}
     except OSError:
         return set()
 
@@ -89,10 +93,10 @@ def nothing_leaks():
     def leaked() -> dict:
         return {k: v for k, v in open_fds().items() if fds.get(k) != v}
 
-    while time.monotonic() < deadline and (shm_entries() - shm or leaked()):
+    while time.monotonic() < deadline and (shm_entries(tuple(pids)) - shm or leaked()):
         gc.collect()
         time.sleep(0.05)
-    assert shm_entries() - shm == set()
+    assert shm_entries(tuple(pids)) - shm == set()
     assert leaked() == {}
 
 
@@ -265,7 +269,6 @@ TRAINING = textwrap.dedent("""
 @pytest.mark.parametrize("kind", ["FastLoader",
                                   pytest.param("DataLoader", marks=pytest.mark.slow)])
 def test_ctrl_c_exits_cleanly_and_leaks_nothing(tree, kind, tmp_path):
-    before = shm_entries()
     proc = subprocess.Popen([sys.executable, "-c", TRAINING, str(tree), kind],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -284,4 +287,4 @@ def test_ctrl_c_exits_cleanly_and_leaks_nothing(tree, kind, tmp_path):
     while time.monotonic() < deadline and not all(gone(p) for p in workers):
         time.sleep(0.05)
     assert all(gone(p) for p in workers), "workers outlived Ctrl-C"
-    assert shm_entries() - before == set()
+    assert shm_entries((proc.pid, *workers)) == set()

@@ -15,6 +15,7 @@ if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
 import fastdecode as fd
+
 from helpers import ddp_worker
 from helpers.trees import make_tree
 

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import fastdecode as fd
 from fastdecode.data import loader as loader_mod
+
 from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")

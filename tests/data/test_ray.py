@@ -86,6 +86,17 @@ def _slow_with_node(batch):
     return _with_node(batch)
 
 
+def _train_loop(config):
+    import ray.train
+
+    shard = ray.train.get_dataset_shard("train")
+    images, labels = [], []
+    for batch in shard.iter_torch_batches(batch_size=None):
+        images.append(batch["image"].numpy().copy())
+        labels.append(batch["label"].numpy().copy())
+    np.savez(config["out"], image=np.concatenate(images), label=np.concatenate(labels))
+
+
 def _rows(ds, columns) -> dict[str, np.ndarray]:
     parts: dict[str, list] = {c: [] for c in columns}
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
@@ -170,6 +181,17 @@ def _slow_phases(out: Path, tree: Path, address: str, worker: subprocess.Popen, 
                           "--time-sample", "0"], env=dict(os.environ, RAY_ADDRESS=address),
                          capture_output=True, text=True, timeout=120)
     result["cli_rc"] = np.array(cli.returncode)
+    # Ray Train: the documented recipe, one training worker iterating its shard
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True, block_rows=4)
+    trainer = TorchTrainer(_train_loop, train_loop_config={"out": str(out.parent / "train")},
+                           datasets={"train": ds.drop_columns(["path"])},
+                           scaling_config=ScalingConfig(num_workers=1,
+                                                        resources_per_worker={"CPU": 0.5}),
+                           run_config=RunConfig(storage_path=str(out.parent / "ray-train")))
+    trainer.fit()
     # a worker node killed while its tasks run: every row once, the same rows
     ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True,
                           block_rows=1).map_batches(_slow_with_node)
@@ -326,6 +348,15 @@ def test_convert_jobs_over_the_cluster_write_the_local_tree(cluster_run, tmp_pat
     assert sorted(p.relative_to(remote) for p in remote.rglob("*.bmp")) == local
     for rel in local:
         assert (remote / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes()
+
+
+@pytest.mark.slow
+def test_ray_train_shard_gets_every_row(cluster_run):
+    tree, _, _ = cluster_run
+    got = np.load(tree.parent / "train.npz")
+    expected = _expected(tree, chains()["float"])
+    want = sorted((x.numpy().tobytes(), y) for x, y in expected.values())
+    assert sorted((x.tobytes(), int(y)) for x, y in zip(got["image"], got["label"])) == want
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from PIL import Image  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
+
 from helpers.faults_per_batch import children  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitize
@@ -57,9 +58,12 @@ def rss(pid: int | str = "self") -> int:
     raise AssertionError("no VmRSS")
 
 
-def shm_entries() -> int:
+def shm_entries(pids: list[int]) -> int:
+    """/dev/shm entries torch made for these processes (torch_PID_...): the
+    machine's other processes make theirs too."""
+    mine = tuple(f"torch_{p}_" for p in pids)
     try:
-        return sum(1 for e in os.listdir("/dev/shm") if e.startswith(("torch_", "psm_")))
+        return sum(1 for e in os.listdir("/dev/shm") if e.startswith(mine))
     except OSError:
         return 0
 
@@ -68,6 +72,7 @@ def soak(loader, epochs: int) -> list[dict]:
     """One sample per epoch, taken as its last batch arrives (the workers
     still alive), after the consumer dropped the batch before it."""
     samples = []
+    seen = {os.getpid()}  # every worker so far: a dead one's entries count too
     for _ in range(epochs):
         n = len(loader)
         for i, (images, targets) in enumerate(loader):
@@ -75,9 +80,11 @@ def soak(loader, epochs: int) -> list[dict]:
             if i == n - 1:
                 del images, targets
                 gc.collect()
-                samples.append({"main": rss(), "workers": sorted(rss(p) for p in children()),
+                workers = children()
+                seen.update(workers)
+                samples.append({"main": rss(), "workers": sorted(rss(p) for p in workers),
                                 "fds": len(os.listdir("/proc/self/fd")),
-                                "shm": shm_entries()})
+                                "shm": shm_entries(sorted(seen))})
     return samples
 
 

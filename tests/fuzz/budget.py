@@ -112,9 +112,9 @@ def bombs(names: list[str]) -> None:
 
 def corpus() -> None:
     sys.path.insert(0, str(HERE.parent))
-    from helpers.corpus import CORPUS, read_manifest
-
     import fastdecode as fd
+
+    from helpers.corpus import CORPUS, read_manifest
 
     def outcome(data, **kw):
         try:

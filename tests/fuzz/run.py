@@ -33,7 +33,8 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))  # run as a file: tests/ holds the fuzz package
 
 from fuzz import seeds  # noqa: E402
-from fuzz.spec import TARGET_NAMES as TARGETS, TRAILER  # noqa: E402
+from fuzz.spec import TARGET_NAMES as TARGETS  # noqa: E402
+from fuzz.spec import TRAILER  # noqa: E402
 
 TIMEOUT_S = 20  # one input; libFuzzer's timeout- artifact beyond this
 RSS_LIMIT_MB = 3072

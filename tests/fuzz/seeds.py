@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 import fastdecode as fd
+
 from fuzz.spec import TAKES_OPTIONS, TARGET_NAMES, TRAILER
 
 __all__ = ["TAKES_OPTIONS", "TARGETS", "TRAILER", "Finding", "run", "split"]

@@ -64,8 +64,9 @@ def faults_per_batch(make_loader: Callable[[], torch.utils.data.DataLoader],
 
 
 def main() -> None:
-    import fastdecode as fd
     from torchvision import transforms as T
+
+    import fastdecode as fd
 
     ap = argparse.ArgumentParser()
     ap.add_argument("root")
@@ -79,12 +80,12 @@ def main() -> None:
         ds = fd.FastImageFolder(args.root, T.Compose([T.RandomResizedCrop(224),
                                                       T.RandomHorizontalFlip(), *steps]))
         kinds = {
-            "DataLoader": lambda: torch.utils.data.DataLoader(
+            "DataLoader": lambda ds=ds: torch.utils.data.DataLoader(
                 ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True),
-            "DataLoader+collate": lambda: torch.utils.data.DataLoader(
+            "DataLoader+collate": lambda ds=ds: torch.utils.data.DataLoader(
                 ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True,
                 collate_fn=fd.collate),
-            "FastLoader": lambda: fd.FastLoader(
+            "FastLoader": lambda ds=ds: fd.FastLoader(
                 ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True),
         }
         for name, make in kinds.items():

@@ -6,7 +6,6 @@ import io
 import os
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
 
 from helpers.jpeg_samples import natural_image

@@ -18,6 +18,9 @@ thumb = fd.decode_image(data, mode=fd.Mode.L, min_size=(64, 64))
 reveal_type(thumb)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
 pixels = fd.read_image("cat.jpg", layout=fd.Layout.CHW, size=(224, 224))
 reveal_type(pixels)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
+bounded = fd.read_image("cat.jpg", interpolation=T.InterpolationMode.BICUBIC, size=(8, 8),
+                        max_work_per_byte=None, mode="L")
+reveal_type(bounded)  # E: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
 header = fd.read_header(data)
 reveal_type(header.width)  # E: int
 reveal_type(header.subsampling)  # E: str | None
