@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from fastdecode.api import decode_image, read_header
-from fastdecode.cli._output import WRITERS, EncodeOptions, write_atomically
+from fastdecode.cli._output import WRITERS, EncodeOptions, partial_path, write_atomically
 
 __all__ = ["DESTINATION_ERRNOS", "Outcome", "convert_one", "fit_within", "load_pixels",
            "run_jobs", "shrink_pixels"]
@@ -88,18 +88,30 @@ def convert_one(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
 # --- the worker processes ------------------------------------------------------
 
 
+_writing: Path | None = None  # the output this pool worker is writing now
+
+
 def quit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(1)  # unwinds through write_atomically, which removes its partial file
+    """SIGTERM in a pool worker: remove the partial file of the output being
+    written, then exit at once. Raising SystemExit instead is not safe: the
+    handler can run while the executor's code holds a lock of its result
+    queue (between the lock's acquire and its `with` block), the unwinding
+    leaves it taken, and the executor catches every exception and writes to
+    that queue again: the worker, and every other one, then waits on that
+    lock forever (seen under load, after a SIGKILL of the parent)."""
+    if _writing is not None:
+        partial_path(_writing).unlink(missing_ok=True)
+    os._exit(1)
 
 
 def convert_in_worker(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
-    """convert_one in a pool worker, which a SIGTERM ends: the executor
-    catches every exception of a task, SystemExit too, and would go on with
-    the next task of its queue."""
+    """convert_one in a pool worker, telling a SIGTERM which partial file to remove."""
+    global _writing
+    _writing = Path(job[1])
     try:
         return convert_one(options, job)
-    except SystemExit:  # the partial file is removed by now
-        os._exit(1)
+    finally:
+        _writing = None
 
 
 def init_worker(parent: int) -> None:
@@ -114,7 +126,7 @@ def init_worker(parent: int) -> None:
     except (OSError, AttributeError):  # not Linux: orphans finish their chunk and exit
         pass
     if os.getppid() != parent:  # the parent died before the prctl
-        raise SystemExit(1)
+        os._exit(1)
 
 
 def stop_workers(pool: ProcessPoolExecutor) -> None:
