@@ -13,7 +13,7 @@ of the loaders' images/s (medians, min-max bars, the limit as a line).
 
 The default run takes about four minutes on 2 cores (once the generated set
 exists); --full is the whole sweep (num_workers 0-8, every size, the
-recipes; about 20 minutes), --quick a smoke run.
+recipes, and Ray Data when ray is installed; about 20 minutes), --quick a smoke run.
 """
 
 from __future__ import annotations
@@ -35,17 +35,21 @@ SECTIONS = {
     "transforms": "bench_transforms",
     "loader": "bench_loader",
     "recipes": "bench_recipes",
+    "ray": "bench_ray",  # needs ray (fastdecode[ray]); skipped without it
 }
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
+OPTIONAL = {"ray": "ray"}  # section -> the package it needs
 # Each section's arguments per run mode. The default's sizes keep the whole
 # run near four minutes on 2 cores (the arithmetic: DESIGN.md, "CLI and
 # benchmarks"): decode ~47 s, transforms ~51 s, loader ~92 s.
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
-              "loader": ["--quick"], "recipes": ["--quick"]},
+              "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"]},
     "default": {"decode": ["--limit", "300", "--rounds", "3"],
-                "transforms": ["--limit", "150", "--rounds", "3"], "loader": [], "recipes": []},
-    "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"]},
+                "transforms": ["--limit", "150", "--rounds", "3"], "loader": [], "recipes": [],
+                "ray": []},
+    "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
+             "ray": []},
 }
 
 EPILOG = """\
@@ -181,6 +185,11 @@ def run(args: argparse.Namespace) -> int:
             bar.set_postfix_str(name)
             json_path = Path(tmp) / f"{name}.json"
             start = time.perf_counter()
+            needs = OPTIONAL.get(name)
+            if needs is not None and importlib.util.find_spec(needs) is None:
+                report["skipped"][name] = f"needs {needs} (pip install fastdecode[{needs}])"
+                common.emit(f"\n## {name}: skipped ({report['skipped'][name]})\n")
+                continue
             try:
                 module = benchmark_module(SECTIONS[name])
             except ModuleNotFoundError as exc:
