@@ -29,6 +29,9 @@ torchvision + PIL (uint8 output), and the timed rounds use only the files every
 method decodes. torch and OpenCV run single-threaded, as in DataLoader workers.
 """
 
+# Over ~400 lines on purpose: one table, one runner per method (torchvision, pillow-simd,
+# fuse, OpenCV recipes) timed in one interleaved loop; they stay together.
+
 from __future__ import annotations
 
 import argparse

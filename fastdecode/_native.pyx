@@ -6,6 +6,9 @@ knowledge; C never sees Python, and the Python layer never sees a pointer.
 Each decoder (_jpeg.pxi, _bmp.pxi) is included here so that they share one
 error translator and one option parser.
 """
+# Over ~400 lines on purpose: the one extension's shared part (the error translator,
+# option parsing, buffer handling, probe-allocate-decode) that every .pxi uses.
+
 
 from cpython.buffer cimport (
     PyBUF_C_CONTIGUOUS,

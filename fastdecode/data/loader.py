@@ -12,6 +12,9 @@ normalization run on the GPU, and a slot is reused only after the CUDA event
 of its copy completed.
 """
 
+# Over ~400 lines on purpose: FastLoader's three ways through (workers, threads, the
+# rings) share its constructor's checks and would otherwise import each other.
+
 from __future__ import annotations
 
 import functools
