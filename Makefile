@@ -9,10 +9,10 @@ ASAN_LIB = $(shell gcc -print-file-name=libasan.so)
 ASAN_PKG := build/asan-pkg
 PYTEST_ARGS ?=
 
-.PHONY: test lint bench build sysdeps test-sanitize clean soak
+.PHONY: test test-slow lint bench build sysdeps test-sanitize clean soak
 
 test: lint build
-	$(VPY) -m pytest $(PYTEST_ARGS)
+	$(VPY) -m pytest -m "not slow" $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-sanitize
 
 # The full soak (tests/data/test_soak.py): 50 epochs over a generated
@@ -20,6 +20,11 @@ test: lint build
 # its 5-epoch version only.
 soak: build
 	FASTDECODE_SOAK=1 $(VPY) -m pytest -q -s tests/data/test_soak.py $(PYTEST_ARGS)
+
+# The long matrices: every random-kill trial of the loaders (20 per case), the
+# Ray cluster's killed-node and Train phases, the 20 SIGKILL points of convert.
+test-slow: build
+	$(VPY) -m pytest -m slow $(PYTEST_ARGS)
 
 # ruff and mypy (configured in pyproject.toml), both clean.
 lint: $(VENV)/.test-deps

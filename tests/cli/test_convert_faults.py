@@ -110,7 +110,6 @@ def wait_until_gone(group: int) -> str:
     return alive
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("trial", [pytest.param(t, id=f"kill-{t:02d}")
                                    for t in range(KILL_TRIALS)])
 def test_sigkill_then_rerun_gives_the_uninterrupted_tree(source, expected, tmp_path, trial):

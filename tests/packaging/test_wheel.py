@@ -35,7 +35,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.no_sanitize,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="manylinux wheels: Linux only"),
 ]
