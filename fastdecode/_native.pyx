@@ -318,6 +318,12 @@ cdef object run_decode(object data, object out, const fd_options *opt, fd_format
                                <uint8_t *>outview.buf, <size_t>outview.len, &err)
         finally:
             PyBuffer_Release(&outview)
+        if st == FD_ERR_ARGUMENT:
+            # The options and the buffer passed the plan just now, so the decode
+            # can only disagree with it when the data changed in between (another
+            # thread writing the buffer): that is bad data, not a bad argument.
+            raise DecodeError("the data changed while it was decoded: "
+                              + PyUnicode_DecodeUTF8(err.message, strlen(err.message), "replace"))
         if st != FD_OK:
             raise_error(&err)
         return result
