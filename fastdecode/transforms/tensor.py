@@ -60,25 +60,14 @@ class TensorTail:
         if self.numpy:  # no batch path (output_shape is None): never an ``out``
             return chw
         if self.identity:
-            if out is not None:
-                target = as_numpy(out, np.uint8, chw.shape)
-                np.copyto(target, chw)
-                tensor = out if isinstance(out, torch.Tensor) else torch.from_numpy(target)
-            else:
-                tensor = torch.from_numpy(chw)
+            tensor = _copied_into(chw, out)
         elif self.dtype == torch.float32:
             into = None if out is None else as_numpy(out, np.float32, chw.shape)
             result = _native.lut_to_float(chw, self.table, into)
             tensor = out if isinstance(out, torch.Tensor) else torch.from_numpy(result)
         else:
             channels = np.arange(chw.shape[-3]).reshape((-1, 1, 1))
-            values = self.table[channels, chw]
-            if out is not None:
-                target = as_numpy(out, values.dtype, chw.shape)
-                np.copyto(target, values)
-                tensor = out if isinstance(out, torch.Tensor) else torch.from_numpy(target)
-            else:
-                tensor = torch.from_numpy(values)
+            tensor = _copied_into(self.table[channels, chw], out)
         if self.wrap:
             return tensor.as_subclass(tv_tensors.Image)
         return tensor
@@ -101,3 +90,13 @@ def as_numpy(out: Any, dtype, shape) -> np.ndarray:
     if not arr.flags.c_contiguous or not arr.flags.writeable:
         raise ValueError("out must be writable and C-contiguous")
     return arr
+
+
+def _copied_into(values: np.ndarray, out: Any) -> Any:
+    """``values`` as a tensor: itself without ``out``, else copied into ``out``
+    (checked for dtype and shape) and ``out`` returned as a tensor."""
+    if out is None:
+        return torch.from_numpy(values)
+    target = as_numpy(out, values.dtype, values.shape)
+    np.copyto(target, values)
+    return out if isinstance(out, torch.Tensor) else torch.from_numpy(target)
