@@ -209,12 +209,19 @@ def wds_pipelines(root: str, c: dict[str, Any], workers: int, tmp: Path):
 # The Ray rows on a fresh cluster (started and stopped by _ray_cluster)
 
 
-def fresh_first_batch(root: str, chain, up_at: float) -> dict[str, Any]:
+def fresh_first_batch(root: str, chain, up_at: float, warm: bool) -> dict[str, Any]:
     """The first dataset of a fresh cluster: seconds from the cluster being
     up (``up_at``, time.time()) to read_images returning and to its first
-    batch, with the processes started since and each role's CPU seconds."""
+    batch (after ``fastdecode.ray.warm_up()`` has finished, with ``warm``),
+    with the processes started since and each role's CPU seconds."""
+    import ray
+
     import fastdecode.ray as fray
 
+    warmed = None
+    if warm:
+        ray.get(fray.warm_up())
+        warmed = time.time() - up_at
     ds = fray.read_images(root, chain)
     planned = time.time() - up_at
     first, cost = None, {}
@@ -222,10 +229,11 @@ def fresh_first_batch(root: str, chain, up_at: float) -> dict[str, Any]:
         if first is None:                              # cancel tasks and end their workers
             first = time.time() - up_at
             cost = cluster.startup_cost(up_at)
-    return {"read_images_s": planned, "first_batch_s": first, **cost}
+    return {"warm_up_s": warmed, "read_images_s": planned, "first_batch_s": first, **cost}
 
 
-def ray_section(root: str, repeats: int, cpus: int, nodes: int) -> dict[str, Any]:
+def ray_section(root: str, repeats: int, cpus: int, nodes: int,
+                warm: bool = False) -> dict[str, Any]:
     """The Ray rows on a fresh cluster of ``nodes`` nodes (1: a local cluster
     of ``cpus`` CPUs; more: ``ray start`` nodes of 1 CPU), always stopped."""
     import ray
@@ -248,7 +256,7 @@ def ray_section(root: str, repeats: int, cpus: int, nodes: int) -> dict[str, Any
             cluster.wait_for_nodes(ray, nodes)
         up_at, cluster_up = time.time(), time.perf_counter() - start
         ray.data.DataContext.get_current().enable_progress_bars = False
-        fresh = fresh_first_batch(root, c["float"], up_at)
+        fresh = fresh_first_batch(root, c["float"], up_at, warm)
         rows = {name: measure(make, repeats)
                 for name, make in ray_pipelines(root, c, nodes).items()}
         return {"cluster_up_s": cluster_up, "fresh": fresh, "rows": rows}
@@ -259,15 +267,15 @@ def ray_section(root: str, repeats: int, cpus: int, nodes: int) -> dict[str, Any
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def ray_in_namespace(prefix: list[str], root: str, repeats: int, cpus: int,
-                     nodes: int) -> dict[str, Any]:
+def ray_in_namespace(prefix: list[str], root: str, repeats: int, cpus: int, nodes: int,
+                     warm: bool) -> dict[str, Any]:
     """:func:`ray_section` run by this module as the namespace's first process."""
     spec = globals().get("__spec__")
     module = spec.name if spec is not None else __name__
     parent = common.package_parent(__file__, __package__ or "benchmarks")
     return cluster.run_in_namespace(prefix, module, parent, [
-        "--data", root, "--repeats", str(repeats), "--cpus", str(cpus), "--nodes", str(nodes)],
-        RAY_TIMEOUT)
+        "--data", root, "--repeats", str(repeats), "--cpus", str(cpus), "--nodes", str(nodes),
+        *(["--warm-up"] if warm else [])], RAY_TIMEOUT)
 
 
 def ray_driver(argv: list[str]) -> int:
@@ -278,9 +286,10 @@ def ray_driver(argv: list[str]) -> int:
     for name, kind in (("--ray-driver", Path), ("--data", str), ("--repeats", int),
                        ("--cpus", int), ("--nodes", int)):
         parser.add_argument(name, type=kind, required=True)
+    parser.add_argument("--warm-up", action="store_true")
     args = parser.parse_args(argv)
     cluster.loopback_up()
-    result = ray_section(args.data, args.repeats, args.cpus, args.nodes)
+    result = ray_section(args.data, args.repeats, args.cpus, args.nodes, args.warm_up)
     args.ray_driver.write_text(json.dumps(result))
     sys.stdout.flush()
     sys.stderr.flush()
@@ -304,19 +313,23 @@ def report(rows: dict[str, dict], base: str, base_u8: str) -> str:
 
 
 def fresh_report(clusters: dict[str, dict]) -> str:
-    lines = ["| cluster | up s | read_images() returned s | first batch s | processes "
+    lines = ["| cluster | up s | warm_up() done s | read_images() returned s | first batch s | processes "
              "started (task workers / Ray Data actors) | CPU-s from each process's start to "
              "the first batch: driver / task workers / Ray Data actors / Ray daemons |",
-             "|---|---:|---:|---:|---|---|"]
+             "|---|---:|---:|---:|---:|---|---|"]
     for name, sec in clusters.items():
         f, cpu = sec["fresh"], sec["fresh"]["cpu_s"]
         lines.append(
-            f"| {name} | {sec['cluster_up_s']:.1f} | {f['read_images_s']:.2f} | "
+            f"| {name} | {sec['cluster_up_s']:.1f} | {_s(f['warm_up_s'])} | {f['read_images_s']:.2f} | "
             f"{f['first_batch_s']:.2f} | {f['processes'].get('task workers', 0)} / "
             f"{f['processes'].get('Ray Data actors', 0)} | {cpu['driver']:.1f} / "
             f"{cpu.get('task workers', 0):.1f} / {cpu.get('Ray Data actors', 0):.1f} / "
             f"{cpu.get('Ray daemons', 0):.1f} |")
     return "\n".join(lines)
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f}"
 
 
 def ratios(rows: dict[str, dict]) -> dict[str, float]:
@@ -335,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the cluster and loader "
                         "workers of the DataLoader rows (default 2)")
     parser.add_argument("--no-wds", action="store_true", help="leave out the WebDataset rows")
+    parser.add_argument("--warm-up", action="store_true", help="call fastdecode.ray.warm_up() "
+                        "on each fresh cluster, and wait for it, before its first dataset")
     args = parser.parse_args(argv)
     try:
         import ray  # noqa: F401
@@ -356,13 +371,13 @@ def main(argv: list[str] | None = None) -> int:
     if prefix is None:
         notes.append("no network namespace could be made (unshare --net needs CAP_SYS_ADMIN): "
                      "the local cluster ran on the host's 127.0.0.1, the 2-node rows skipped")
-        clusters[name] = ray_section(root, args.repeats, args.cpus, 1)
+        clusters[name] = ray_section(root, args.repeats, args.cpus, 1, args.warm_up)
     else:
-        clusters[name] = ray_in_namespace(prefix, root, args.repeats, args.cpus, 1)
+        clusters[name] = ray_in_namespace(prefix, root, args.repeats, args.cpus, 1, args.warm_up)
     bar.update()
     if not args.quick and prefix is not None:
         clusters["2 nodes x 1 CPU (ray start head + worker)"] = ray_in_namespace(
-            prefix, root, args.repeats, args.cpus, 2)
+            prefix, root, args.repeats, args.cpus, 2, args.warm_up)
         bar.update()
     for sec in clusters.values():
         rows.update(sec["rows"])
