@@ -15,6 +15,7 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Optional
 
 from tqdm import tqdm
 
@@ -364,6 +365,22 @@ examples:
 """
 
 
+def _reporting(work: Callable[[], Any], usage_errors: tuple[type[Exception], ...],
+               run_errors: tuple[type[Exception], ...] = ()) -> tuple[Any, Optional[int]]:
+    """Runs ``work()`` for a subcommand: (its result, None), or (None, the exit
+    status) after printing why: 2 for a usage error, 1 for a failed run, 130
+    for Ctrl-C (with how to resume)."""
+    try:
+        return work(), None
+    except usage_errors + run_errors as exc:
+        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
+        return None, 2 if isinstance(exc, usage_errors) else 1
+    except KeyboardInterrupt:
+        print("\nfastdecode convert: interrupted; run the same command again to resume",
+              file=sys.stderr)
+        return None, 130
+
+
 def run(args: argparse.Namespace) -> int:
     if args.to == "wds" or args.shard_size is not None or args.shard_count is not None:
         return run_shards(args)
@@ -371,23 +388,14 @@ def run(args: argparse.Namespace) -> int:
         print("fastdecode convert: error: --quality and --subsampling apply to --to jpeg only",
               file=sys.stderr)
         return 2
-    try:
-        summary = convert_tree(
-            args.source, args.destination, to=args.to,
-            quality=90 if args.quality is None else args.quality,
-            subsampling=args.subsampling or "4:2:0", max_side=args.max_side,
-            workers=args.workers, time_sample=args.time_sample, engine=args.engine,
-        )
-    except (ValueError, ImportError) as exc:
-        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
-        return 2
-    except ConvertError as exc:
-        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nfastdecode convert: interrupted; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    summary, status = _reporting(lambda: convert_tree(
+        args.source, args.destination, to=args.to,
+        quality=90 if args.quality is None else args.quality,
+        subsampling=args.subsampling or "4:2:0", max_side=args.max_side,
+        workers=args.workers, time_sample=args.time_sample, engine=args.engine,
+    ), (ValueError, ImportError), (ConvertError,))
+    if status is not None:
+        return status
     print(format_summary(summary))
     if args.json is not None:
         args.json.write_text(json.dumps(asdict(summary), indent=2) + "\n")
@@ -403,18 +411,13 @@ def run_shards(args: argparse.Namespace) -> int:
     from fastdecode.data.webdataset import format_summary as shard_summary
     from fastdecode.data.webdataset import summary_json, write_shards
 
-    try:
-        summary = write_shards(args.source, args.destination, shard_size=args.shard_size,
-                               shard_count=args.shard_count, max_side=args.max_side,
-                               quality=90 if args.quality is None else args.quality,
-                               workers=args.workers)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\nfastdecode convert: interrupted; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    summary, status = _reporting(lambda: write_shards(
+        args.source, args.destination, shard_size=args.shard_size,
+        shard_count=args.shard_count, max_side=args.max_side,
+        quality=90 if args.quality is None else args.quality, workers=args.workers,
+    ), (ValueError, FileNotFoundError))
+    if status is not None:
+        return status
     print(shard_summary(summary))
     if args.json is not None:
         args.json.write_text(summary_json(summary))
