@@ -4,6 +4,7 @@ the consumer draws from (CPU-only)."""
 
 from __future__ import annotations
 
+import os
 import random
 import warnings
 
@@ -184,6 +185,18 @@ def test_skipped_samples_are_replaced_reproducibly(broken_tree, threads, chain):
     assert same(first, run(ds, threads, seed=2))
     assert same(first, run(ds, 1, seed=2))
     assert ds.skipped == 6
+
+
+@pytest.mark.parametrize("broken", [pytest.param(("cat", "img0.jpg"), id="body-cut-render"),
+                                    pytest.param(("dog", "img1.jpg"), id="bad-header-plan")])
+@pytest.mark.parametrize("threads", [p for p in THREADS if p.values[0] > 1])
+def test_a_broken_file_raises_its_named_error_in_the_iterating_thread(broken_tree, threads,
+                                                                      broken):
+    ds = folder(broken_tree, uint8_train)
+    index = [os.fspath(p) for p, _ in ds.samples].index(os.fspath(broken_tree.joinpath(*broken)))
+    loader = fd.FastLoader(ds, batch_size=4, sampler=[index], threads=threads)
+    with pytest.raises(fd.errors.ImageFileError, match=rf"{broken[1]}: sample {index}: "):
+        next(iter(loader))
 
 
 class Noisy(torch.utils.data.Dataset):
