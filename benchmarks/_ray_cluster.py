@@ -1,7 +1,7 @@
 """The Ray clusters of bench_ray: a driver run as the first process of a
 loopback-only network + PID namespace, ``ray start`` nodes inside it, and
 what a fresh cluster's first dataset cost (processes started, CPU seconds by
-role).
+role), and the CPU time of this process tree by role for the steady rows.
 
 Written again here on purpose, after tests/data/test_ray.py's cluster: the
 benchmark ships in the wheel (``fastdecode.benchmarks``), the tests do not.
@@ -130,3 +130,43 @@ def startup_cost(up_at: float) -> dict[str, Any]:
         if role == "task workers":
             workers_started.append(round(created - up_at, 2))
     return {"cpu_s": cpu, "processes": started, "task_workers_started_s": sorted(workers_started)}
+
+
+# ---------------------------------------------------------------------------
+# CPU time of this process tree, by role
+
+
+def _role(proc) -> str:
+    if proc.pid == os.getpid():
+        return "driver"
+    name = " ".join(proc.cmdline()[:1]) or proc.name()
+    if name.startswith("ray::_") or name.endswith("Agent"):
+        return "ray daemons"  # Ray Data's actors (_StatsActor...), the node's agents
+    if name.startswith("ray::") or "default_worker.py" in " ".join(proc.cmdline()):
+        return "ray workers"
+    if "torch" in name or proc.name().startswith("pt_"):
+        return "loader workers"
+    return "ray daemons" if any(k in name for k in ("raylet", "gcs_server", "ray", "dashboard",
+                                                    "log_monitor", "monitor")) else "other"
+
+
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds so far of this process, its live descendants by role, and
+    its reaped children (DataLoader workers that have exited: RUSAGE_CHILDREN)."""
+    import resource
+
+    import psutil
+
+    me = psutil.Process()
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    totals: dict[str, float] = {"loader workers": reaped.ru_utime + reaped.ru_stime}
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            role = _role(proc)
+            if role == "other" and proc.ppid() == me.pid:
+                role = "loader workers"  # DataLoader / WebLoader workers
+            totals[role] = totals.get(role, 0.0) + times.user + times.system
+        except psutil.Error:
+            continue
+    return totals

@@ -55,46 +55,6 @@ def chains() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------
-# CPU time of this process tree, by role
-
-
-def _role(proc) -> str:
-    if proc.pid == os.getpid():
-        return "driver"
-    name = " ".join(proc.cmdline()[:1]) or proc.name()
-    if name.startswith("ray::_") or name.endswith("Agent"):
-        return "ray daemons"  # Ray Data's actors (_StatsActor...), the node's agents
-    if name.startswith("ray::") or "default_worker.py" in " ".join(proc.cmdline()):
-        return "ray workers"
-    if "torch" in name or proc.name().startswith("pt_"):
-        return "loader workers"
-    return "ray daemons" if any(k in name for k in ("raylet", "gcs_server", "ray", "dashboard",
-                                                    "log_monitor", "monitor")) else "other"
-
-
-def cpu_by_role() -> dict[str, float]:
-    """CPU seconds so far of this process, its live descendants by role, and
-    its reaped children (DataLoader workers that have exited: RUSAGE_CHILDREN)."""
-    import resource
-
-    import psutil
-
-    me = psutil.Process()
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    totals: dict[str, float] = {"loader workers": reaped.ru_utime + reaped.ru_stime}
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-            role = _role(proc)
-            if role == "other" and proc.ppid() == me.pid:
-                role = "loader workers"  # DataLoader / WebLoader workers
-            totals[role] = totals.get(role, 0.0) + times.user + times.system
-        except psutil.Error:
-            continue
-    return totals
-
-
-# ---------------------------------------------------------------------------
 # One row: repeats of an epoch, the warm batches excluded
 
 
@@ -108,12 +68,12 @@ def measure(make: Callable[[], Iterable], repeats: int) -> dict[str, Any]:
             if first is None:
                 first = time.perf_counter() - start
             if k == WARM_BATCHES:
-                t0, c0 = time.perf_counter(), cpu_by_role()
+                t0, c0 = time.perf_counter(), cluster.cpu_by_role()
             elif k > WARM_BATCHES:
                 n += len(batch[1] if isinstance(batch, (list, tuple)) else batch["image"])
         if t0 is None or n == 0:
             raise ValueError(f"need more than {WARM_BATCHES + 1} batches of {BATCH} per epoch")
-        seconds, c1 = time.perf_counter() - t0, cpu_by_role()
+        seconds, c1 = time.perf_counter() - t0, cluster.cpu_by_role()
         rates.append(n / seconds)
         firsts.append(first)
         cpu.append({r: (c1.get(r, 0.0) - c0.get(r, 0.0)) * 1000 / n for r in c1})
@@ -288,12 +248,21 @@ def ray_driver(argv: list[str]) -> int:
         parser.add_argument(name, type=kind, required=True)
     parser.add_argument("--warm-up", action="store_true")
     args = parser.parse_args(argv)
-    cluster.loopback_up()
-    result = ray_section(args.data, args.repeats, args.cpus, args.nodes, args.warm_up)
-    args.ray_driver.write_text(json.dumps(result))
+    rc = 0
+    try:
+        cluster.loopback_up()
+        result = ray_section(args.data, args.repeats, args.cpus, args.nodes, args.warm_up)
+        args.ray_driver.write_text(json.dumps(result))
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        rc = 1
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)  # the namespace's first process: its exit ends every Ray process left
+    # the namespace's first process: its exit ends every Ray process left (a plain
+    # interpreter exit there was seen to hang after ray.shutdown)
+    os._exit(rc)
 
 
 # ---------------------------------------------------------------------------
