@@ -108,27 +108,39 @@ def kind(name: str) -> str:
     return "Ray daemons"
 
 
-def startup_cost(up_at: float) -> dict[str, Any]:
-    """This driver's descendants now (in the namespace: every Ray process):
-    how many task workers and Ray Data actors run, when the task workers
-    started (seconds after ``up_at``) and each role's CPU seconds so far."""
+def snapshot() -> dict[int, dict[str, Any]]:
+    """This driver's descendants now (in the namespace: every Ray process)
+    by pid: title, start time, CPU seconds so far."""
     import psutil
 
-    cpu: dict[str, float] = {"driver": time.process_time()}
-    started: dict[str, int] = {}
-    workers_started = []
+    out = {}
     for proc in psutil.Process().children(recursive=True):
         try:
             name = (proc.cmdline()[:1] or [proc.name()])[0].strip()
             times, created = proc.cpu_times(), proc.create_time()
         except psutil.Error:
             continue
-        role = kind(name)
-        cpu[role] = cpu.get(role, 0.0) + times.user + times.system
+        out[proc.pid] = {"name": name, "started": created, "cpu_s": times.user + times.system}
+    return out
+
+
+def startup_cost(then: dict[int, dict[str, Any]], later: dict[int, dict[str, Any]],
+                 driver_cpu_s: float, up_at: float) -> dict[str, Any]:
+    """What ran at the moment of ``then`` (a :func:`snapshot`): how many task
+    workers and Ray Data actors, when the task workers started (seconds
+    after ``up_at``) and each role's CPU seconds. Roles come from the titles
+    in ``later`` where the process still runs: an actor's process is titled
+    ``ray::IDLE`` while it starts."""
+    cpu: dict[str, float] = {"driver": driver_cpu_s}
+    started: dict[str, int] = {}
+    workers_started = []
+    for pid, proc in then.items():
+        role = kind(later.get(pid, proc)["name"])
+        cpu[role] = cpu.get(role, 0.0) + proc["cpu_s"]
         if role != "Ray daemons":
             started[role] = started.get(role, 0) + 1
         if role == "task workers":
-            workers_started.append(round(created - up_at, 2))
+            workers_started.append(round(proc["started"] - up_at, 2))
     return {"cpu_s": cpu, "processes": started, "task_workers_started_s": sorted(workers_started)}
 
 

@@ -184,11 +184,12 @@ def fresh_first_batch(root: str, chain, up_at: float, warm: bool) -> dict[str, A
         warmed = time.time() - up_at
     ds = fray.read_images(root, chain)
     planned = time.time() - up_at
-    first, cost = None, {}
+    first, then, driver_cpu = None, {}, 0.0
     for _ in ds.iter_torch_batches(batch_size=None):  # the whole epoch: an early stop would
         if first is None:                              # cancel tasks and end their workers
             first = time.time() - up_at
-            cost = cluster.startup_cost(up_at)
+            then, driver_cpu = cluster.snapshot(), time.process_time()
+    cost = cluster.startup_cost(then, cluster.snapshot(), driver_cpu, up_at)
     return {"warm_up_s": warmed, "read_images_s": planned, "first_batch_s": first, **cost}
 
 
