@@ -48,12 +48,18 @@ def _in_worker() -> bool:
 
 def new_batch(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """A batch tensor; in a DataLoader worker it is born in shared memory so
-    sending it to the main process copies nothing."""
+    sending it to the main process copies nothing.
+
+    The tensor is its storage's own (set to the shape, not a view of a flat
+    tensor): its samples' ``_base`` must be the batch itself, or
+    ``fastdecode.collate`` cannot see that they are one batch and copies it
+    (a second fresh batch per batch, every page faulted twice)."""
     if not _in_worker():
         return torch.empty(shape, dtype=dtype)
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     storage = torch.UntypedStorage._new_shared(nbytes)
-    return torch.empty(0, dtype=dtype).set_(storage).view(shape)
+    strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]  # contiguous
+    return torch.empty(0, dtype=dtype).set_(storage, 0, shape, strides)
 
 
 # How many tensors share a storage; private in torch, so optional: without
@@ -87,6 +93,12 @@ def batches_into(dest: torch.Tensor) -> Iterator[None]:
         yield
     finally:
         _destination.tensor = None
+
+
+def _holds(have: tuple[int, ...], want: tuple[int, ...]) -> bool:
+    """A buffer of shape ``have`` can hold a batch of shape ``want`` in its
+    first rows."""
+    return len(have) == len(want) and have[1:] == want[1:] and 0 < want[0] <= have[0]
 
 
 class BatchBuffers(threading.local):
@@ -123,10 +135,12 @@ class BatchBuffers(threading.local):
                 return new_batch(shape, dtype)
         if kept is not None:
             buf, count = kept
-            if (tuple(buf.shape) == shape and buf.dtype == dtype and not buf.is_shared()
+            if (_holds(tuple(buf.shape), shape) and buf.dtype == dtype and not buf.is_shared()
                     and holders(buf) == count):
                 self.kept[name] = kept
-                return buf
+                # a shorter batch (an epoch's last) is the buffer's first rows:
+                # a fresh one would fault in every page, twice an epoch
+                return buf if buf.shape[0] == shape[0] else buf[:shape[0]]
         buf = torch.empty(shape, dtype=dtype)
         self.kept[name] = (buf, holders(buf))
         return buf

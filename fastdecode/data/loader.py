@@ -44,17 +44,18 @@ __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
 
 def _whole_base(samples: Sequence[Any]) -> Optional[torch.Tensor]:
-    """The batch tensor when `samples` are its slots 0..n-1 in order."""
+    """The batch tensor when `samples` are its slots 0..n-1 in order (its
+    first n rows when it has more: a reused buffer holding a shorter batch)."""
     if not samples or not all(isinstance(s, torch.Tensor) for s in samples):
         return None
     base = samples[0]._base
-    if base is None or base.dim() != samples[0].dim() + 1 or base.shape[0] != len(samples):
+    if base is None or base.dim() != samples[0].dim() + 1 or base.shape[0] < len(samples):
         return None
     stride = base.stride(0)
     for k, s in enumerate(samples):
         if s._base is not base or s.storage_offset() != base.storage_offset() + k * stride:
             return None
-    return base
+    return base if base.shape[0] == len(samples) else base[:len(samples)]
 
 
 def collate(batch: Sequence[Any]) -> Any:

@@ -305,6 +305,40 @@ def test_collate_that_takes_batches_whole_gets_fresh_ones(tree, batch_buffers_fr
     assert buffers.sent and "batch" not in buffers.kept
 
 
+@pytest.mark.parametrize("chain", TAILS)
+def test_a_shorter_batch_is_the_first_rows_of_the_buffer(tree, chain, batch_buffers_fresh):
+    ds = fd.FastImageFolder(tree, chain())
+    batch = ds.__getitems__([0, 1, 2, 3])
+    base = weakref.ref(batch[0][0]._base)
+    torch.utils.data.default_collate(batch)
+    del batch
+    short = ds.__getitems__([4, 5])
+    assert short[0][0]._base is base() is not None and len(short) == 2
+    for (image, target), i in zip(short, [4, 5]):
+        expected, expected_target = ds[i]
+        assert target == expected_target and torch.equal(image, expected)
+    images, _ = collate(short)  # the buffer's first rows, taken whole
+    assert images.shape[0] == 2 and images.data_ptr() == short[0][0].data_ptr()
+
+
+def _collate_reporting_copies(batch):
+    """fastdecode.collate, plus whether it handed the samples' own memory on."""
+    images, targets = collate(batch)
+    return images, targets, images.data_ptr() == batch[0][0].data_ptr()
+
+
+@pytest.mark.parametrize("chain", TAILS)
+def test_collate_takes_every_worker_batch_whole(tree, chain):
+    """In a worker the batches are born in shared memory, as the batch
+    tensor's own storage: fastdecode.collate copies none of them (a copy
+    would fault in a second fresh batch per batch)."""
+    ds = fd.FastImageFolder(tree, chain())
+    loader = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=1,
+                                         collate_fn=_collate_reporting_copies)
+    taken = [whole for images, _, whole in loader if images.is_shared()]
+    assert len(taken) == len(loader) >= 3 and all(taken)
+
+
 def test_variable_size_chains_fall_back_to_items(tree):
     ds = fd.FastImageFolder(tree, T.Compose([T.Resize(40), T.ToTensor()]))
     assert ds.fixed_sample_shape() is None
