@@ -208,6 +208,12 @@ def _slow_phases(out: Path, tree: Path, address: str, worker: subprocess.Popen, 
     for k, v in parts.items():
         result[f"killed_{k}"] = _plain(np.concatenate(v))
     result["killed"] = np.array(killed)
+    # the rows can all be in before the health checks (~2 s) mark the node dead
+    import ray
+
+    deadline = time.monotonic() + 30
+    while killed and len(_alive_nodes(ray)) > 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 # --------------------------------------------------------------------------
