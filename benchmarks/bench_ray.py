@@ -3,20 +3,28 @@ fastdecode.ray's read_images and Decode) and WebDataset shards (PIL decode,
 fastdecode's handler and batch collation) against DataLoader(FastImageFolder)
 on the same CPUs: steady-state images/s (median of repeats), CPU ms per image
 split by process (driver, Ray workers, Ray's own daemons), and the time to
-the first batch, apart from the cluster's start-up.
+the first batch: on a fresh cluster (the first dataset after the cluster is
+up, with what it cost: worker processes started and CPU-seconds by role)
+apart from the first batch of each steady row.
 
     python -m benchmarks.bench_ray [--data PATH] [--quick] [--json PATH] [--cpus N]
 
-Starts a local Ray cluster on 127.0.0.1 (``--cpus`` CPUs, a 1 GiB object
-store) and stops it at the end. Run by ``fastdecode bench --full`` when ray
-is installed. Numbers are ratios within one run on a shared machine; rerun
-rather than trust one figure.
+The Ray rows run in a driver that is the first process of a network + PID
+namespace with only loopback up (``unshare``, as tests/data/test_ray.py
+does): a local cluster of ``--cpus`` CPUs and a 1 GiB object store and, in
+the full mode (not ``--quick``), a 2-node cluster (``ray start`` head +
+worker, 1 CPU each); when the driver ends the kernel ends every Ray
+process. Where no namespace can be made the 1-node rows run on the host's
+127.0.0.1 and the 2-node rows are skipped, saying so. Run by ``fastdecode
+bench --full`` when ray is installed. Numbers are ratios within one run on a
+shared machine; rerun rather than trust one figure.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -26,11 +34,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import _common as common
+from . import _ray_cluster as cluster
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 BATCH = 64
 WARM_BATCHES = 2
 EXTENSIONS = ["jpg", "jpeg", "png", "bmp"]
+RAY_TIMEOUT = 1500  # seconds for one namespace driver run (cluster start, rows, stop)
+FLOAT_ROW = "fastdecode.ray.read_images, float"
+RAY_BASELINE = "Ray read_images + torchvision, float"
+DL_FLOAT, DL_UINT8 = "DataLoader(FastImageFolder), float", "DataLoader(FastImageFolder), uint8"
 
 
 def chains() -> dict[str, Any]:
@@ -49,6 +62,8 @@ def _role(proc) -> str:
     if proc.pid == os.getpid():
         return "driver"
     name = " ".join(proc.cmdline()[:1]) or proc.name()
+    if name.startswith("ray::_") or name.endswith("Agent"):
+        return "ray daemons"  # Ray Data's actors (_StatsActor...), the node's agents
     if name.startswith("ray::") or "default_worker.py" in " ".join(proc.cmdline()):
         return "ray workers"
     if "torch" in name or proc.name().startswith("pt_"):
@@ -136,7 +151,7 @@ class _TorchvisionRows:
         return batch
 
 
-def ray_pipelines(root: str, c: dict[str, Any]) -> dict[str, Callable[[], Iterable]]:
+def ray_pipelines(root: str, c: dict[str, Any], nodes: int) -> dict[str, Callable[[], Iterable]]:
     import ray.data
 
     import fastdecode.ray as fray
@@ -147,15 +162,19 @@ def ray_pipelines(root: str, c: dict[str, Any]) -> dict[str, Callable[[], Iterab
     def blocks(ds):  # fastdecode's blocks are batches: zero-copy views of the object store
         return batches(ds, None)
 
+    if nodes > 1:
+        where = f", {nodes} nodes x 1 CPU"
+        return {f"{FLOAT_ROW}{where}": blocks(fray.read_images(root, c["float"])),
+                f"fastdecode.ray.read_images, uint8{where}": blocks(fray.read_images(root,
+                                                                                    c["uint8"]))}
     baseline = ray.data.read_images(root, mode="RGB", file_extensions=EXTENSIONS).map_batches(
         _TorchvisionRows(c["float"]), batch_size=BATCH)
     decode = ray.data.read_binary_files(root, file_extensions=EXTENSIONS).map_batches(
         fray.Decode(c["float"], column="bytes", output_column="image"), batch_format="pyarrow",
         batch_size=BATCH)
-    # fastdecode first: its first batch is the cold one (Ray Data's start-up on a fresh cluster)
     return {
-        "fastdecode.ray.read_images, float": blocks(fray.read_images(root, c["float"])),
-        "Ray read_images + torchvision, float": batches(baseline),
+        FLOAT_ROW: blocks(fray.read_images(root, c["float"])),
+        RAY_BASELINE: batches(baseline),
         "fastdecode.ray.read_images, uint8": blocks(fray.read_images(root, c["uint8"])),
         "read_binary_files + fastdecode.ray.Decode, float": blocks(decode),
     }
@@ -187,6 +206,97 @@ def wds_pipelines(root: str, c: dict[str, Any], workers: int, tmp: Path):
 
 
 # ---------------------------------------------------------------------------
+# The Ray rows on a fresh cluster (started and stopped by _ray_cluster)
+
+
+def fresh_first_batch(root: str, chain, up_at: float, warm: bool) -> dict[str, Any]:
+    """The first dataset of a fresh cluster: seconds from the cluster being
+    up (``up_at``, time.time()) to read_images returning and to its first
+    batch (after ``fastdecode.ray.warm_up()`` has finished, with ``warm``),
+    with the processes started since and each role's CPU seconds."""
+    import ray
+
+    import fastdecode.ray as fray
+
+    warmed = None
+    if warm:
+        ray.get(fray.warm_up())
+        warmed = time.time() - up_at
+    ds = fray.read_images(root, chain)
+    planned = time.time() - up_at
+    first, cost = None, {}
+    for _ in ds.iter_torch_batches(batch_size=None):  # the whole epoch: an early stop would
+        if first is None:                              # cancel tasks and end their workers
+            first = time.time() - up_at
+            cost = cluster.startup_cost(up_at)
+    return {"warm_up_s": warmed, "read_images_s": planned, "first_batch_s": first, **cost}
+
+
+def ray_section(root: str, repeats: int, cpus: int, nodes: int,
+                warm: bool = False) -> dict[str, Any]:
+    """The Ray rows on a fresh cluster of ``nodes`` nodes (1: a local cluster
+    of ``cpus`` CPUs; more: ``ray start`` nodes of 1 CPU), always stopped."""
+    import ray
+    import ray.data
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="ray")
+    import fastdecode.ray  # noqa: F401  # the driver's own imports before the cluster starts
+
+    c = chains()
+    tmp, workers = tempfile.mkdtemp(prefix="fdbench", dir="/tmp"), None
+    start = time.perf_counter()
+    try:
+        if nodes == 1:
+            ray.init(num_cpus=cpus, object_store_memory=2**30, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
+        else:
+            address, workers = cluster.start_nodes(nodes, tmp)
+            ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False,
+                     configure_logging=False)
+            cluster.wait_for_nodes(ray, nodes)
+        up_at, cluster_up = time.time(), time.perf_counter() - start
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        fresh = fresh_first_batch(root, c["float"], up_at, warm)
+        rows = {name: measure(make, repeats)
+                for name, make in ray_pipelines(root, c, nodes).items()}
+        return {"cluster_up_s": cluster_up, "fresh": fresh, "rows": rows}
+    finally:
+        ray.shutdown()
+        if workers is not None:
+            cluster.stop_nodes(workers)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ray_in_namespace(prefix: list[str], root: str, repeats: int, cpus: int, nodes: int,
+                     warm: bool) -> dict[str, Any]:
+    """:func:`ray_section` run by this module as the namespace's first process."""
+    spec = globals().get("__spec__")
+    module = spec.name if spec is not None else __name__
+    parent = common.package_parent(__file__, __package__ or "benchmarks")
+    return cluster.run_in_namespace(prefix, module, parent, [
+        "--data", root, "--repeats", str(repeats), "--cpus", str(cpus), "--nodes", str(nodes),
+        *(["--warm-up"] if warm else [])], RAY_TIMEOUT)
+
+
+def ray_driver(argv: list[str]) -> int:
+    """Entry point inside the namespace: loopback up, the section, its JSON."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    for name, kind in (("--ray-driver", Path), ("--data", str), ("--repeats", int),
+                       ("--cpus", int), ("--nodes", int)):
+        parser.add_argument(name, type=kind, required=True)
+    parser.add_argument("--warm-up", action="store_true")
+    args = parser.parse_args(argv)
+    cluster.loopback_up()
+    result = ray_section(args.data, args.repeats, args.cpus, args.nodes, args.warm_up)
+    args.ray_driver.write_text(json.dumps(result))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the namespace's first process: its exit ends every Ray process left
+
+
+# ---------------------------------------------------------------------------
 
 
 def report(rows: dict[str, dict], base: str, base_u8: str) -> str:
@@ -202,54 +312,95 @@ def report(rows: dict[str, dict], base: str, base_u8: str) -> str:
     return "\n".join(lines)
 
 
+def fresh_report(clusters: dict[str, dict]) -> str:
+    lines = ["| cluster | up s | warm_up() done s | read_images() returned s | first batch s | processes "
+             "started (task workers / Ray Data actors) | CPU-s from each process's start to "
+             "the first batch: driver / task workers / Ray Data actors / Ray daemons |",
+             "|---|---:|---:|---:|---:|---|---|"]
+    for name, sec in clusters.items():
+        f, cpu = sec["fresh"], sec["fresh"]["cpu_s"]
+        lines.append(
+            f"| {name} | {sec['cluster_up_s']:.1f} | {_s(f['warm_up_s'])} | {f['read_images_s']:.2f} | "
+            f"{f['first_batch_s']:.2f} | {f['processes'].get('task workers', 0)} / "
+            f"{f['processes'].get('Ray Data actors', 0)} | {cpu['driver']:.1f} / "
+            f"{cpu.get('task workers', 0):.1f} / {cpu.get('Ray Data actors', 0):.1f} / "
+            f"{cpu.get('Ray daemons', 0):.1f} |")
+    return "\n".join(lines)
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f}"
+
+
+def ratios(rows: dict[str, dict]) -> dict[str, float]:
+    """The issue's two targets, as ratios of steady rates in this run."""
+    rate = {name: r["images_per_s"] for name, r in rows.items()}
+    return {f"{FLOAT_ROW} / {DL_FLOAT} (target >= 0.80)": rate[FLOAT_ROW] / rate[DL_FLOAT],
+            f"{FLOAT_ROW} / {RAY_BASELINE} (target >= 3)": rate[FLOAT_ROW] / rate[RAY_BASELINE]}
+
+
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["--ray-driver"]:
+        return ray_driver(given)
     parser = common.BenchParser(__doc__, "an ImageFolder tree",
                                 {"repeats": ("epochs per row, median taken", 3, 1)})
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the cluster and loader "
                         "workers of the DataLoader rows (default 2)")
     parser.add_argument("--no-wds", action="store_true", help="leave out the WebDataset rows")
+    parser.add_argument("--warm-up", action="store_true", help="call fastdecode.ray.warm_up() "
+                        "on each fresh cluster, and wait for it, before its first dataset")
     args = parser.parse_args(argv)
     try:
-        import ray
+        import ray  # noqa: F401
     except ImportError as exc:
         print(f"bench_ray: skipped: {exc} (pip install fastdecode[ray])", file=sys.stderr)
         return 0
-    warnings.filterwarnings("ignore", category=DeprecationWarning, module="ray")
     root = str(args.data or common.default_data())
     c = chains()
     rows: dict[str, dict] = {}
-    bar = common.progress("bench_ray", 9)
+    bar = common.progress("bench_ray", 4 + (0 if args.no_wds else 1) + (0 if args.quick else 1))
     for kind in ("float", "uint8"):
         rows[f"DataLoader(FastImageFolder), {kind}"] = measure(
             dataloader(root, c[kind], args.cpus), args.repeats)
         bar.update()
-    start = time.perf_counter()
-    ray.init(num_cpus=args.cpus, object_store_memory=2**30, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
-    cluster_up = time.perf_counter() - start
-    try:
-        ray.data.DataContext.get_current().enable_progress_bars = False
-        for name, make in ray_pipelines(root, c).items():
-            rows[name] = measure(make, args.repeats)
-            bar.update()
-    finally:
-        ray.shutdown()
+    prefix = cluster.namespace_prefix()
+    clusters: dict[str, dict] = {}
+    notes = []
+    name = f"local, {args.cpus} CPUs"
+    if prefix is None:
+        notes.append("no network namespace could be made (unshare --net needs CAP_SYS_ADMIN): "
+                     "the local cluster ran on the host's 127.0.0.1, the 2-node rows skipped")
+        clusters[name] = ray_section(root, args.repeats, args.cpus, 1, args.warm_up)
+    else:
+        clusters[name] = ray_in_namespace(prefix, root, args.repeats, args.cpus, 1, args.warm_up)
+    bar.update()
+    if not args.quick and prefix is not None:
+        clusters["2 nodes x 1 CPU (ray start head + worker)"] = ray_in_namespace(
+            prefix, root, args.repeats, args.cpus, 2, args.warm_up)
+        bar.update()
+    for sec in clusters.values():
+        rows.update(sec["rows"])
     if not args.no_wds:
         with tempfile.TemporaryDirectory() as tmp:
-            for name, make in wds_pipelines(root, c, args.cpus, Path(tmp)).items():
-                rows[name] = measure(make, args.repeats)
-                bar.update()
+            for wname, make in wds_pipelines(root, c, args.cpus, Path(tmp)).items():
+                rows[wname] = measure(make, args.repeats)
+        bar.update()
     bar.close()
-    table = report(rows, "DataLoader(FastImageFolder), float", "DataLoader(FastImageFolder), "
-                   "uint8")
-    common.emit(f"{common.command_line(__file__, argv)}\n\nbatch {BATCH}, {args.cpus} CPUs, "
-                f"local Ray cluster up in {cluster_up:.1f} s; steady state: the first "
-                f"{WARM_BATCHES} batches of each epoch left out, median of {args.repeats}\n\n"
-                f"{table}\n")
+    targets = ratios(rows)
+    common.emit(
+        f"{common.command_line(__name__, argv)}\n\nbatch {BATCH}, {args.cpus} CPUs; steady "
+        f"state: the first {WARM_BATCHES} batches of each epoch left out, median of "
+        f"{args.repeats}; Ray rows on a cluster that has run a dataset\n\n"
+        f"{report(rows, DL_FLOAT, DL_UINT8)}\n\n"
+        + "\n".join(f"- {k}: **{v:.2f}x**" for k, v in targets.items())
+        + "\n\nFirst batch of the first dataset on a fresh cluster (fastdecode.ray.read_images, "
+        "float), seconds after the cluster is up:\n\n" + fresh_report(clusters) + "\n"
+        + "".join(f"\n{n}\n" for n in notes))
     if args.json is not None:
-        args.json.write_text(json.dumps({"rows": rows, "cluster_up_s": cluster_up,
+        args.json.write_text(json.dumps({"rows": rows, "clusters": clusters, "ratios": targets,
                                          "batch_size": BATCH, "cpus": args.cpus,
-                                         "machine": common.machine_facts(),
+                                         "notes": notes, "machine": common.machine_facts(),
                                          "versions": common.library_versions()}, indent=2))
     return 0
 

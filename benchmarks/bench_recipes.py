@@ -21,15 +21,13 @@ import statistics
 import sys
 from typing import Any, Callable
 
-import torch
-
 import fastdecode as fd
 from fastdecode import _system
 
 from . import _common as common
 from . import bench_loader as loader_bench
+from .presets import ClassificationPresetEval, ClassificationPresetTrain
 
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 DATASETS = ("ImageFolder+PIL", "FastImageFolder")
 TARGETS = {"train": 1.8, "eval": 2.0}  # issue 14: FastImageFolder over ImageFolder, 2 cores
 MODES: dict[str, dict[str, Any]] = {
@@ -40,63 +38,7 @@ MODES: dict[str, dict[str, Any]] = {
 
 
 # ---------------------------------------------------------------------------
-# the recipes, written as their projects write them
-
-
-def _module(use_v2: bool):
-    if use_v2:
-        import torchvision.transforms.v2 as T
-    else:
-        import torchvision.transforms as T
-    return T
-
-
-class ClassificationPresetTrain:
-    """torchvision references/classification/presets.py, default arguments."""
-
-    def __init__(self, *, crop_size, mean=MEAN, std=STD, hflip_prob=0.5, random_erase_prob=0.0,
-                 use_v2=False):
-        from torchvision.transforms import InterpolationMode
-
-        T = _module(use_v2)
-        transforms = [T.RandomResizedCrop(crop_size, interpolation=InterpolationMode.BILINEAR,
-                                          antialias=True)]
-        if hflip_prob > 0:
-            transforms.append(T.RandomHorizontalFlip(hflip_prob))
-        transforms.append(T.ToImage() if use_v2 else T.PILToTensor())
-        transforms.extend([
-            T.ToDtype(torch.float, scale=True) if use_v2 else T.ConvertImageDtype(torch.float),
-            T.Normalize(mean=mean, std=std),
-        ])
-        if random_erase_prob > 0:
-            transforms.append(T.RandomErasing(p=random_erase_prob))
-        if use_v2:
-            transforms.append(T.ToPureTensor())
-        self.transforms = T.Compose(transforms)
-
-    def __call__(self, img):
-        return self.transforms(img)
-
-
-class ClassificationPresetEval:
-    """torchvision references/classification/presets.py, default arguments."""
-
-    def __init__(self, *, crop_size, resize_size=256, mean=MEAN, std=STD, use_v2=False):
-        from torchvision.transforms import InterpolationMode
-
-        T = _module(use_v2)
-        transforms = [T.Resize(resize_size, interpolation=InterpolationMode.BILINEAR,
-                               antialias=True), T.CenterCrop(crop_size),
-                      T.ToImage() if use_v2 else T.PILToTensor(),
-                      T.ToDtype(torch.float, scale=True) if use_v2
-                      else T.ConvertImageDtype(torch.float),
-                      T.Normalize(mean=mean, std=std)]
-        if use_v2:
-            transforms.append(T.ToPureTensor())
-        self.transforms = T.Compose(transforms)
-
-    def __call__(self, img):
-        return self.transforms(img)
+# the recipes, written as their projects write them (the reference presets: .presets)
 
 
 def _weights_eval():

@@ -549,6 +549,19 @@ static void row_pal_bits(const bmp_ctx *c, const uint8_t *src, uint32_t x0, uint
     }
 }
 
+/* Pixel i of an output row from its r, g, b: one luma byte for "L", three for RGB. */
+static inline void put_rgb(const bmp_ctx *c, uint8_t *dst, uint32_t i, uint8_t r, uint8_t g,
+                           uint8_t b)
+{
+    if (c->gray) {
+        dst[i] = fd_luma(r, g, b);
+    } else {
+        dst[3 * i + 0] = r;
+        dst[3 * i + 1] = g;
+        dst[3 * i + 2] = b;
+    }
+}
+
 static void row_masks(const bmp_ctx *c, const uint8_t *src, uint32_t x0, uint32_t n, uint8_t *dst)
 {
     const unsigned bytes = c->h->bpp / 8;
@@ -561,13 +574,7 @@ static void row_masks(const bmp_ctx *c, const uint8_t *src, uint32_t x0, uint32_
             px |= (uint32_t)src[3] << 24;
         const uint8_t r = scale_field(c, 0, px), g = scale_field(c, 1, px),
                       b = scale_field(c, 2, px);
-        if (c->gray) {
-            dst[i] = fd_luma(r, g, b);
-        } else {
-            dst[3 * i + 0] = r;
-            dst[3 * i + 1] = g;
-            dst[3 * i + 2] = b;
-        }
+        put_rgb(c, dst, i, r, g, b);
     }
 }
 
@@ -645,13 +652,7 @@ static void row_rgba64(const bmp_ctx *c, const uint8_t *src, uint32_t x0, uint32
     src += 8 * (size_t)x0;
     for (uint32_t i = 0; i < n; i++, src += 8) {
         const uint8_t r = linear64(c, src + 4), g = linear64(c, src + 2), b = linear64(c, src);
-        if (c->gray) {
-            dst[i] = fd_luma(r, g, b);
-        } else {
-            dst[3 * i + 0] = r;
-            dst[3 * i + 1] = g;
-            dst[3 * i + 2] = b;
-        }
+        put_rgb(c, dst, i, r, g, b);
     }
 }
 

@@ -15,6 +15,7 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Optional
 
 from tqdm import tqdm
 
@@ -22,6 +23,7 @@ from fastdecode import _system
 from fastdecode.api import decode_image
 from fastdecode.cli._args import add_command
 from fastdecode.cli._convert_jobs import fit_within, run_jobs
+from fastdecode.cli._convert_summary import TIMING_REPEATS, Summary, format_summary
 from fastdecode.cli._output import (
     OUTPUT_SUFFIXES,
     PARTIAL_SUFFIX,
@@ -41,36 +43,12 @@ __all__ = ["ConvertError", "Summary", "convert_tree", "register"]
 __all__ += ["EncodeOptions", "OUTPUT_SUFFIXES", "PARTIAL_SUFFIX", "WRITERS", "fit_within",
             "is_complete", "write_atomically", "write_bmp"]
 
-TIMING_REPEATS = 3
 PROBE_NAME = ".fastdecode-convert-probe"
 
 
 class ConvertError(Exception):
     """The run cannot go on: the destination is not writable or is full, or a
     worker process died. What was finished stays; a rerun resumes."""
-
-
-@dataclass
-class Summary:
-    """What a conversion did; ``asdict`` of it is the ``--json`` file."""
-
-    source: str
-    destination: str
-    to: str
-    converted: int = 0
-    skipped: int = 0
-    failed: int = 0
-    failures: list[dict[str, str]] = field(default_factory=list)
-    bytes_before: int = 0  # sources that have an output (converted or skipped)
-    bytes_after: int = 0
-    seconds: float = 0.0
-    timed_images: int = 0
-    decode_ms_before: float | None = None
-    decode_ms_after: float | None = None
-    decode_speedup: float | None = None
-    timing_error: str | None = None
-    classes: int = 0  # class folders of the source, every one mirrored in the destination
-    empty_classes: list[str] = field(default_factory=list)  # mirrored with no image in them
 
 
 # --- the tree ----------------------------------------------------------------
@@ -286,43 +264,6 @@ def _ray_jobs():
 ENGINES = {"local": lambda: run_jobs, "ray": _ray_jobs}
 
 
-def format_bytes(size: float) -> str:
-    if size < 1024:
-        return f"{int(size)} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        size /= 1024
-        if size < 1024 or unit == "GiB":
-            break
-    return f"{size:.1f} {unit}"
-
-
-def format_summary(summary: Summary) -> str:
-    rate = f" ({summary.converted / summary.seconds:.0f} images/s)" if summary.converted else ""
-    lines = [
-        f"converted {summary.converted} images in {summary.seconds:.1f} s{rate}, "
-        f"skipped {summary.skipped} already done, failed {summary.failed}",
-    ]
-    if summary.bytes_before:
-        lines.append(f"size:   {format_bytes(summary.bytes_before)} -> "
-                     f"{format_bytes(summary.bytes_after)} "
-                     f"({summary.bytes_after / summary.bytes_before:.2f}x)")
-    if summary.decode_speedup is not None:
-        lines.append(f"decode: {summary.decode_ms_before:.2f} ms/image -> "
-                     f"{summary.decode_ms_after:.2f} ms/image ({summary.decode_speedup:.1f}x "
-                     f"faster; {summary.timed_images} images, best of {TIMING_REPEATS})")
-    elif summary.timing_error:
-        lines.append(f"decode: not measured ({summary.timing_error})")
-    if summary.empty_classes:
-        lines.append(f"empty classes: {len(summary.empty_classes)} of {summary.classes} class "
-                     "folders hold no converted image (their folders are kept, so the other "
-                     "classes keep their indices; ImageFolder refuses an empty class unless "
-                     "allow_empty=True): " + ", ".join(summary.empty_classes))
-    if summary.failures:
-        lines.append("failed inputs:")
-        lines += [f"  {failure['path']}: {failure['error']}" for failure in summary.failures]
-    return "\n".join(lines)
-
-
 # --- the command line --------------------------------------------------------
 
 DESCRIPTION = """\
@@ -364,6 +305,22 @@ examples:
 """
 
 
+def _reporting(work: Callable[[], Any], usage_errors: tuple[type[Exception], ...],
+               run_errors: tuple[type[Exception], ...] = ()) -> tuple[Any, Optional[int]]:
+    """Runs ``work()`` for a subcommand: (its result, None), or (None, the exit
+    status) after printing why: 2 for a usage error, 1 for a failed run, 130
+    for Ctrl-C (with how to resume)."""
+    try:
+        return work(), None
+    except usage_errors + run_errors as exc:
+        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
+        return None, 2 if isinstance(exc, usage_errors) else 1
+    except KeyboardInterrupt:
+        print("\nfastdecode convert: interrupted; run the same command again to resume",
+              file=sys.stderr)
+        return None, 130
+
+
 def run(args: argparse.Namespace) -> int:
     if args.to == "wds" or args.shard_size is not None or args.shard_count is not None:
         return run_shards(args)
@@ -371,23 +328,14 @@ def run(args: argparse.Namespace) -> int:
         print("fastdecode convert: error: --quality and --subsampling apply to --to jpeg only",
               file=sys.stderr)
         return 2
-    try:
-        summary = convert_tree(
-            args.source, args.destination, to=args.to,
-            quality=90 if args.quality is None else args.quality,
-            subsampling=args.subsampling or "4:2:0", max_side=args.max_side,
-            workers=args.workers, time_sample=args.time_sample, engine=args.engine,
-        )
-    except (ValueError, ImportError) as exc:
-        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
-        return 2
-    except ConvertError as exc:
-        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nfastdecode convert: interrupted; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    summary, status = _reporting(lambda: convert_tree(
+        args.source, args.destination, to=args.to,
+        quality=90 if args.quality is None else args.quality,
+        subsampling=args.subsampling or "4:2:0", max_side=args.max_side,
+        workers=args.workers, time_sample=args.time_sample, engine=args.engine,
+    ), (ValueError, ImportError), (ConvertError,))
+    if status is not None:
+        return status
     print(format_summary(summary))
     if args.json is not None:
         args.json.write_text(json.dumps(asdict(summary), indent=2) + "\n")
@@ -403,18 +351,13 @@ def run_shards(args: argparse.Namespace) -> int:
     from fastdecode.data.webdataset import format_summary as shard_summary
     from fastdecode.data.webdataset import summary_json, write_shards
 
-    try:
-        summary = write_shards(args.source, args.destination, shard_size=args.shard_size,
-                               shard_count=args.shard_count, max_side=args.max_side,
-                               quality=90 if args.quality is None else args.quality,
-                               workers=args.workers)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"fastdecode convert: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\nfastdecode convert: interrupted; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    summary, status = _reporting(lambda: write_shards(
+        args.source, args.destination, shard_size=args.shard_size,
+        shard_count=args.shard_count, max_side=args.max_side,
+        quality=90 if args.quality is None else args.quality, workers=args.workers,
+    ), (ValueError, FileNotFoundError))
+    if status is not None:
+        return status
     print(shard_summary(summary))
     if args.json is not None:
         args.json.write_text(summary_json(summary))

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from fastdecode.api import decode_image
+from fastdecode.data import _planned
 from fastdecode.data._base import (
     TV_DEFAULT_LOADER,
     DatasetFolder,
@@ -195,14 +196,18 @@ class FastDatasetFolder(DatasetFolder):
             try:
                 return load(current)
             except OSError as exc:  # ImageFileError, or a custom loader's file error
-                if self.on_error == "raise" or attempt == MAX_SKIPS:
-                    raise
-                self.skipped += 1
-                if self.on_error == "warn":
-                    warnings.warn(f"skipping unreadable sample: {exc}", RuntimeWarning,
-                                  stacklevel=3)
+                self._skip_or_raise(exc, attempt)
                 current = self._replacement(index, attempt)
         raise AssertionError("unreachable")
+
+    def _skip_or_raise(self, exc: OSError, attempt: int) -> None:
+        """``exc`` (attempt ``attempt`` at a sample failed) raised, or for
+        'skip'/'warn' counted (and warned): the caller loads a replacement."""
+        if self.on_error == "raise" or attempt >= MAX_SKIPS:
+            raise exc
+        self.skipped += 1
+        if self.on_error == "warn":
+            warnings.warn(f"skipping unreadable sample: {exc}", RuntimeWarning, stacklevel=4)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         index = range(len(self))[index]  # negative indices, bounds, as a list
@@ -244,6 +249,9 @@ class FastDatasetFolder(DatasetFolder):
             raise TypeError("decode_batch_into needs the default loader and a transform chain "
                             "with a fixed output size (see fixed_sample_shape)")
         slots = pixels.numpy() if isinstance(pixels, torch.Tensor) else pixels
+        planned = _planned.planned_here(indices)
+        if planned is not None:  # FastLoader(threads=N): the draws were planned already
+            return _planned.render_planned(planned, slots)
         targets = []
         for slot, index in enumerate(indices):
             index = range(len(self))[index]
@@ -278,6 +286,22 @@ class FastDatasetFolder(DatasetFolder):
             targets = self.decode_batch_into(indices, pixels)
             batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
         return list(zip(batch.unbind(0), targets))
+
+    # -- FastLoader(threads=N): draws planned in one thread, rendered in others
+
+    def _plan_batch(self, indices: list[int], seed: int) -> Optional["_planned.Plan"]:
+        """The batch's random draws, under per-sample seeds from ``seed``, in
+        the calling thread (None: a custom loader, nothing to split)."""
+        return _planned.plan(self, indices, seed)
+
+    def _render_plan(self, plan: "_planned.Plan") -> Optional[list[tuple[Any, Any]]]:
+        """What __getitems__ returns, rendered from ``plan`` without drawing
+        (any thread); None when :meth:`_finish_plan` has work left."""
+        return _planned.render(self, plan)
+
+    def _finish_plan(self, plan: "_planned.Plan") -> list[tuple[Any, Any]]:
+        """The rest of a rendered plan (the thread that planned it)."""
+        return _planned.complete(self, plan)
 
     def _batch_buffers(self) -> BatchBuffers:
         buffers = self.__dict__.get("_buffers")

@@ -34,6 +34,7 @@ from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 from fastdecode._system import limit_threads_to_one, shm_budget, usable_cpus
 from fastdecode.data._batches import CpuRing, RingFiller, RingSampler, note_batch_taken_whole
 from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
+from fastdecode.data._rows import row_seed
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
@@ -409,11 +410,17 @@ class FastLoader(_LoaderBase):
         return [images, targets]
 
     def _iter_threads(self) -> Iterator[Any]:
+        """Batches from a pool of ``threads``; reproducible: a dataset that
+        can split its items (FastDatasetFolder) has each batch's draws made
+        here, in order, under seeds from this epoch's base seed and the batch
+        index, and only the decode runs in the pool (``data/_planned.py``)."""
         assert self.threads is not None
         check_oversubscription(self.threads)
-        # DataLoader draws its base seed from the generator before sampling;
-        # do the same so `generator` gives the same order as it does there.
-        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        # DataLoader draws its base seed (its workers' seeds) from the generator
+        # before sampling: so `generator` gives the same order as it does there
+        base = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+        dataset: Any = self.dataset
+        plan = getattr(dataset, "_plan_batch", None)
         lookahead = max(1, self.threads * self._lookahead)
         move = self.device is not None and self.device.type != "cpu"
         with ThreadPoolExecutor(self.threads, thread_name_prefix="fastdecode") as pool:
@@ -424,14 +431,39 @@ class FastLoader(_LoaderBase):
                     return self.collate_fn(self.dataset.__getitems__(list(indices)))
                 return self.collate_fn([self.dataset[i] for i in indices])
 
-            for indices in self.batch_sampler or ():
-                pending.append(pool.submit(fetch, indices))
+            def render(planned):
+                samples = dataset._render_plan(planned)
+                return None if samples is None else self.collate_fn(samples)
+
+            def take():
+                planned, future = pending.popleft()
+                batch = future.result()
+                if batch is None:  # steps that may draw, or a replacement: here
+                    batch = self.collate_fn(dataset._finish_plan(planned))
+                return self._to_device(batch) if move else batch
+
+            for number, indices in enumerate(self.batch_sampler or ()):
+                planned = None if plan is None else plan(list(indices), row_seed(base, number))
+                if planned is None:
+                    self._warn_unsplit()
+                    pending.append((None, pool.submit(fetch, indices)))
+                else:
+                    pending.append((planned, pool.submit(render, planned)))
                 if len(pending) >= lookahead:
-                    batch = pending.popleft().result()
-                    yield self._to_device(batch) if move else batch
+                    yield take()
             while pending:
-                batch = pending.popleft().result()
-                yield self._to_device(batch) if move else batch
+                yield take()
+
+    def _warn_unsplit(self) -> None:
+        name = type(self.dataset).__name__
+        _warn_once(
+            f"unsplit {name}",
+            f"FastLoader threads={self.threads}: {name} has no draw/render split (a "
+            f"FastImageFolder / FastDatasetFolder decoding with fastdecode has one), so its "
+            f"items run whole in the pool threads, where any random transform draws from the "
+            f"global RNGs in whichever thread runs first: batches are not reproducible, and the "
+            f"training loop's own draws shift; use num_workers= for it",
+        )
 
     def _side_stream(self):
         if self._stream is None:

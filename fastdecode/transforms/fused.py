@@ -14,8 +14,14 @@
 
 When an image's geometry stops at an op (a second resample, a padded
 canvas...), :meth:`FusedTransform._unfused` runs the rest unfused: the one
-stop-and-replay routine for ``__call__`` and ``decode_into`` alike.
+stop-and-replay routine for ``__call__`` and ``decode_into`` alike. Each image
+is drawn, rendered and completed in three private steps (see the internals),
+which FastLoader(threads=N) runs in different threads.
 """
+
+# Over ~400 lines on purpose: one image's three parts (draw, render, complete) and
+# the batch protocol built on them share the plan's state; split, they would be one
+# class across two modules.
 
 from __future__ import annotations
 
@@ -261,12 +267,7 @@ class FusedTransform:
             return self._run(self.steps, data)
         data = _as_data(data)
         draw = self._draw(data)
-        if draw.stop < len(self.geo_ops):
-            return self._unfused(data, draw, len(self.steps))
-        if self.tail is None:
-            return self._run(self.trailing, self._pil(data, draw.geo, draw.fmt))
-        chw = self.renderer.render(data, draw.geo, "CHW", fmt=draw.fmt)
-        return self._run(self.trailing, self.tail.apply(chw))
+        return self._complete(draw, self._render_into(data, draw))
 
     def decode_into(self, data: Any, out: Any) -> Geometry:
         """Writes the geometric part's uint8 (C, H, W) result for ``data`` into
@@ -287,18 +288,9 @@ class FusedTransform:
         target = as_numpy(out, np.uint8, self.output_shape)
         data = _as_data(data)
         draw = self._draw(data)
-        if draw.stop == len(self.geo_ops):
-            self.renderer.render(data, draw.geo, "CHW", out=target, fmt=draw.fmt)
-            return draw.geo
-        # the geometric steps (with the converter when some run on tensors) unfused
-        result = self._unfused(data, draw, self.op_index[-1] + 1)
-        if isinstance(result, PIL.Image.Image):
-            arr = np.asarray(result.convert("RGB")).transpose(2, 0, 1)
-        else:
-            arr = result.as_subclass(torch.Tensor).numpy()
-        if arr.shape != target.shape:  # pragma: no cover - static size says otherwise
-            raise RuntimeError(f"unexpected shape {arr.shape}, expected {target.shape}")
-        np.copyto(target, arr)
+        value = self._render_into(data, draw, target)
+        if draw.stop < len(self.geo_ops):
+            self._fill(target, self._unfused(draw, value, self.op_index[-1] + 1))
         return draw.geo
 
     def finish(self, images: Any, out: Any = None):
@@ -322,6 +314,13 @@ class FusedTransform:
         return self.tail.apply(np.ascontiguousarray(arr), out)
 
     # -- internals -----------------------------------------------------------------
+    #
+    # One image runs in three parts, so that a loader can run the part that
+    # draws nothing in any thread (FastLoader(threads=N), see
+    # fastdecode.data._planned): _draw (header + the random parameters, from
+    # the global RNGs), _render_into (the native decode and resample, the
+    # tensor table: no RNG), then _complete / _unfused (the steps that did not
+    # fuse, which may draw). __call__ and decode_into are these parts in a row.
 
     def _draw(self, data) -> _Draw:
         """Reads the header and draws this image's geometry (consuming the RNG
@@ -334,21 +333,60 @@ class FusedTransform:
             rng = None  # a PIL-stage stop: the rest runs unfused from there
         return _Draw(geo, stop, replacement, info.format, rng)
 
-    def _unfused(self, data, draw: _Draw, end: int):
+    def _render_into(self, data, draw: _Draw, out: Optional[np.ndarray] = None):
+        """The part of one image that draws nothing (the native decode and
+        resample, GIL-free, and the tensor table): safe in any thread.
+
+        Every op joined: the uint8 (C, H, W) render, into ``out`` when given
+        (decode_into's slot), else through the tensor table (the PIL image when
+        the chain fused no converter). A stop: the PIL image :meth:`_unfused`
+        resumes from (what joined; the whole image for a tensor-stage stop)."""
+        if draw.stop < len(self.geo_ops):
+            geo = Geometry.start(*draw.geo.image_size) if draw.rng is not None else draw.geo
+            return self._pil(data, geo, draw.fmt)
+        if out is not None:
+            return self.renderer.render(data, draw.geo, "CHW", out=out, fmt=draw.fmt)
+        if self.tail is None:
+            return self._pil(data, draw.geo, draw.fmt)
+        return self.tail.apply(self.renderer.render(data, draw.geo, "CHW", fmt=draw.fmt))
+
+    def _draws_after_render(self, draw: _Draw) -> bool:
+        """Whether :meth:`_complete` runs steps (unfused, so they may draw)."""
+        return draw.stop < len(self.geo_ops) or bool(self.trailing)
+
+    def _complete(self, draw: _Draw, value):
+        """``f(data)`` from :meth:`_render_into`'s ``value`` (no out): the
+        unfused rest of the chain, drawing from the global RNGs."""
+        if draw.stop < len(self.geo_ops):
+            return self._unfused(draw, value, len(self.steps))
+        return self._run(self.trailing, value)
+
+    def _unfused(self, draw: _Draw, image: PIL.Image.Image, end: int):
         """``steps[:end]``'s result when the geometry stopped at op
-        ``draw.stop``. A tensor-stage stop cannot be resumed (the converter
-        already ran in torchvision's order): the RNG state from before the
-        draws is restored and ``steps[:end]`` replay from the whole image. A
-        PIL-stage stop renders what joined, then runs the stopping op (or its
-        replacement) and the steps after it up to ``end``."""
+        ``draw.stop``, from :meth:`_render_into`'s ``image``. A tensor-stage
+        stop cannot be resumed (the converter already ran in torchvision's
+        order): the RNG state from before the draws is restored and
+        ``steps[:end]`` replay from the whole image. A PIL-stage stop runs the
+        stopping op (or its replacement) on what joined, and the steps after
+        it up to ``end``."""
         if draw.rng is not None:
             torch.set_rng_state(draw.rng)
-            whole = Geometry.start(*draw.geo.image_size)
-            return self._run(self.steps[:end], self._pil(data, whole, draw.fmt))
+            return self._run(self.steps[:end], image)
         index = self.op_index[draw.stop]
         first = draw.replacement if draw.replacement is not None else [self.steps[index]]
-        return self._run(list(first) + self.steps[index + 1:end],
-                         self._pil(data, draw.geo, draw.fmt))
+        return self._run(list(first) + self.steps[index + 1:end], image)
+
+    @staticmethod
+    def _fill(target: np.ndarray, result) -> None:
+        """Copies an unfused result (PIL image or (C, H, W) tensor) into the
+        uint8 slot ``target``."""
+        if isinstance(result, PIL.Image.Image):
+            arr = np.asarray(result.convert("RGB")).transpose(2, 0, 1)
+        else:
+            arr = result.as_subclass(torch.Tensor).numpy()
+        if arr.shape != target.shape:  # pragma: no cover - static size says otherwise
+            raise RuntimeError(f"unexpected shape {arr.shape}, expected {target.shape}")
+        np.copyto(target, arr)
 
     def _pil(self, data, geo: Geometry, fmt: str) -> PIL.Image.Image:
         return PIL.Image.fromarray(self.renderer.render(data, geo, "HWC", fmt=fmt), "RGB")

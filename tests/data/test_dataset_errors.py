@@ -3,9 +3,15 @@ fastdecode code catches (DecodeError), the same verdict for a file whatever the 
 files that change under a running epoch (2 DataLoader workers, bounded in time)."""
 
 import errno
+import functools
 import os
 import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -153,9 +159,22 @@ def _garbage(path):
         f.write(os.urandom(4096))
 
 
+@functools.lru_cache(maxsize=None)
+def _reads_any_file() -> bool:
+    """Whether this process reads a file whatever its mode (root with CAP_DAC_OVERRIDE)."""
+    with tempfile.NamedTemporaryFile() as probe:
+        os.chmod(probe.name, 0)
+        try:
+            open(probe.name, "rb").close()
+        except PermissionError:
+            return False
+        return True
+
+
 def _unreadable(path):
-    if os.geteuid() == 0:
-        pytest.skip("root reads files whatever their permission bits")
+    if _reads_any_file():
+        pytest.skip("this process reads files whatever their mode (root): "
+                    "test_no_permission_cases_without_dac_override runs these cases")
     os.chmod(path, 0)
 
 
@@ -202,6 +221,25 @@ def test_skip_and_warn_continue_deterministically_through_workers(changed, polic
         assert torch.equal(a[0], b[0]) and torch.equal(a[0], c[0])
         assert torch.equal(a[1], b[1]) and torch.equal(a[1], c[1])
     assert dataset.skipped == 1  # the in-process epoch: one stand-in for the changed file
+
+
+@pytest.mark.timeout(360)
+@pytest.mark.skipif(not _reads_any_file(), reason="the no-permission cases run directly")
+def test_no_permission_cases_without_dac_override():
+    """Root reads a file whatever its mode, so here the three no-permission
+    cases above run in a pytest of their own without the capabilities that
+    bypass file modes (setpriv drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    run = subprocess.run(
+        [setpriv, "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-m",
+         "pytest", "-q", "-p", "no:cacheprovider",
+         f"{__file__}::test_raise_names_the_file_and_index_through_workers",
+         f"{__file__}::test_skip_and_warn_continue_deterministically_through_workers",
+         "-k", "no-permission"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "3 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
 
 
 def test_warn_says_which_file_it_skipped(changed_deleted):

@@ -59,8 +59,9 @@ def test_fast_loader_yields_what_dataloader_yields(tree, kwargs):
     workers = kwargs.get("num_workers", 0)
     ref = reference(tree, num_workers=workers, shuffle=True,
                     generator=torch.Generator().manual_seed(5))
-    # threads draw from the global RNG in completion order: values are
-    # compared for deterministic chains in the next test
+    # threads seed each sample's draws (reproducible, not DataLoader's one
+    # stream: tests/data/test_loader_threads.py); values are compared for
+    # deterministic chains in the next test
     torch.manual_seed(0)
     got = batches(fd.FastLoader(ds, batch_size=5, shuffle=True,
                                 generator=torch.Generator().manual_seed(5), **kwargs))

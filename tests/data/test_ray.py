@@ -126,6 +126,8 @@ def driver(out: Path, tree: Path, slow: bool) -> None:
         import fastdecode.ray as fray
 
         result: dict[str, np.ndarray] = {}
+        # one warm-up task per CPU, spread: a warmed worker process on each node
+        result["warm_pids"] = np.array(ray.get(fray.warm_up()))
         c = chains()
         # read_images, default (fast) mode, float chain, rows tagged with their node
         ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True, block_rows=2)
@@ -274,6 +276,11 @@ def _expected(tree: Path, chain, exact_seeds=SEED):
 def test_two_nodes_came_up(cluster_run):
     _, _, facts = cluster_run
     assert len(facts["nodes"]) == 2
+
+
+def test_warm_up_warms_one_worker_per_cpu(cluster_run):
+    _, rows, facts = cluster_run
+    assert len(set(rows["warm_pids"].tolist())) == NODE_CPUS * len(facts["nodes"])
 
 
 def test_decode_tasks_ran_on_both_nodes(cluster_run):

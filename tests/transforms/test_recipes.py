@@ -12,92 +12,15 @@ pytest.importorskip("torchvision")
 
 from torchvision import models  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
-from torchvision.transforms import v2 as T2  # noqa: E402
 
+from benchmarks.presets import ClassificationPresetEval, ClassificationPresetTrain  # noqa: E402
 from fastdecode.transforms import fuse  # noqa: E402
 
 from helpers.fusion import MEAN, STD, check_parity, pil_of  # noqa: E402
 from helpers.jpeg_samples import encode  # noqa: E402
 
-# --------------------------------------------------------------------------
-# torchvision's references/classification/presets.py, written the way it is.
-
-
-def get_module(use_v2):
-    return (T2, None) if use_v2 else (T, None)
-
-
-class ClassificationPresetTrain:
-    def __init__(self, *, crop_size, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
-                 interpolation=T.InterpolationMode.BILINEAR, hflip_prob=0.5,
-                 auto_augment_policy=None, ra_magnitude=9, augmix_severity=3,
-                 random_erase_prob=0.0, backend="pil", use_v2=False):
-        T_, _ = get_module(use_v2)
-        transforms = []
-        backend = backend.lower()
-        if backend == "tensor":
-            transforms.append(T_.PILToTensor())
-        elif backend != "pil":
-            raise ValueError(f"backend can be 'tensor' or 'pil', but got {backend}")
-        transforms.append(T_.RandomResizedCrop(crop_size, interpolation=interpolation,
-                                               antialias=True))
-        if hflip_prob > 0:
-            transforms.append(T_.RandomHorizontalFlip(hflip_prob))
-        if auto_augment_policy is not None:
-            if auto_augment_policy == "ra":
-                transforms.append(T_.RandAugment(interpolation=interpolation,
-                                                 magnitude=ra_magnitude))
-            elif auto_augment_policy == "ta_wide":
-                transforms.append(T_.TrivialAugmentWide(interpolation=interpolation))
-            elif auto_augment_policy == "augmix":
-                transforms.append(T_.AugMix(interpolation=interpolation, severity=augmix_severity))
-            else:
-                aa_policy = T_.AutoAugmentPolicy(auto_augment_policy)
-                transforms.append(T_.AutoAugment(policy=aa_policy, interpolation=interpolation))
-        if backend == "pil":
-            transforms.append(T_.PILToTensor())
-        transforms.extend([
-            T_.ToDtype(torch.float, scale=True) if use_v2 else T_.ConvertImageDtype(torch.float),
-            T_.Normalize(mean=mean, std=std),
-        ])
-        if random_erase_prob > 0:
-            transforms.append(T_.RandomErasing(p=random_erase_prob))
-        if use_v2:
-            transforms.append(T_.ToPureTensor())
-        self.transforms = T_.Compose(transforms)
-
-    def __call__(self, img):
-        return self.transforms(img)
-
-
-class ClassificationPresetEval:
-    def __init__(self, *, crop_size, resize_size=256, mean=(0.485, 0.456, 0.406),
-                 std=(0.229, 0.224, 0.225), interpolation=T.InterpolationMode.BILINEAR,
-                 backend="pil", use_v2=False):
-        T_, _ = get_module(use_v2)
-        transforms = []
-        backend = backend.lower()
-        if backend == "tensor":
-            transforms.append(T_.PILToTensor())
-        elif backend != "pil":
-            raise ValueError(f"backend can be 'tensor' or 'pil', but got {backend}")
-        transforms += [
-            T_.Resize(resize_size, interpolation=interpolation, antialias=True),
-            T_.CenterCrop(crop_size),
-        ]
-        if backend == "pil":
-            transforms.append(T_.PILToTensor())
-        transforms += [
-            T_.ToDtype(torch.float, scale=True) if use_v2 else T_.ConvertImageDtype(torch.float),
-            T_.Normalize(mean=mean, std=std),
-        ]
-        if use_v2:
-            transforms.append(T_.ToPureTensor())
-        self.transforms = T_.Compose(transforms)
-
-    def __call__(self, img):
-        return self.transforms(img)
-
+# torchvision's references/classification/presets.py, written the way it is,
+# is benchmarks/presets.py (bench_recipes measures the same classes).
 
 PRESETS = {
     # name: (factory, steps fused into the decode, steps in the tensor table)

@@ -1,0 +1,255 @@
+"""A FastDatasetFolder batch in three parts, for FastLoader(threads=N): the random
+draws planned in the iterating thread, the decode rendered in a pool thread, the
+steps that may draw completed back in the iterating thread.
+
+Why: torch's, Python's and NumPy's global RNGs are process-wide, and the
+training loop (dropout, its own augmentations) draws from them between
+batches. So nothing that draws runs in a pool thread:
+
+- :func:`plan` (iterating thread, sample order): reads each file, its header,
+  and draws its parameters (``FusedTransform._draw``) under that sample's own
+  seed: ``row_seed(batch_seed, slot * SPAN + attempt)``, where ``batch_seed``
+  comes from the epoch's base seed (drawn from the loader's generator, as
+  DataLoader seeds its workers) and the batch index. The three global states
+  are saved before and restored after, so the consumer's streams are as if no
+  loader ran. A sample whose later steps may draw keeps its RNG states as
+  they were after its draws.
+- :func:`render` (pool thread): the native decode (GIL-free) and the tensor
+  table; nothing draws. A fixed-shape batch goes through the dataset's own
+  ``__getitems__`` (its batch buffers), whose ``decode_batch_into`` renders
+  the plan (:func:`planned_here`).
+- :func:`complete` (iterating thread), only when a sample needs it: a step
+  that did not fuse (a stop, a trailing RandomErasing...) runs from its
+  sample's saved RNG states; a file that failed to render is replaced under
+  ``on_error`` (drawn, then rendered, here), then the tensor table.
+
+A sample's result depends only on (base seed, batch index, slot, attempt),
+never on which thread rendered it or when.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+import numpy as np
+import torch
+
+from fastdecode.api import decode_image
+from fastdecode.data._rows import row_seed
+from fastdecode.data.datasets import _naming, _read_bytes, _to_pil
+
+__all__ = ["Plan", "complete", "plan", "planned_here", "render", "render_planned"]
+
+# seeds per slot: one per attempt at it (on_error's MAX_SKIPS + 1 at most)
+SPAN = 64
+
+
+# ---------------------------------------------------------------------------
+# the global RNGs
+
+
+def rng_states() -> tuple:
+    """torch's CPU generator, Python's ``random`` (timm) and NumPy's global states."""
+    return torch.get_rng_state(), random.getstate(), np.random.get_state()
+
+
+def set_rng_states(states: tuple) -> None:
+    torch.set_rng_state(states[0])
+    random.setstate(states[1])
+    np.random.set_state(states[2])
+
+
+def seed_rngs(seed: int) -> None:
+    torch.default_generator.manual_seed(seed)  # CPU only: CUDA's stays the consumer's
+    random.seed(seed)
+    np.random.seed(seed & 0xFFFFFFFF)
+
+
+@contextmanager
+def kept_rngs() -> Iterator[None]:
+    """Inside, the global RNGs may be seeded and drawn from; after, they are
+    what they were."""
+    saved = rng_states()
+    try:
+        yield
+    finally:
+        set_rng_states(saved)
+
+
+# ---------------------------------------------------------------------------
+# the plan
+
+
+@dataclass
+class Slot:
+    """One sample of a planned batch."""
+
+    original: int  # the index asked for
+    index: int  # the index loaded (a replacement after a failure)
+    attempt: int
+    path: str
+    target: Any  # after target_transform
+    data: bytes
+    draw: Any  # the FusedTransform's _Draw; None: decoded whole, the transform unfused
+    after: Optional[tuple]  # RNG states after the draws, when later steps may draw
+    value: Any = None  # what render left for complete
+    error: Optional[OSError] = None  # the render failed: replaced by complete
+
+
+@dataclass
+class Plan:
+    """A batch's draws. ``batched``: one uint8 batch of the fixed output shape,
+    then the tensor table (``fused.output_shape`` is not None)."""
+
+    seed: int
+    fused: Any
+    batched: bool
+    slots: list[Slot]
+    pixels: Optional[torch.Tensor] = None  # the uint8 batch complete finishes
+
+
+def plan(ds: Any, indices: list[int], seed: int) -> Optional[Plan]:
+    """The draws of batch ``indices`` under ``seed``; None when the dataset's
+    items cannot be split (a custom loader: it and the transform are one call)."""
+    if not ds._fast_loader():
+        return None
+    fused = ds._batch_fused()
+    batched = fused is not None
+    if fused is None:
+        fused = ds._live.get(ds.transform)
+    n = len(ds)
+    with kept_rngs():
+        slots = [_draw_slot(ds, fused, seed, k, range(n)[i], 0) for k, i in enumerate(indices)]
+    return Plan(seed, fused, batched, slots)
+
+
+def _draw_slot(ds: Any, fused: Any, seed: int, k: int, original: int, attempt: int) -> Slot:
+    """Slot ``k``'s draws from ``attempt`` on: a file that cannot be read or
+    whose header is bad is replaced under ``on_error``, as __getitem__ does."""
+    while True:
+        index = original if attempt == 0 else ds._replacement(original, attempt - 1)
+        seed_rngs(row_seed(seed, k * SPAN + attempt))
+        path, target = ds.samples[index]
+        path = os.fspath(path)
+        try:
+            with _naming(path, index):
+                data = _read_bytes(path)
+                draw = None if fused is None else fused._draw(data)
+        except OSError as exc:
+            ds._skip_or_raise(exc, attempt)
+            attempt += 1
+            continue
+        later = ds.transform is not None if fused is None else fused._draws_after_render(draw)
+        after = rng_states() if later else None
+        if ds.target_transform is not None:
+            target = ds.target_transform(target)
+        return Slot(original, index, attempt, path, target, data, draw, after)
+
+
+# ---------------------------------------------------------------------------
+# rendering, in any thread
+
+
+class _RenderFailed(Exception):
+    """A planned slot's file failed to render inside __getitems__."""
+
+
+_here = threading.local()
+
+
+@contextmanager
+def _rendering(p: Plan) -> Iterator[None]:
+    _here.plan = p
+    try:
+        yield
+    finally:
+        _here.plan = None
+
+
+def planned_here(indices: list[int]) -> Optional[Plan]:
+    """The plan this thread is rendering through ``__getitems__`` (None:
+    none; ``decode_batch_into`` then decodes ``indices`` itself)."""
+    p = getattr(_here, "plan", None)
+    return p if p is not None and len(p.slots) == len(indices) else None
+
+
+def render_planned(p: Plan, slots: np.ndarray) -> list[Any]:
+    """``decode_batch_into`` for a plan: each slot rendered, the targets."""
+    for k, s in enumerate(p.slots):
+        _render_slot(p, s, slots[k])
+        if s.error is not None:
+            raise _RenderFailed
+    return [s.target for s in p.slots]
+
+
+def _render_slot(p: Plan, s: Slot, out: Optional[np.ndarray]) -> None:
+    try:
+        with _naming(s.path, s.index):
+            if p.fused is None:
+                s.value = _to_pil(decode_image(s.data))
+            else:
+                s.value = p.fused._render_into(s.data, s.draw, out)
+        s.error = None
+    except OSError as exc:  # ImageFileError: replaced (or raised) by complete, in order
+        s.error = exc
+
+
+def render(ds: Any, p: Plan) -> Optional[list]:
+    """Pool thread: the batch's samples, or None when :func:`complete` has
+    work left (a step that may draw, a file that failed)."""
+    if p.batched and all(s.after is None for s in p.slots) and ds._batch_fused() is p.fused:
+        try:
+            with _rendering(p):
+                return ds.__getitems__([s.index for s in p.slots])
+        except _RenderFailed:
+            pass  # rendered again below, into a batch of its own (rare: a broken file)
+    if p.batched:
+        p.pixels = torch.empty((len(p.slots), *p.fused.output_shape), dtype=torch.uint8)
+        slots = p.pixels.numpy()
+        for k, s in enumerate(p.slots):
+            _render_slot(p, s, slots[k])
+        return None
+    for s in p.slots:
+        _render_slot(p, s, None)
+    if any(s.after is not None or s.error is not None for s in p.slots):
+        return None
+    return [(s.value, s.target) for s in p.slots]
+
+
+# ---------------------------------------------------------------------------
+# completing, in the iterating thread
+
+
+def complete(ds: Any, p: Plan) -> list:
+    """The batch's samples, after :func:`render` returned None."""
+    fused = p.fused
+    out = None if p.pixels is None else p.pixels.numpy()
+    with kept_rngs():
+        for k in range(len(p.slots)):
+            s = p.slots[k]
+            while s.error is not None:
+                ds._skip_or_raise(s.error, s.attempt)
+                s = p.slots[k] = _draw_slot(ds, fused, p.seed, k, s.original, s.attempt + 1)
+                _render_slot(p, s, None if out is None else out[k])
+            if s.after is None:
+                continue
+            set_rng_states(s.after)
+            if fused is None:
+                s.value = ds.transform(s.value)
+            elif out is not None:
+                fused._fill(out[k], fused._unfused(s.draw, s.value, fused.op_index[-1] + 1))
+            else:
+                s.value = fused._complete(s.draw, s.value)
+    targets = [s.target for s in p.slots]
+    if p.pixels is None:
+        return [(s.value, s.target) for s in p.slots]
+    if fused.tensor_table is None:
+        batch = fused.finish(p.pixels)
+    else:
+        batch = fused.finish(p.pixels, out=torch.empty(p.pixels.shape, dtype=fused.result_dtype))
+    return list(zip(batch.unbind(0), targets))
