@@ -5,9 +5,11 @@ DataLoader) vs FastLoader, against the machine's limit, in steady state.
 
 Each row (chain x loader x num_workers) keeps its workers alive
 (persistent_workers) and runs an untimed first epoch, which measures its
-start-up (worker start and the first batch); then the rows take turns, round
-after round (>= 3), each round one epoch of whole waves of batches, so the
-noise of a shared machine hits every row alike. A row reports the median
+start-up (building the loader, worker start and the first batch) and its
+rate; its rounds are then made long enough that the start-up is under 5 % of
+one (up to ROUND_CAP_S seconds a round; a row still over is named). Then the
+rows take turns, round after round (>= 3), each round one epoch of whole
+waves of batches, so the noise of a shared machine hits every row alike. A row reports the median
 images/s of its rounds, their spread ((max - min) / median; over 10 % the row
 is marked noisy), the CPU ms per image of the main process and its own
 workers, and its efficiency: the share of the limit it reaches. The limit is
@@ -19,6 +21,9 @@ usable CPUs); ``--full`` sweeps num_workers 0, 1, 2, 4, 8 (about 10 minutes
 on 2 cores) with a 1,000,000-entry file list; ``--quick`` is a smoke run;
 ``--chains`` adds a uint8 chain.
 """
+
+# Over ~400 lines on purpose: the rows, their rounds, the limit and the report
+# share Row and the mode's settings; split, each part would import the others.
 
 from __future__ import annotations
 
@@ -47,13 +52,17 @@ LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 NOISY_SPREAD = 0.10  # (max - min) / median of a row's rounds above this: noisy
 STARTUP_SHARE = 0.05  # start-up should be under this share of a round
-# mode -> settings; batches per round are rounded up to whole waves of workers
+# mode -> settings; batches per round (at least `batches`, more when the row's
+# start-up needs it, at most what `round_cap_s` seconds hold at the row's
+# rate) are rounded up to whole waves of workers. The default's arithmetic on
+# a quiet 2-core machine: DESIGN.md, "`fastdecode bench` default".
 MODES: dict[str, dict[str, Any]] = {
-    "quick": dict(workers=[0, 2], batch=16, batches=2, rounds=3, fused=8, entries=20_000),
-    # about 90 s on 2 cores: 2 chains x 3 loaders x 4 epochs of 1,536 images, +file list
-    "default": dict(workers=None, batch=256, batches=6, rounds=3, fused=128, entries=200_000),
+    "quick": dict(workers=[0, 2], batch=16, batches=2, rounds=3, fused=8, entries=20_000,
+                  round_cap_s=0.0),
+    "default": dict(workers=None, batch=256, batches=6, rounds=3, fused=128, entries=200_000,
+                    round_cap_s=4.0),
     "full": dict(workers=[0, 1, 2, 4, 8], batch=256, batches=6, rounds=3, fused=256,
-                 entries=1_000_000),
+                 entries=1_000_000, round_cap_s=4.0),
 }
 
 
@@ -84,13 +93,31 @@ class Row:
     loader: str
     num_workers: int
     source: Any  # the loader; its workers stay alive between rounds
+    sampler: Any = None  # its Draws: the rounds' length is set on it
     pids: list[int] = field(default_factory=list)  # its worker processes
+    build_s: float = 0.0  # building the loader (and its dataset's listing)
     cold_first_batch_s: float = 0.0
+    first_epoch_rate: float = 0.0  # images/s of the untimed epoch after its first batch
     rates: list[float] = field(default_factory=list)  # images/s per round
     cpu: list[float] = field(default_factory=list)  # CPU s per image per round
     walls: list[float] = field(default_factory=list)
     first_batch: list[float] = field(default_factory=list)  # warm rounds
     peak_pss_mib: float = 0.0
+
+
+class Draws(RandomSampler):
+    """Indices drawn with replacement, ``count`` per epoch; ``count`` may
+    change between epochs (the sampler is read in the main process, also
+    with persistent workers)."""
+
+    def __init__(self, dataset, count: int) -> None:
+        self.count = count  # before RandomSampler's checks, which read num_samples
+        super().__init__(dataset, replacement=True, num_samples=count,
+                         generator=torch.Generator().manual_seed(0))
+
+    @property
+    def num_samples(self) -> int:
+        return self.count
 
 
 def make_loader(kind: str, root: Path, chain, workers: int, batch: int, samples: int):
@@ -100,26 +127,46 @@ def make_loader(kind: str, root: Path, chain, workers: int, batch: int, samples:
         ds = ImageFolder(root, chain)
     else:
         ds = fd.FastImageFolder(root, chain)
-    sampler = RandomSampler(ds, replacement=True, num_samples=samples,
-                            generator=torch.Generator().manual_seed(0))
-    kwargs = dict(batch_size=batch, sampler=sampler, num_workers=workers, drop_last=True,
-                  pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
+    sampler = Draws(ds, samples)
+    kwargs: dict[str, Any] = dict(
+        batch_size=batch, sampler=sampler, num_workers=workers, drop_last=True,
+        pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
     if kind == "FastLoader":
-        return fd.FastLoader(ds, **kwargs)
-    return DataLoader(ds, **kwargs)
+        return fd.FastLoader(ds, **kwargs), sampler
+    return DataLoader(ds, **kwargs), sampler
 
 
 def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: int,
              samples: int) -> Row:
     """The row's loader, after its untimed first epoch (start-up, warm caches)."""
     before = set(procs.children())
-    row = Row(chain, kind, workers, make_loader(kind, root, transform, workers, batch, samples))
     start = time.perf_counter()
-    for i, _ in enumerate(row.source):
+    loader, sampler = make_loader(kind, root, transform, workers, batch, samples)
+    row = Row(chain, kind, workers, loader, sampler, build_s=time.perf_counter() - start)
+    start = time.perf_counter()
+    images = 0
+    for i, (x, _) in enumerate(row.source):
         if i == 0:
             row.cold_first_batch_s = time.perf_counter() - start
+        else:
+            images += x.shape[0]
+    rest = time.perf_counter() - start - row.cold_first_batch_s
+    row.first_epoch_rate = images / rest if images and rest > 0 else batch / row.cold_first_batch_s
     row.pids = sorted(set(procs.children()) - before)
     return row
+
+
+def round_batches(row: Row, batch: int, least: int, cap_s: float) -> int:
+    """Batches per round for ``row``: enough that its start-up is under
+    STARTUP_SHARE of a round, at least ``least``, at most what ``cap_s``
+    seconds hold at its first epoch's rate, in whole waves of workers."""
+    rate = row.first_epoch_rate
+    wave = max(row.num_workers, 1)
+    # a warm round's first batch costs one worker one batch: the start-up is the rest
+    startup = row.build_s + row.cold_first_batch_s - batch * wave / rate
+    need = math.ceil(max(startup, 0.0) / STARTUP_SHARE * rate / batch)
+    most = math.floor(cap_s * rate / batch)
+    return math.ceil(max(least, min(need, most)) / wave) * wave
 
 
 def run_round(row: Row) -> None:
@@ -183,8 +230,11 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
             batches = math.ceil(settings["batches"] / wave) * wave
             for kind in LOADERS:
                 bar.set_postfix_str(f"{chain} {kind} num_workers={workers}: start-up")
-                alive.append(open_row(chain, kind, root, all_chains[chain], workers,
-                                      settings["batch"], batches * settings["batch"]))
+                row = open_row(chain, kind, root, all_chains[chain], workers,
+                               settings["batch"], batches * settings["batch"])
+                row.sampler.count = settings["batch"] * round_batches(
+                    row, settings["batch"], batches, settings["round_cap_s"])
+                alive.append(row)
                 bar.update()
         chains_here = list(dict.fromkeys(chain for chain, _ in group))
         for r in range(settings["rounds"]):
@@ -209,13 +259,16 @@ def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
     median = statistics.median(row.rates)
     spread = (max(row.rates) - min(row.rates)) / median
     warm_first = statistics.median(row.first_batch)
-    startup = max(0.0, row.cold_first_batch_s - warm_first)
+    startup = max(0.0, row.build_s + row.cold_first_batch_s - warm_first)
     return {
         "loader": row.loader, "num_workers": row.num_workers,
         "images_per_s": median, "round_images_per_s": row.rates,
         "min_images_per_s": min(row.rates), "max_images_per_s": max(row.rates),
         "spread": spread, "noisy": spread > NOISY_SPREAD,
-        "startup_s": startup, "cold_first_batch_s": row.cold_first_batch_s,
+        "startup_s": startup, "build_s": row.build_s,
+        "cold_first_batch_s": row.cold_first_batch_s,
+        "round_s": statistics.median(row.walls),
+        "round_images": row.sampler.count if row.sampler is not None else None,
         "startup_share_of_round": startup / statistics.median(row.walls),
         "cpu_s_per_image": statistics.median(row.cpu),
         "efficiency": median / limit,
@@ -307,18 +360,18 @@ def file_list_memory(entries: int, workers: int) -> list[dict]:
 def table(result: dict) -> str:
     limit = result["limit"]
     lines = ["| loader | workers | images/s (median) | min-max | spread | start-up s | "
-             "CPU ms/image | % of limit | speedup vs ImageFolder | peak PSS MiB |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "round s | CPU ms/image | % of limit | speedup vs ImageFolder | peak PSS MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         speedup = "" if r["speedup"] is None else f"{r['speedup']:.2f}x"
         lines.append(
             f"| {r['loader']} | {r['num_workers']} | {r['images_per_s']:,.0f}"
             f"{' (noisy)' if r['noisy'] else ''} | {r['min_images_per_s']:,.0f}-"
             f"{r['max_images_per_s']:,.0f} | {r['spread']:.0%} | {r['startup_s']:.2f} | "
-            f"{r['cpu_s_per_image'] * 1000:.2f} | {r['efficiency']:.0%} | {speedup} | "
+            f"{r['round_s']:.1f} | {r['cpu_s_per_image'] * 1000:.2f} | {r['efficiency']:.0%} | {speedup} | "
             f"{r['peak_pss_mib']:,.0f} |")
     lines.append(f"| **limit** | {limit['usable_cpus']} CPUs | {limit['images_per_s']:,.0f} | | "
-                 f"{limit['spread']:.0%} | | {limit['fused_ms_per_image']:.2f} (fused, 1 thread) "
+                 f"{limit['spread']:.0%} | | | {limit['fused_ms_per_image']:.2f} (fused, 1 thread) "
                  "| 100% | | |")
     return "\n".join(lines)
 
@@ -335,11 +388,12 @@ def chain_markdown(name: str, result: dict, settings: dict) -> str:
         notes.append(f"{s['noisy_rows']} noisy row(s): spread over {NOISY_SPREAD:.0%}; rerun "
                      "on a quieter machine before trusting them")
     if slow:
-        notes.append(f"{len(slow)} row(s) start up in more than {STARTUP_SHARE:.0%} of a round: "
-                     "their steady rate stands (rounds exclude start-up), but an epoch that short "
-                     "would pay it")
+        notes.append(f"{len(slow)} row(s) start up in more than {STARTUP_SHARE:.0%} of a round "
+                     f"(rounds are capped at {settings['round_cap_s']:g} s): their steady rate "
+                     "stands (rounds exclude start-up), but an epoch that short would pay it")
     return (f"\n### {name} chain, batch {settings['batch']}, rounds of {settings['batches']}+ "
-            f"batches (whole waves of workers), median of {settings['rounds']} interleaved "
+            f"batches (whole waves of workers, long enough that start-up is under "
+            f"{STARTUP_SHARE:.0%} of one), median of {settings['rounds']} interleaved "
             "rounds\n\n" + table(result) + "\n\n"
             + "\n".join(f"- {n}" for n in notes))
 

@@ -40,8 +40,9 @@ SECTIONS = {
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 OPTIONAL = {"ray": "ray"}  # section -> the package it needs
 # Each section's arguments per run mode. The default's sizes keep the whole
-# run near four minutes on 2 cores (the arithmetic: DESIGN.md, "CLI and
-# benchmarks"): decode ~47 s, transforms ~51 s, loader ~92 s.
+# run under four minutes on 2 cores (the arithmetic: DESIGN.md, "CLI and
+# benchmarks"): decode ~47 s, transforms ~51 s, loader ~80 s (~106 s when
+# every row's rounds grow to their ~4 s cap; bench_loader.MODES).
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
               "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"]},

@@ -56,9 +56,15 @@ def new_batch(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     (a second fresh batch per batch, every page faulted twice)."""
     if not _in_worker():
         return torch.empty(shape, dtype=dtype)
+    return _shared_empty(shape, dtype)
+
+
+def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A contiguous tensor born in shared memory, its storage's own (not a
+    view: its rows' ``_base`` is this tensor)."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
     storage = torch.UntypedStorage._new_shared(nbytes)
-    strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]  # contiguous
     return torch.empty(0, dtype=dtype).set_(storage, 0, shape, strides)
 
 
@@ -160,8 +166,10 @@ class CpuRing:
     loader's workers to write each batch into once (see the module doc)."""
 
     def __init__(self, slots: int, shape: tuple[int, ...], dtype: torch.dtype) -> None:
-        # zeroed: allocated and touched once, here, not on every batch
-        self.slots = [torch.zeros(shape, dtype=dtype).share_memory_() for _ in range(slots)]
+        # born in shared memory and zeroed: touched once, here, not on every
+        # batch (zeros().share_memory_() touched each page twice: the zeros,
+        # then the copy into shared memory, a start-up of ~1 GB per float ring)
+        self.slots = [_shared_empty(shape, dtype).zero_() for _ in range(slots)]
         self.baseline = [holders(s) for s in self.slots]
         self.in_flight: set[int] = set()
         self.reused = self.fresh = 0  # batches decoded into a slot / made fresh

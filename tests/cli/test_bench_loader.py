@@ -3,6 +3,7 @@ the noisy mark, the limit and the efficiency against it, the summary."""
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
@@ -87,3 +88,40 @@ def test_groups_cover_every_row_once_within_the_live_worker_bound(workers):
     for group in layout:
         assert len(bench.LOADERS) * sum(w for _, w in group) <= max(
             bench.MAX_LIVE_WORKERS, len(bench.LOADERS) * max(w for _, w in group))
+
+
+def opened(workers: int, build_s: float, cold_s: float, rate: float) -> "bench.Row":
+    r = bench.Row("train", "FastLoader", workers, source=None, build_s=build_s,
+                  cold_first_batch_s=cold_s, first_epoch_rate=rate)
+    return r
+
+
+STARTS = [
+    pytest.param(opened(2, 0.0, 0.52, 1000.0), id="no-start-up"),
+    pytest.param(opened(2, 0.05, 0.60, 1000.0), id="short-start-up"),
+    pytest.param(opened(2, 0.30, 0.80, 1000.0), id="long-start-up"),
+    pytest.param(opened(0, 0.01, 0.30, 900.0), id="in-process"),
+    pytest.param(opened(8, 0.20, 3.0, 700.0), id="eight-workers"),
+]
+
+
+@pytest.mark.parametrize("r", STARTS)
+def test_rounds_hold_the_start_up_under_five_percent_up_to_the_cap(r):
+    batch, least, cap_s = 256, 6, 4.0
+    n = bench.round_batches(r, batch, least, cap_s)
+    wave = max(r.num_workers, 1)
+    assert n % wave == 0 and n >= least
+    startup = r.build_s + r.cold_first_batch_s - batch * wave / r.first_epoch_rate
+    round_s = n * batch / r.first_epoch_rate
+    capped = math.floor(cap_s * r.first_epoch_rate / batch)
+    if n < capped:  # not held back by the cap: the start-up fits
+        assert startup <= bench.STARTUP_SHARE * round_s + 1e-9
+        if n > math.ceil(least / wave) * wave:  # grown: one wave less would not do
+            assert startup > bench.STARTUP_SHARE * (n - wave) * batch / r.first_epoch_rate
+    else:  # held back: about cap_s seconds (rounded up to a whole wave)
+        assert round_s <= cap_s + wave * batch / r.first_epoch_rate
+
+
+def test_quick_rounds_never_grow():
+    r = opened(2, 0.30, 0.80, 1000.0)
+    assert bench.round_batches(r, 16, 2, bench.MODES["quick"]["round_cap_s"]) == 2

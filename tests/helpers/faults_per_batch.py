@@ -3,7 +3,10 @@ minor faults from /proc/PID/stat (workers) and getrusage (main), counted over
 the steady state (the first epoch warms up). The counts repeat from run to
 run even on a busy machine, unlike timings.
 
-    cd tests && python -m helpers.faults_per_batch ROOT [--batch 64] [--workers 2]
+    cd tests && python -m helpers.faults_per_batch ROOT [--batch 64] [--workers 2] [--epochs 3]
+
+With --workers 0 the batches are made in the main process (its faults are
+the "main" column).
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ def main() -> None:
     from torchvision import transforms as T
 
     import fastdecode as fd
+    from fastdecode.data._batches import _taken_whole
 
     ap = argparse.ArgumentParser()
     ap.add_argument("root")
@@ -89,21 +93,24 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=3)
     args = ap.parse_args()
+    kw = dict(batch_size=args.batch, num_workers=args.workers,
+              persistent_workers=args.workers > 0)
     tails = {"uint8": [T.PILToTensor()],
              "float": [T.ToTensor(), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]}
     for tail, steps in tails.items():
         ds = fd.FastImageFolder(args.root, T.Compose([T.RandomResizedCrop(224),
                                                       T.RandomHorizontalFlip(), *steps]))
         kinds = {
-            "DataLoader": lambda ds=ds: torch.utils.data.DataLoader(
-                ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True),
+            "DataLoader": lambda ds=ds: torch.utils.data.DataLoader(ds, **kw),
             "DataLoader+collate": lambda ds=ds: torch.utils.data.DataLoader(
-                ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True,
-                collate_fn=fd.collate),
-            "FastLoader": lambda ds=ds: fd.FastLoader(
-                ds, batch_size=args.batch, num_workers=args.workers, persistent_workers=True),
+                ds, collate_fn=fd.collate, **kw),
+            "FastLoader": lambda ds=ds: fd.FastLoader(ds, **kw),
         }
         for name, make in kinds.items():
+            # With --workers 0 every loader runs in this thread, where a
+            # fastdecode.collate that took a batch whole leaves every later
+            # batch fresh (the flag is per thread): each loader starts clean.
+            _taken_whole.flag = False
             r = faults_per_batch(make, args.epochs)
             print(f"{tail:5} {name:18} pages/batch {r['batch_pages']:6d}  worker faults/batch "
                   f"{r['worker_faults_per_batch']:8.0f}  main faults/batch "
