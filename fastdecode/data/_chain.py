@@ -36,17 +36,18 @@ class LiveFused:
     """The fused plan of one dataset's transform (rebuilt per process: it is
     not pickled, only the set of warnings already given is)."""
 
-    def __init__(self, exact: bool) -> None:
+    def __init__(self, exact: bool, limits: Optional[dict] = None) -> None:
         self.exact = exact
+        self.limits = dict(limits or {})  # max_pixels, max_work_per_byte of every decode
         self.warned: set = set()
         self._fused: Any = None
         self._source: Any = None
 
     def __getstate__(self) -> dict:
-        return {"exact": self.exact, "warned": set(self.warned)}
+        return {"exact": self.exact, "limits": dict(self.limits), "warned": set(self.warned)}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["exact"])  # type: ignore[misc]
+        self.__init__(state["exact"], state.get("limits"))  # type: ignore[misc]
         self.warned = state["warned"]
 
     def get(self, transform: Any) -> Any:
@@ -78,10 +79,15 @@ class LiveFused:
                 raise ValueError("exact=True, but the FusedTransform given as the transform was "
                                  "built with exact=False: pass the chain itself, or "
                                  "fuse(chain, exact=True)")
+            if self.limits and transform.renderer.limits != self.limits:
+                raise ValueError(f"the dataset's decode limits {self.limits} differ from those "
+                                 f"of the FusedTransform given as the transform "
+                                 f"{transform.renderer.limits}: pass the chain itself, or the "
+                                 f"same limits to both")
             return transform.refreshed()
         from fastdecode.transforms import fuse
 
-        return fuse(transform, exact=self.exact)
+        return fuse(transform, exact=self.exact, **self.limits)
 
     def _report(self, fused: Any) -> None:
         """Warns once per stopping step and reason (fuse's own fusion report)."""

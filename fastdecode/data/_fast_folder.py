@@ -13,6 +13,8 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import torch
 
+from fastdecode import _native
+from fastdecode._options import DEFAULTS as _D
 from fastdecode.api import decode_image
 from fastdecode.data import _planned
 from fastdecode.data._base import (
@@ -62,6 +64,11 @@ class FastDatasetFolder(DatasetFolder):
       is a DecodeError and an OSError, naming the file and index), 'skip'
       (another index, drawn deterministically, is loaded instead and
       ``skipped`` counts it) or 'warn' (the same, with a warning).
+    max_pixels, max_work_per_byte: the limits of every decode the dataset
+      runs (fused or not, in every worker), as for
+      :func:`fastdecode.decode_image`: a file above them is an
+      :class:`~fastdecode.errors.ImageTooLargeError` naming it and its index
+      (``on_error`` applies). A custom ``loader`` is called as it is.
 
     ``samples``, ``targets`` (and FastImageFolder's ``imgs``) are what
     torchvision has: separate lists, ``imgs`` the same object as ``samples``;
@@ -82,12 +89,17 @@ class FastDatasetFolder(DatasetFolder):
         *,
         exact: bool = False,
         on_error: str = "raise",
+        max_pixels: Optional[int] = _D["max_pixels"],
+        max_work_per_byte: Optional[int] = _D["max_work_per_byte"],
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.on_error = on_error
         self.skipped = 0
-        self._live = LiveFused(bool(exact))
+        _native.plan_shape(1, 1, max_pixels=max_pixels)  # the binding's own checks, now
+        _native.check_work(0, 1, max_work_per_byte)
+        self._live = LiveFused(bool(exact), {"max_pixels": max_pixels,
+                                             "max_work_per_byte": max_work_per_byte})
         self.loader = loader  # before the transform: it decides whether the chain is fused
         VisionDataset.__init__(self, root, transform=transform, target_transform=target_transform)
         classes, class_to_idx = self.find_classes(self.root)
@@ -136,6 +148,14 @@ class FastDatasetFolder(DatasetFolder):
     def exact(self) -> bool:
         return self._live.exact
 
+    @property
+    def max_pixels(self) -> Optional[int]:
+        return self._live.limits["max_pixels"]
+
+    @property
+    def max_work_per_byte(self) -> Optional[int]:
+        return self._live.limits["max_work_per_byte"]
+
     def explain(self) -> str:
         """How each item is loaded: the fused plan of ``transform`` (what joins
         the decode, what runs unfused), as text."""
@@ -181,7 +201,7 @@ class FastDatasetFolder(DatasetFolder):
             data = _read_bytes(path)
             if fused is not None:
                 return fused(data), target
-            image = _to_pil(decode_image(data))
+            image = _to_pil(decode_image(data, **self._live.limits))
         return (transform(image) if transform is not None else image), target
 
     def _replacement(self, index: int, attempt: int) -> int:
@@ -322,7 +342,8 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
     """torchvision's ``ImageFolder`` with fused decoding (see
     FastDatasetFolder); with torchvision installed it is a
     ``torchvision.datasets.ImageFolder``, with the same constructor plus the
-    keyword-only ``exact`` and ``on_error``."""
+    keyword-only ``exact``, ``on_error``, ``max_pixels`` and
+    ``max_work_per_byte``."""
 
     def __init__(
         self,
@@ -335,9 +356,12 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
         *,
         exact: bool = False,
         on_error: str = "raise",
+        max_pixels: Optional[int] = _D["max_pixels"],
+        max_work_per_byte: Optional[int] = _D["max_work_per_byte"],
     ):
         super().__init__(
             root, loader, IMG_EXTENSIONS if is_valid_file is None else None,
             transform=transform, target_transform=target_transform,
             is_valid_file=is_valid_file, allow_empty=allow_empty, exact=exact, on_error=on_error,
+            max_pixels=max_pixels, max_work_per_byte=max_work_per_byte,
         )

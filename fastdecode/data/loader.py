@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 import warnings
-import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -29,12 +27,12 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
-from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 from fastdecode._system import limit_threads_to_one, shm_budget, usable_cpus
 from fastdecode.data._batches import CpuRing, RingFiller, RingSampler, note_batch_taken_whole
 from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
 from fastdecode.data._rows import row_seed
+from fastdecode.data._workers import WorkerIter
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
@@ -128,70 +126,6 @@ def warn_if_shm_short(num_workers: int, prefetch_factor: int, batch_bytes: int) 
         )
 
 
-# ---------------------------------------------------------------------------
-# a dead worker, named
-
-
-# How long a failed hand-over waits for the worker's death to become visible:
-# a SIGKILLed worker's sockets close before it is reaped, so the main process
-# can see the broken connection while the worker still looks alive.
-DEATH_GRACE_S = 5.0
-# How often a wait for a batch looks for dead workers (torch: every 5 s).
-WORKER_CHECK_S = 1.0
-
-
-class _NamingQueue:
-    """The iterator's data queue, except that a broken hand-over from a dead
-    worker raises the named error right where it happens (before torch's own
-    handling opens its probe files, which a SIGCHLD arriving then can leak)."""
-
-    def __init__(self, queue, it: "_WorkerIter") -> None:
-        self._queue = queue
-        self._it = weakref.ref(it)  # no cycle: the iterator must die (and stop its workers) at once
-
-    def get(self, *args, **kwargs):
-        try:
-            return self._queue.get(*args, **kwargs)
-        except (OSError, EOFError) as exc:
-            it = self._it()
-            dead = [] if it is None else it._dead_workers(DEATH_GRACE_S)
-            if not dead:
-                raise
-            pids = ", ".join(str(w.pid) for w in dead)
-            raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly") from exc
-
-    def __getattr__(self, name: str):
-        return getattr(self._queue, name)
-
-
-class _WorkerIter(_MultiProcessingDataLoaderIter):
-    """DataLoader's multi-process iterator, except that a worker that dies
-    while it hands over a batch is always reported as the named
-    "DataLoader worker (pid(s) N) exited unexpectedly" error, never as the
-    ConnectionResetError / EOFError of the broken hand-over."""
-
-    def __init__(self, loader) -> None:
-        super().__init__(loader)
-        self._data_queue = _NamingQueue(self._data_queue, self)  # type: ignore[assignment]
-
-    def _try_get_data(self, timeout=torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL):
-        # torch looks for dead workers each time a wait times out (5 s); a
-        # worker killed before its SIGCHLD handler knew it (while the workers
-        # start) is then found after 5 s. Look every second instead.
-        if timeout == torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL:
-            timeout = WORKER_CHECK_S
-        return super()._try_get_data(timeout)
-
-    def _dead_workers(self, grace: float) -> list:
-        deadline = time.monotonic() + grace
-        while True:
-            dead = [w for i, w in enumerate(self._workers)
-                    if self._workers_status[i] and not w.is_alive()]
-            if dead or time.monotonic() >= deadline:
-                return dead
-            time.sleep(0.01)
-
-
 class _LoaderBase(DataLoader):
     """DataLoader minus its worker-count warning (FastLoader's own guard
     knows the cgroup quota and says what to set, once), with the iterator
@@ -203,7 +137,7 @@ class _LoaderBase(DataLoader):
     def _get_iterator(self):
         if self.num_workers == 0:
             return super()._get_iterator()
-        return _WorkerIter(self)
+        return WorkerIter(self)
 
 
 def _is_sharded(*samplers: Any) -> bool:

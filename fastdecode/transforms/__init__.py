@@ -65,10 +65,11 @@ nearest, padding and unfused steps are exact.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from torchvision.transforms import InterpolationMode
 
+from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.encoded import (
     CenterCrop,
     Compose,
@@ -95,7 +96,8 @@ __all__ = [
 
 
 def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
-         dct_margin: float = DCT_MARGIN) -> FusedTransform:
+         dct_margin: float = DCT_MARGIN, max_pixels: Optional[int] = _D["max_pixels"],
+         max_work_per_byte: Optional[int] = _D["max_work_per_byte"]) -> FusedTransform:
     """A picklable callable ``f(data)`` on encoded image bytes that returns
     what ``transform(Image.open(io.BytesIO(data)).convert('RGB'))`` returns.
 
@@ -115,6 +117,8 @@ def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
       scale only when the scaled crop stays >= dct_margin x the output size
       (default 2: >= 42 dB from torchvision on real photos, see above; 1.25
       fell to 33 dB with 64 px outputs; 1 is the decoder's own rule).
+    max_pixels, max_work_per_byte: the limits of every decode ``f`` runs,
+      as for :func:`fastdecode.decode_image` (ImageTooLargeError above them).
 
     ``data`` may be bytes, bytearray, memoryview, mmap, a uint8 numpy array or
     a 1-D uint8 tensor (e.g. ``torchvision.io.read_file``); JPEG and BMP are
@@ -130,4 +134,5 @@ def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
     Raises TypeError when a step is not callable, ValueError for an unknown
     ``region`` or a ``dct_margin`` below 1.
     """
-    return _fuse(transform, exact=exact, region=region, dct_margin=dct_margin)
+    return _fuse(transform, exact=exact, region=region, dct_margin=dct_margin,
+                 max_pixels=max_pixels, max_work_per_byte=max_work_per_byte)

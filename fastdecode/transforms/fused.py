@@ -34,6 +34,7 @@ import torch
 from torchvision import tv_tensors
 
 from fastdecode import api
+from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.fingerprint import fingerprint
 from fastdecode.transforms.geometry import (
@@ -163,11 +164,13 @@ class FusedTransform:
     """
 
     def __init__(self, transform: Any, *, exact: bool = False, region: str = "box",
-                 dct_margin: float = DCT_MARGIN):
+                 dct_margin: float = DCT_MARGIN, max_pixels: Optional[int] = _D["max_pixels"],
+                 max_work_per_byte: Optional[int] = _D["max_work_per_byte"]):
         self.source = transform
         self._fingerprint = fingerprint(transform)
         self.exact = exact
-        self.renderer = Renderer(exact=exact, region_mode=region, dct_margin=dct_margin)
+        self.renderer = Renderer(exact=exact, region_mode=region, dct_margin=dct_margin,
+                                 max_pixels=max_pixels, max_work_per_byte=max_work_per_byte)
         steps = flatten(transform)
         for step in steps:
             if not callable(step):
@@ -231,7 +234,7 @@ class FusedTransform:
             return self
         r = self.renderer
         return FusedTransform(self.source, exact=self.exact, region=r.region_mode,
-                              dct_margin=r.dct_margin)
+                              dct_margin=r.dct_margin, **r.limits)
 
     # -- saying what happened -----------------------------------------------------
 
@@ -256,7 +259,7 @@ class FusedTransform:
 
     def __reduce__(self):
         r = self.renderer
-        return (_rebuild, (self.source, self.exact, r.region_mode, r.dct_margin))
+        return (_rebuild, (self.source, self.exact, r.region_mode, r.dct_margin, r.limits))
 
     # -- calls -----------------------------------------------------------------------
 
@@ -420,11 +423,14 @@ class FusedTransform:
         return "\n".join(lines)
 
 
-def _rebuild(source, exact, region, dct_margin):
-    return FusedTransform(source, exact=exact, region=region, dct_margin=dct_margin)
+def _rebuild(source, exact, region, dct_margin, limits=None):
+    return FusedTransform(source, exact=exact, region=region, dct_margin=dct_margin,
+                          **(limits or {}))
 
 
 def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
-         dct_margin: float = DCT_MARGIN) -> FusedTransform:
+         dct_margin: float = DCT_MARGIN, max_pixels: Optional[int] = _D["max_pixels"],
+         max_work_per_byte: Optional[int] = _D["max_work_per_byte"]) -> FusedTransform:
     """See :func:`fastdecode.transforms.fuse`."""
-    return FusedTransform(transform, exact=exact, region=region, dct_margin=dct_margin)
+    return FusedTransform(transform, exact=exact, region=region, dct_margin=dct_margin,
+                          max_pixels=max_pixels, max_work_per_byte=max_work_per_byte)

@@ -19,11 +19,12 @@ import numpy as np
 import PIL.Image
 
 from fastdecode import _native, api
+from fastdecode._options import DEFAULTS as _D
 from fastdecode.errors import UnsupportedFormatError
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.geometry import Geometry, round_box
 
-__all__ = ["DCT_MARGIN", "NATIVE_FORMATS", "REGION_MODES", "Renderer"]
+__all__ = ["DCT_MARGIN", "NATIVE_FORMATS", "REGION_MODES", "Renderer", "check_limits"]
 
 REGION_MODES = ("box", "whole", "round")
 DCT_MARGIN = 2.0  # see fuse's docstring: the measured bound
@@ -31,6 +32,14 @@ DCT_MARGIN = 2.0  # see fuse's docstring: the measured bound
 
 # Formats the native decoder resamples itself (crop first, then resample).
 NATIVE_FORMATS = frozenset({"jpeg", "bmp"})
+
+
+def check_limits(max_pixels: Optional[int], max_work_per_byte: Optional[int]) -> dict:
+    """The decode limits as decode_image's keywords, checked now by the
+    binding's own parsers (ValueError/TypeError as a decode would raise)."""
+    _native.plan_shape(1, 1, max_pixels=max_pixels)
+    _native.check_work(0, 1, max_work_per_byte)
+    return {"max_pixels": max_pixels, "max_work_per_byte": max_work_per_byte}
 
 
 def _full(box, image_size) -> bool:
@@ -64,6 +73,8 @@ class Renderer:
     exact: scale=1 (no DCT-domain downscaling) and Pillow's own resample
       wherever the native one could differ (two-pass bilinear / bicubic):
       torchvision's pixels, bit for bit.
+    max_pixels, max_work_per_byte: the decode limits of every decode the
+      renderer runs (what they mean for ``decode_image``).
     dct_margin: otherwise a JPEG is decoded at the DCT scale the C planner
       picks automatically (``_native.plan_shape``: the smallest SIMD M/8
       whose scaled crop still covers the size asked) for dct_margin x the
@@ -73,7 +84,9 @@ class Renderer:
     """
 
     def __init__(self, exact: bool = False, region_mode: str = "box",
-                 dct_margin: float = DCT_MARGIN):
+                 dct_margin: float = DCT_MARGIN, max_pixels: Optional[int] = _D["max_pixels"],
+                 max_work_per_byte: Optional[int] = _D["max_work_per_byte"]):
+        self.limits = check_limits(max_pixels, max_work_per_byte)
         if region_mode not in REGION_MODES:
             raise ValueError(f"region must be one of {REGION_MODES}, got {region_mode!r}")
         if not dct_margin >= 1:
@@ -117,11 +130,12 @@ class Renderer:
             canvas[ct:ct + ch, left:left + cw] = content
         return canvas
 
-    @staticmethod
-    def _decode(data, fmt: str, **kw):
-        """decode_image(data, mode='RGB', **kw); a JPEG (the header said so)
-        goes straight to the native decoder, skipping the format dispatch
-        (7 us a call), unless it is a variant libjpeg-turbo lacks."""
+    def _decode(self, data, fmt: str, **kw):
+        """decode_image(data, mode='RGB', **kw) under the renderer's limits; a
+        JPEG (the header said so) goes straight to the native decoder,
+        skipping the format dispatch (7 us a call), unless it is a variant
+        libjpeg-turbo lacks."""
+        kw.update(self.limits)
         if fmt == "jpeg":
             try:
                 return _native.decode_jpeg(data, mode="RGB", **kw)

@@ -3,7 +3,8 @@ moments, Ctrl-C of the training process. Every case ends in the named
 "DataLoader worker (pid N) ..." error (FastLoader) within seconds, with no
 hang and no /dev/shm entry, descriptor or process left behind.
 
-The default run does a few trials of each case; ``-m slow`` runs all 20.
+The default run does a few FastLoader trials of each case; ``-m slow`` runs all 20, and
+the stock DataLoader's (whose leaks are torch's: DESIGN.md, "A dead worker is named").
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -100,6 +102,23 @@ def nothing_leaks():
     assert leaked() == {}
 
 
+@pytest.fixture
+def no_shm_left():
+    """For torch's own iterator: no /dev/shm entry outlives the test. Its
+    SIGCHLD handler raises wherever the main thread is, so descriptors (its
+    /tmp probe files, a queue's pipe pair) and a worker can outlive it
+    (DESIGN.md, "A dead worker is named"): torch's, documented, not asserted."""
+    gc.collect()
+    shm = shm_entries()
+    pids: list[int] = []
+    yield pids
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and shm_entries(tuple(pids)) - shm:
+        gc.collect()
+        time.sleep(0.05)
+    assert shm_entries(tuple(pids)) - shm == set()
+
+
 # -- killed while it hands over a batch ---------------------------------------
 
 
@@ -149,7 +168,7 @@ def test_a_worker_killed_at_the_hand_over_is_named(trial, nothing_leaks):
     del it
 
 
-def test_stock_dataloader_killed_at_the_hand_over_names_the_worker_or_not(nothing_leaks):
+def test_stock_dataloader_killed_at_the_hand_over_names_the_worker_or_not(no_shm_left):
     """What torch's own DataLoader does in the same case (documented in
     DESIGN.md): the named error, or the hand-over's own exception when the
     worker still looks alive as its socket breaks."""
@@ -158,7 +177,7 @@ def test_stock_dataloader_killed_at_the_hand_over_names_the_worker_or_not(nothin
         loader = torch.utils.data.DataLoader(HandOverKiller(), batch_size=4, num_workers=2,
                                              collate_fn=kill_at_hand_over)
         it = iter(loader)
-        nothing_leaks.extend(w.pid for w in it._workers)
+        no_shm_left.extend(w.pid for w in it._workers)
         with pytest.raises((RuntimeError, *HAND_OVER)) as caught:
             next(it)
         outcomes.add(type(caught.value).__name__)
@@ -212,34 +231,48 @@ def random_kill_trial(make_loader, trial: int, pids: list) -> type:
     assert raised, "no kill landed in 60 s"
     assert killed, f"raised without a kill: {raised[:2]}"
     assert raised[2] - killed[-1][1] < 5, "the error came late"
-    if raised[0] is RuntimeError:
+    if issubclass(raised[0], RuntimeError):
         assert any(str(pid) in raised[1] for pid, _ in killed), raised[1]
     return raised[0]
 
 
-KINDS = [pytest.param(k, p, c, id=f"{k}-{c}-{'persistent' if p else 'fresh'}")
-         for k in ("FastLoader", "DataLoader") for c in CHAINS for p in (False, True)]
+CASES = [pytest.param(p, c, id=f"{c}-{'persistent' if p else 'fresh'}")
+         for c in CHAINS for p in (False, True)]
 TRIALS = [pytest.param(n, id=f"t{n}", marks=() if n < 2 else pytest.mark.slow)
           for n in range(20)]
 
 
 @pytest.mark.parametrize("trial", TRIALS)
-@pytest.mark.parametrize("kind, persistent, chain", KINDS)
-def test_a_worker_killed_at_random_is_named(tree, kind, persistent, chain, trial, nothing_leaks):
+@pytest.mark.parametrize("persistent, chain", CASES)
+def test_a_worker_killed_at_random_is_named(tree, persistent, chain, trial, nothing_leaks):
     ds = fd.FastImageFolder(tree, CHAINS[chain]())
-    if kind == "FastLoader":
-        def make():
-            return fd.FastLoader(ds, batch_size=2, num_workers=2, shuffle=True,
-                                 persistent_workers=persistent)
-    else:
-        def make():
-            return torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2, shuffle=True,
-                                               persistent_workers=persistent)
-    raised = random_kill_trial(make, trial, nothing_leaks)
-    if kind == "FastLoader":
-        assert raised is RuntimeError
-    else:  # torch's own iterator: the named error, or rarely the hand-over's (DESIGN.md)
-        assert raised is RuntimeError or issubclass(raised, HAND_OVER)
+
+    def make():
+        return fd.FastLoader(ds, batch_size=2, num_workers=2, shuffle=True,
+                             persistent_workers=persistent)
+
+    assert issubclass(random_kill_trial(make, trial, nothing_leaks), RuntimeError)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", [pytest.param(n, id=f"t{n}") for n in range(20)])
+@pytest.mark.parametrize("persistent, chain", CASES)
+def test_stock_dataloader_killed_at_random(tree, persistent, chain, trial, no_shm_left):
+    """torch's own iterator over FastImageFolder: the named error, or rarely
+    the hand-over's; its SIGCHLD handler may raise the named error again in
+    the trial's own code (DESIGN.md)."""
+    ds = fd.FastImageFolder(tree, CHAINS[chain]())
+
+    def make():
+        return torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2, shuffle=True,
+                                           persistent_workers=persistent)
+
+    try:
+        raised = random_kill_trial(make, trial, no_shm_left)
+    except RuntimeError as late:
+        assert re.search(NAMED, str(late)), late
+        return
+    assert issubclass(raised, RuntimeError) or issubclass(raised, HAND_OVER)
 
 
 # -- Ctrl-C of the training process -------------------------------------------

@@ -1,0 +1,193 @@
+"""FastLoader's multi-process iterator: a dead worker is always named, never a hang.
+
+torch's iterator learns of a dead worker two ways: its SIGCHLD handler, which
+raises "DataLoader worker (pid N) is killed by signal" in the main thread at
+whatever bytecode that thread is running, and a look at the workers each time
+a wait for a batch times out. The first is what broke the random-kill trials
+(DESIGN.md, "A dead worker is named"): raised inside ``Queue.put`` between the
+acquire of the queue's lock and the ``with`` block that releases it, it left
+the lock held, and the iterator's shutdown then waited on it forever; raised
+inside the shutdown itself (run from ``__del__``, where the error is only
+printed), it skipped the closing of the index queues, whose feeder threads
+then kept a pipe pair open. :class:`WorkerIter` takes its workers out of that
+handler's list and finds dead workers itself, synchronously: every second
+while it waits for a batch, and wherever reading a batch stalls or breaks.
+
+The one wait torch's handler could still interrupt is a read that never ends:
+a worker killed while it writes a batch larger than the pipe's atomic size
+leaves half a message, and the other workers hold the pipe's write end, so no
+end of file comes. :class:`NamingQueue` reads each message with a bounded
+wait between chunks and gives up, naming the dead worker, when one is dead.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.queues
+import os
+import queue
+import signal
+import struct
+import time
+import weakref
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL, signal_handling
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
+__all__ = ["DEATH_GRACE_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue", "WorkerIter"]
+
+# How long a failed hand-over waits for the worker's death to become visible:
+# a SIGKILLed worker's sockets close before it is reaped, so the main process
+# can see the broken connection while the worker still looks alive.
+DEATH_GRACE_S = 5.0
+# How often a wait for a batch, or a stalled read of one, looks for dead
+# workers (torch: every 5 s).
+WORKER_CHECK_S = 1.0
+# The most a read of one message asks for at a time.
+CHUNK = 1 << 20
+
+
+def _how(worker: Any) -> str:
+    code = worker.exitcode
+    if code is not None and code < 0:
+        try:
+            return f" (killed by signal {signal.Signals(-code).name})"
+        except ValueError:
+            return f" (killed by signal {-code})"
+    return f" (exit code {code})" if code else ""
+
+
+class DeadWorkerError(RuntimeError):
+    """torch's "DataLoader worker (pid(s) N) exited unexpectedly" error, saying
+    how each worker died (the signal torch's SIGCHLD handler would name)."""
+
+    def __init__(self, dead: list) -> None:
+        pids = ", ".join(str(w.pid) for w in dead)
+        super().__init__(f"DataLoader worker (pid(s) {pids}) exited unexpectedly"
+                         + "".join(_how(w) for w in dead))
+
+
+class NamingQueue:
+    """The iterator's data queue, except that a broken hand-over from a dead
+    worker raises the named error right where it happens (before torch's own
+    handling opens its probe files), and that a message is read with a
+    bounded wait (see the module doc) rather than one blocking read."""
+
+    def __init__(self, queue_: Any, it: "WorkerIter") -> None:
+        self._queue = queue_
+        self._it = weakref.ref(it)  # no cycle: the iterator must die (and stop its workers) at once
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        try:
+            if isinstance(self._queue, multiprocessing.queues.Queue) and block \
+                    and timeout is not None:
+                return self._get(timeout)
+            return self._queue.get(block, timeout)  # a thread's queue (pin_memory)
+        except queue.Empty:
+            dead = self._dead(0)
+            if not dead:
+                raise
+            raise DeadWorkerError(dead) from None
+        except (OSError, EOFError) as exc:
+            dead = self._dead(DEATH_GRACE_S)
+            if not dead:
+                raise
+            raise DeadWorkerError(dead) from exc
+
+    def _dead(self, grace: float) -> list:
+        it = self._it()
+        return [] if it is None else it._dead_workers(grace)
+
+    def _get(self, timeout: float) -> Any:
+        # multiprocessing.Queue.get(timeout=), written again on purpose: its
+        # read of the message after the poll is one blocking read.
+        q = self._queue
+        deadline = time.monotonic() + timeout
+        if not q._rlock.acquire(True, timeout):
+            raise queue.Empty
+        try:
+            if not q._reader.poll(max(0.0, deadline - time.monotonic())):
+                raise queue.Empty
+            message = self._read_message(q._reader)
+            q._sem.release()
+        finally:
+            q._rlock.release()
+        return ForkingPickler.loads(message)  # outside the lock, as multiprocessing does
+
+    def _read_message(self, conn: Any) -> bytes:
+        """One message of ``conn`` (multiprocessing's framing: a 4-byte size,
+        or -1 and an 8-byte size); a stall with a worker dead raises."""
+        (size,) = struct.unpack("!i", self._read(conn, 4))
+        if size == -1:
+            (size,) = struct.unpack("!Q", self._read(conn, 8))
+        return self._read(conn, size)
+
+    def _read(self, conn: Any, n: int) -> bytes:
+        chunks = []
+        while n:
+            if not conn.poll(WORKER_CHECK_S):
+                dead = self._dead(0)
+                if dead:
+                    raise DeadWorkerError(dead)
+                continue
+            chunk = os.read(conn.fileno(), min(n, CHUNK))
+            if not chunk:
+                raise EOFError("the data queue was closed mid-message")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+
+class WorkerIter(_MultiProcessingDataLoaderIter):
+    """DataLoader's multi-process iterator, except that a dead worker is
+    always reported as "DataLoader worker (pid(s) N) exited unexpectedly",
+    found synchronously (see the module doc), never as the
+    ConnectionResetError / EOFError of a broken hand-over, never as a hang."""
+
+    def __init__(self, loader: Any) -> None:
+        super().__init__(loader)
+        self._data_queue = NamingQueue(self._data_queue, self)  # type: ignore[assignment]
+
+    def _reset(self, loader: Any, first_iter: bool = False) -> None:
+        # torch registers the workers with its SIGCHLD handler just before
+        # its first _reset: take them out again, first thing.
+        if first_iter and getattr(self, "_worker_pids_set", False):
+            signal_handling._remove_worker_pids(id(self))
+            self._worker_pids_set = False
+        super()._reset(loader, first_iter)
+
+    def _try_get_data(self, timeout: float = MP_STATUS_CHECK_INTERVAL) -> Any:
+        # torch looks for dead workers each time a wait times out (5 s): look
+        # every second instead.
+        if timeout == MP_STATUS_CHECK_INTERVAL:
+            timeout = WORKER_CHECK_S
+        try:
+            return super()._try_get_data(timeout)
+        except RuntimeError as exc:  # torch's own error, raised from ours: ours says more
+            ours = exc.__cause__
+            if not isinstance(ours, DeadWorkerError):
+                raise
+        # raised out here, so that ours does not get torch's as its context:
+        # the two would form a cycle, through their tracebacks, with this
+        # iterator, which gc would then collect closing its queues before
+        # __del__ runs the shutdown (whose last message to a live worker is
+        # then never sent: a 5 s join and a terminate); and not kept in a
+        # local once raised, for the same reason
+        try:
+            raise ours
+        finally:
+            del ours
+
+    def _dead_workers(self, grace: float) -> list:
+        deadline = time.monotonic() + grace
+        while True:
+            dead = [w for i, w in enumerate(self._workers)
+                    if self._workers_status[i] and not w.is_alive()]
+            if dead or time.monotonic() >= deadline:
+                return dead
+            time.sleep(0.01)
+
