@@ -40,14 +40,14 @@ SECTIONS = {
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 OPTIONAL = {"ray": "ray"}  # section -> the package it needs
 # Each section's arguments per run mode. The default's sizes keep the whole
-# run under four minutes on 2 cores (the arithmetic: DESIGN.md, "CLI and
-# benchmarks"): decode ~47 s, transforms ~51 s, loader ~80 s (~106 s when
-# every row's rounds grow to their ~4 s cap; bench_loader.MODES).
+# run under four minutes on 2 cores (DESIGN.md, "CLI and benchmarks"): measured
+# on 1 December with decode 300 / transforms 150 images, the sections took
+# 61 s, 58 s and 132 s (251 s); at 200 / 100 images they take ~41 s and ~39 s.
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
               "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"]},
-    "default": {"decode": ["--limit", "300", "--rounds", "3"],
-                "transforms": ["--limit", "150", "--rounds", "3"], "loader": [], "recipes": [],
+    "default": {"decode": ["--limit", "200", "--rounds", "3"],
+                "transforms": ["--limit", "100", "--rounds", "3"], "loader": [], "recipes": [],
                 "ray": []},
     "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
              "ray": []},
