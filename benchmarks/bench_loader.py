@@ -97,7 +97,7 @@ class Row:
     pids: list[int] = field(default_factory=list)  # its worker processes
     build_s: float = 0.0  # building the loader (and its dataset's listing)
     cold_first_batch_s: float = 0.0
-    first_epoch_rate: float = 0.0  # images/s of the untimed epoch after its first batch
+    first_epoch_rate: float = 0.0  # images/s of the untimed epoch after its first wave
     rates: list[float] = field(default_factory=list)  # images/s per round
     cpu: list[float] = field(default_factory=list)  # CPU s per image per round
     walls: list[float] = field(default_factory=list)
@@ -138,20 +138,29 @@ def make_loader(kind: str, root: Path, chain, workers: int, batch: int, samples:
 
 def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: int,
              samples: int) -> Row:
-    """The row's loader, after its untimed first epoch (start-up, warm caches)."""
+    """The row's loader, after its untimed first epoch (start-up, warm caches).
+
+    Its rate is taken after the first wave (one batch per worker): the
+    workers start together, so that wave's batches arrive almost at once and
+    a rate counted from the first batch would be several times too high (with
+    8 workers it sized rounds of minutes)."""
     before = set(procs.children())
     start = time.perf_counter()
     loader, sampler = make_loader(kind, root, transform, workers, batch, samples)
     row = Row(chain, kind, workers, loader, sampler, build_s=time.perf_counter() - start)
+    wave = max(workers, 1)
     start = time.perf_counter()
-    images = 0
+    images, wave_end = 0, 0.0
     for i, (x, _) in enumerate(row.source):
         if i == 0:
             row.cold_first_batch_s = time.perf_counter() - start
-        else:
+        if i == wave - 1:
+            wave_end = time.perf_counter()
+        elif i >= wave:
             images += x.shape[0]
-    rest = time.perf_counter() - start - row.cold_first_batch_s
-    row.first_epoch_rate = images / rest if images and rest > 0 else batch / row.cold_first_batch_s
+    rest = time.perf_counter() - wave_end
+    row.first_epoch_rate = (images / rest if images and rest > 0
+                            else batch * wave / (time.perf_counter() - start))
     row.pids = sorted(set(procs.children()) - before)
     return row
 
@@ -228,10 +237,11 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
         for chain, workers in group:
             wave = max(workers, 1)  # whole waves: no worker idles at the end of a round
             batches = math.ceil(settings["batches"] / wave) * wave
+            first = max(batches, 3 * wave)  # the rate is read after the first wave
             for kind in LOADERS:
                 bar.set_postfix_str(f"{chain} {kind} num_workers={workers}: start-up")
                 row = open_row(chain, kind, root, all_chains[chain], workers,
-                               settings["batch"], batches * settings["batch"])
+                               settings["batch"], first * settings["batch"])
                 row.sampler.count = settings["batch"] * round_batches(
                     row, settings["batch"], batches, settings["round_cap_s"])
                 alive.append(row)

@@ -125,3 +125,34 @@ def test_rounds_hold_the_start_up_under_five_percent_up_to_the_cap(r):
 def test_quick_rounds_never_grow():
     r = opened(2, 0.30, 0.80, 1000.0)
     assert bench.round_batches(r, 16, 2, bench.MODES["quick"]["round_cap_s"]) == 2
+
+
+class Waves:
+    """A loader whose workers start together: each wave of ``workers`` batches
+    arrives at once, ``wave_s`` after the previous one."""
+
+    def __init__(self, workers: int, batches: int, wave_s: float, batch: int) -> None:
+        self.workers, self.batches, self.wave_s, self.batch = workers, batches, wave_s, batch
+
+    def __iter__(self):
+        import time
+
+        import torch
+
+        for i in range(self.batches):
+            if i % max(self.workers, 1) == 0:
+                time.sleep(self.wave_s)
+            yield torch.empty(self.batch, 1), None
+
+
+@pytest.mark.parametrize("workers", [1, 2, 8])
+def test_the_first_epoch_rate_is_read_after_the_first_wave(monkeypatch, workers):
+    """Counting from the first batch, an 8-worker wave looked 8x faster than it
+    is and sized rounds of minutes."""
+    batch, wave_s = 16, 0.05
+    monkeypatch.setattr(bench, "make_loader",
+                        lambda kind, root, chain, w, b, samples:
+                        (Waves(w, samples // b, wave_s, b), None))
+    r = bench.open_row("train", "FastLoader", None, None, workers, batch, 3 * workers * batch)
+    steady = workers * batch / wave_s
+    assert r.first_epoch_rate == pytest.approx(steady, rel=0.3)
