@@ -149,16 +149,19 @@ def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: 
     loader, sampler = make_loader(kind, root, transform, workers, batch, samples)
     row = Row(chain, kind, workers, loader, sampler, build_s=time.perf_counter() - start)
     wave = max(workers, 1)
-    start = time.perf_counter()
     images, wave_end = 0, 0.0
-    for i, (x, _) in enumerate(row.source):
-        if i == 0:
-            row.cold_first_batch_s = time.perf_counter() - start
-        if i == wave - 1:
-            wave_end = time.perf_counter()
-        elif i >= wave:
-            images += x.shape[0]
-    rest = time.perf_counter() - wave_end
+    # the peak memory is taken here, in the untimed epoch (see procs.PeakMemory)
+    with procs.PeakMemory(exclude=frozenset(before)) as peak:
+        start = time.perf_counter()
+        for i, (x, _) in enumerate(row.source):
+            if i == 0:
+                row.cold_first_batch_s = time.perf_counter() - start
+            if i == wave - 1:
+                wave_end = time.perf_counter()
+            elif i >= wave:
+                images += x.shape[0]
+        rest = time.perf_counter() - wave_end
+    row.peak_pss_mib = peak.peak
     row.first_epoch_rate = (images / rest if images and rest > 0
                             else batch * wave / (time.perf_counter() - start))
     row.pids = sorted(set(procs.children()) - before)
@@ -181,18 +184,16 @@ def round_batches(row: Row, batch: int, least: int, cap_s: float) -> int:
 def run_round(row: Row) -> None:
     cpu0 = procs.cpu_seconds(row.pids)
     images, first = 0, None
-    with procs.PeakMemory(row.pids) as peak:
-        start = time.perf_counter()
-        for x, _ in row.source:
-            if first is None:
-                first = time.perf_counter() - start
-            images += x.shape[0]
-        wall = time.perf_counter() - start
+    start = time.perf_counter()
+    for x, _ in row.source:
+        if first is None:
+            first = time.perf_counter() - start
+        images += x.shape[0]
+    wall = time.perf_counter() - start
     row.rates.append(images / wall)
     row.walls.append(wall)
     row.first_batch.append(first or wall)
     row.cpu.append((procs.cpu_seconds(row.pids) - cpu0) / max(images, 1))
-    row.peak_pss_mib = max(row.peak_pss_mib, peak.peak)
 
 
 def fused_cost(root: Path, transform, count: int, seed: int) -> float:
