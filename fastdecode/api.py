@@ -33,6 +33,15 @@ __all__ = [
     "read_image",
 ]
 
+def check_limits(max_pixels: int | None, max_work_per_byte: int | None) -> dict:
+    """The decode limits as decode_image's keywords, checked now by the
+    binding's own parsers (ValueError/TypeError as a decode would raise):
+    for callers that keep limits for later decodes (fuse, the datasets)."""
+    _native.plan_shape(1, 1, max_pixels=max_pixels)
+    _native.check_work(0, 1, max_work_per_byte)
+    return {"max_pixels": max_pixels, "max_work_per_byte": max_work_per_byte}
+
+
 # Files at least this large are mapped rather than read: the decoder then
 # pulls pages straight from the page cache without a copy.
 MMAP_THRESHOLD = 1 << 20

@@ -13,9 +13,8 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import torch
 
-from fastdecode import _native
 from fastdecode._options import DEFAULTS as _D
-from fastdecode.api import decode_image
+from fastdecode.api import check_limits, decode_image
 from fastdecode.data import _planned
 from fastdecode.data._base import (
     TV_DEFAULT_LOADER,
@@ -96,10 +95,7 @@ class FastDatasetFolder(DatasetFolder):
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.on_error = on_error
         self.skipped = 0
-        _native.plan_shape(1, 1, max_pixels=max_pixels)  # the binding's own checks, now
-        _native.check_work(0, 1, max_work_per_byte)
-        self._live = LiveFused(bool(exact), {"max_pixels": max_pixels,
-                                             "max_work_per_byte": max_work_per_byte})
+        self._live = LiveFused(bool(exact), check_limits(max_pixels, max_work_per_byte))
         self.loader = loader  # before the transform: it decides whether the chain is fused
         VisionDataset.__init__(self, root, transform=transform, target_transform=target_transform)
         classes, class_to_idx = self.find_classes(self.root)

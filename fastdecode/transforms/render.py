@@ -24,7 +24,7 @@ from fastdecode.errors import UnsupportedFormatError
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.geometry import Geometry, round_box
 
-__all__ = ["DCT_MARGIN", "NATIVE_FORMATS", "REGION_MODES", "Renderer", "check_limits"]
+__all__ = ["DCT_MARGIN", "NATIVE_FORMATS", "REGION_MODES", "Renderer"]
 
 REGION_MODES = ("box", "whole", "round")
 DCT_MARGIN = 2.0  # see fuse's docstring: the measured bound
@@ -32,14 +32,6 @@ DCT_MARGIN = 2.0  # see fuse's docstring: the measured bound
 
 # Formats the native decoder resamples itself (crop first, then resample).
 NATIVE_FORMATS = frozenset({"jpeg", "bmp"})
-
-
-def check_limits(max_pixels: Optional[int], max_work_per_byte: Optional[int]) -> dict:
-    """The decode limits as decode_image's keywords, checked now by the
-    binding's own parsers (ValueError/TypeError as a decode would raise)."""
-    _native.plan_shape(1, 1, max_pixels=max_pixels)
-    _native.check_work(0, 1, max_work_per_byte)
-    return {"max_pixels": max_pixels, "max_work_per_byte": max_work_per_byte}
 
 
 def _full(box, image_size) -> bool:
@@ -86,7 +78,7 @@ class Renderer:
     def __init__(self, exact: bool = False, region_mode: str = "box",
                  dct_margin: float = DCT_MARGIN, max_pixels: Optional[int] = _D["max_pixels"],
                  max_work_per_byte: Optional[int] = _D["max_work_per_byte"]):
-        self.limits = check_limits(max_pixels, max_work_per_byte)
+        self.limits = api.check_limits(max_pixels, max_work_per_byte)
         if region_mode not in REGION_MODES:
             raise ValueError(f"region must be one of {REGION_MODES}, got {region_mode!r}")
         if not dct_margin >= 1:
