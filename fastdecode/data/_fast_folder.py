@@ -197,8 +197,13 @@ class FastDatasetFolder(DatasetFolder):
             data = _read_bytes(path)
             if fused is not None:
                 return fused(data), target
-            image = _to_pil(decode_image(data, **self._live.limits))
+            image = self._decode_whole(data)
         return (transform(image) if transform is not None else image), target
+
+    def _decode_whole(self, data: Any) -> Any:
+        """The whole image as the PIL RGB image an unfused transform takes,
+        under the dataset's limits."""
+        return _to_pil(decode_image(data, **self._live.limits))
 
     def _replacement(self, index: int, attempt: int) -> int:
         """Deterministic stand-in for a broken sample: same index, same
@@ -267,7 +272,7 @@ class FastDatasetFolder(DatasetFolder):
         slots = pixels.numpy() if isinstance(pixels, torch.Tensor) else pixels
         planned = _planned.planned_here(indices)
         if planned is not None:  # FastLoader(threads=N): the draws were planned already
-            return _planned.render_planned(planned, slots)
+            return _planned.render_planned(self, planned, slots)
         targets = []
         for slot, index in enumerate(indices):
             index = range(len(self))[index]

@@ -39,9 +39,8 @@ from typing import Any, Iterator, Optional
 import numpy as np
 import torch
 
-from fastdecode.api import decode_image
 from fastdecode.data._rows import row_seed
-from fastdecode.data.datasets import _naming, _read_bytes, _to_pil
+from fastdecode.data.datasets import _naming, _read_bytes
 
 __all__ = ["Plan", "complete", "plan", "planned_here", "render", "render_planned"]
 
@@ -178,20 +177,20 @@ def planned_here(indices: list[int]) -> Optional[Plan]:
     return p if p is not None and len(p.slots) == len(indices) else None
 
 
-def render_planned(p: Plan, slots: np.ndarray) -> list[Any]:
+def render_planned(ds: Any, p: Plan, slots: np.ndarray) -> list[Any]:
     """``decode_batch_into`` for a plan: each slot rendered, the targets."""
     for k, s in enumerate(p.slots):
-        _render_slot(p, s, slots[k])
+        _render_slot(ds, p, s, slots[k])
         if s.error is not None:
             raise _RenderFailed
     return [s.target for s in p.slots]
 
 
-def _render_slot(p: Plan, s: Slot, out: Optional[np.ndarray]) -> None:
+def _render_slot(ds: Any, p: Plan, s: Slot, out: Optional[np.ndarray]) -> None:
     try:
         with _naming(s.path, s.index):
             if p.fused is None:
-                s.value = _to_pil(decode_image(s.data))
+                s.value = ds._decode_whole(s.data)
             else:
                 s.value = p.fused._render_into(s.data, s.draw, out)
         s.error = None
@@ -212,10 +211,10 @@ def render(ds: Any, p: Plan) -> Optional[list]:
         p.pixels = torch.empty((len(p.slots), *p.fused.output_shape), dtype=torch.uint8)
         slots = p.pixels.numpy()
         for k, s in enumerate(p.slots):
-            _render_slot(p, s, slots[k])
+            _render_slot(ds, p, s, slots[k])
         return None
     for s in p.slots:
-        _render_slot(p, s, None)
+        _render_slot(ds, p, s, None)
     if any(s.after is not None or s.error is not None for s in p.slots):
         return None
     return [(s.value, s.target) for s in p.slots]
@@ -235,7 +234,7 @@ def complete(ds: Any, p: Plan) -> list:
             while s.error is not None:
                 ds._skip_or_raise(s.error, s.attempt)
                 s = p.slots[k] = _draw_slot(ds, fused, p.seed, k, s.original, s.attempt + 1)
-                _render_slot(p, s, None if out is None else out[k])
+                _render_slot(ds, p, s, None if out is None else out[k])
             if s.after is None:
                 continue
             set_rng_states(s.after)

@@ -120,3 +120,13 @@ def test_fuse_carries_the_limits(tree):
     with pytest.raises(fd.ImageTooLargeError, match="max_work_per_byte=16"):
         f.refreshed()(data)
     assert tuple(fuse(CHAINS["fused"]())(data).shape) == (3, 16, 16)
+
+
+@pytest.mark.parametrize("chain", CHAINS, ids=list(CHAINS))
+def test_fastloader_threads_keep_the_limits(tree, chain):
+    """FastLoader(threads=N) renders planned batches on its own path (data/_planned.py)."""
+    ds = fd.FastImageFolder(tree, CHAINS[chain](), **TIGHT)
+    loader = fd.FastLoader(ds, batch_size=2, threads=2,
+                           collate_fn=None if chain == "fused" else list)
+    with pytest.raises(fd.ImageTooLargeError, match=r"0bomb\.\w+: sample 0: "):
+        next(iter(loader))
