@@ -146,3 +146,20 @@ cdef extern from "fd_pipeline.h" nogil:
                            fd_shape *shape, fd_error *err)
     fd_status fd_decode(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
                         uint8_t *out, size_t out_size, fd_error *err)
+
+
+cdef extern from "fd_color.h" nogil:
+    ctypedef enum fd_color_op:
+        FD_COLOR_BRIGHTNESS
+        FD_COLOR_CONTRAST
+        FD_COLOR_SATURATION
+
+    ctypedef struct fd_color_step:
+        fd_color_op op
+        float factor
+
+    enum: FD_COLOR_MAX_STEPS
+
+    fd_status fd_color_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t width,
+                             fd_layout layout, const fd_color_step *steps, size_t nsteps,
+                             fd_error *err)

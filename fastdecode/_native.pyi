@@ -1,6 +1,6 @@
 """Type stubs for the Cython binding (fastdecode/_native.pyx)."""
 
-from typing import Any, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
 import numpy as np
 
@@ -8,6 +8,10 @@ from fastdecode._options import Interpolation, LayoutName, ModeName
 from fastdecode._types import ImageInfo, PlannedShape
 
 DEFAULT_MAX_PIXELS: int
+COLOR_BRIGHTNESS: int
+COLOR_CONTRAST: int
+COLOR_SATURATION: int
+COLOR_MAX_STEPS: int
 
 def decode_jpeg(
     data: Any,
@@ -71,3 +75,6 @@ def resize(
     out: Any = ...,
 ) -> np.ndarray: ...
 def lut_to_float(src: np.ndarray, lut: np.ndarray, out: Optional[np.ndarray] = ...) -> np.ndarray: ...
+def adjust_colors(
+    image: np.ndarray, steps: Iterable[Tuple[int, float]], layout: LayoutName = ...
+) -> np.ndarray: ...

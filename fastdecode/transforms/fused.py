@@ -6,10 +6,13 @@
    RandomHorizontalFlip (:mod:`.kinds`), walked per image by
    :mod:`.geometry` and rendered by one native decode (:mod:`.render`);
    v2 geometric steps right after ToImage / PILToTensor join at the tensor
-   stage;
-2. ``tensor``: the converter and the per-pixel steps after it, one table
+   stage (not after colour steps: the draws would change order);
+2. ``color``: the ColorJitter / RandomGrayscale steps right after that run,
+   drawn with the geometry and applied to the rendered pixels in one native
+   call (:mod:`.color`);
+3. ``tensor``: the converter and the per-pixel steps after it, one table
    (:mod:`.tensor`);
-3. ``trailing``: everything from the first step not understood, run
+4. ``trailing``: everything from the first step not understood, run
    unfused on the type torchvision would have given it there.
 
 When an image's geometry stops at an op (a second resample, a padded
@@ -35,6 +38,8 @@ from torchvision import tv_tensors
 
 from fastdecode import api
 from fastdecode._options import DEFAULTS as _D
+from fastdecode.transforms.color import ColorOp, Steps, color_op
+from fastdecode.transforms.color import apply as apply_color
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.fingerprint import fingerprint
 from fastdecode.transforms.geometry import (
@@ -68,12 +73,16 @@ class ChainSplit:
     op_index: the index in ``steps`` of each op.
     tail:     the tensor table, or None (no converter fused).
     end:      index of the first trailing step (``steps[end:]`` run unfused).
+    color_ops: the colour ops after the PIL-stage geometry (``color_index``:
+              their indices in ``steps``).
     """
 
     geo_ops: tuple[GeoOp, ...]
     op_index: tuple[int, ...]
     tail: Optional[TensorTail]
     end: int
+    color_ops: tuple[ColorOp, ...] = ()
+    color_index: tuple[int, ...] = ()
 
     @property
     def tensor_stage(self) -> int:
@@ -93,11 +102,16 @@ def split_chain(steps: list, exact: bool = False) -> ChainSplit:
         ops.append(op)
         index.append(i)
         i += 1
+    colors: list[ColorOp] = []
+    while i < len(steps) and (cop := color_op(steps[i])) is not None:
+        colors.append(cop)
+        i += 1
+    color = (tuple(colors), tuple(range(i - len(colors), i)))
     if i == len(steps) or not is_converter(steps[i]):
-        return ChainSplit(tuple(ops), tuple(index), None, i)
+        return ChainSplit(tuple(ops), tuple(index), None, i, *color)
     converter, j = steps[i], i + 1
     tensor_ops: list[tuple[GeoOp, int]] = []
-    while (is_uint8_converter(converter) and j < len(steps)
+    while (is_uint8_converter(converter) and not colors and j < len(steps)
            and (op := tensor_geo_op(steps[j])) is not None
            and not (exact and isinstance(op, (RandomResizedCropOp, ResizeOp)))):
         tensor_ops.append((op, j))
@@ -114,8 +128,8 @@ def split_chain(steps: list, exact: bool = False) -> ChainSplit:
             continue
         ops += [op for op, _ in tensor_ops]
         index += [k for _, k in tensor_ops]
-        return ChainSplit(tuple(ops), tuple(index), tail, j + n)
-    return ChainSplit(tuple(ops), tuple(index), None, i)  # the converter runs unfused
+        return ChainSplit(tuple(ops), tuple(index), tail, j + n, *color)
+    return ChainSplit(tuple(ops), tuple(index), None, i, *color)  # the converter runs unfused
 
 
 class _Draw(NamedTuple):
@@ -126,6 +140,7 @@ class _Draw(NamedTuple):
     replacement: Optional[list]  # what runs instead of that op (None: the op itself)
     fmt: str
     rng: Optional[torch.Tensor]  # RNG state before the draws, for a tensor-stage replay
+    color: Steps = ()  # the colour steps drawn (none when the geometry stopped)
 
 
 def _as_data(data: Any):
@@ -147,7 +162,8 @@ class FusedTransform:
     source transform on unpickling), so it works in DataLoader workers.
 
     Attributes:
-        plan: ``{'geometric': [...], 'tensor': [...], 'trailing': [...]}``, the
+        plan: ``{'geometric': [...], 'color': [...], 'tensor': [...],
+            'trailing': [...]}``, the
             source transforms in each part (see the module docstring); ``repr``
             prints it.
         output_shape: (C, H, W) of every result when it is fixed and the whole
@@ -179,6 +195,10 @@ class FusedTransform:
         split = split_chain(steps, exact)
         self.geo_ops = list(split.geo_ops)
         self.op_index = list(split.op_index)
+        self.color_ops = list(split.color_ops)
+        # a stop's unfused replay of the uint8 part runs steps[:fill_end]
+        self.fill_end = (split.color_index[-1] + 1 if split.color_ops
+                         else split.op_index[-1] + 1 if split.op_index else 0)
         self.tail: Optional[TensorTail] = split.tail
         self.tensor_stage = split.tensor_stage
         self.trailing = steps[split.end:]
@@ -189,6 +209,7 @@ class FusedTransform:
         )
         self.plan = {
             "geometric": [op.transform for op in self.geo_ops],  # (after the converter: on tensors)
+            "color": [op.transform for op in self.color_ops],
             "tensor": list(self.tail.steps) if self.tail else [],
             "trailing": list(self.trailing),
         }
@@ -293,7 +314,7 @@ class FusedTransform:
         draw = self._draw(data)
         value = self._render_into(data, draw, target)
         if draw.stop < len(self.geo_ops):
-            self._fill(target, self._unfused(draw, value, self.op_index[-1] + 1))
+            self._fill(target, self._unfused(draw, value, self.fill_end))
         return draw.geo
 
     def finish(self, images: Any, out: Any = None):
@@ -334,7 +355,10 @@ class FusedTransform:
         self.last_params = geo
         if stop < len(self.geo_ops) and self.geo_ops[stop].stage != "tensor":
             rng = None  # a PIL-stage stop: the rest runs unfused from there
-        return _Draw(geo, stop, replacement, info.format, rng)
+        color: Steps = ()
+        if stop == len(self.geo_ops) and self.color_ops:  # a stop: they run unfused
+            color = tuple(step for op in self.color_ops for step in op.draw())
+        return _Draw(geo, stop, replacement, info.format, rng, color)
 
     def _render_into(self, data, draw: _Draw, out: Optional[np.ndarray] = None):
         """The part of one image that draws nothing (the native decode and
@@ -348,10 +372,13 @@ class FusedTransform:
             geo = Geometry.start(*draw.geo.image_size) if draw.rng is not None else draw.geo
             return self._pil(data, geo, draw.fmt)
         if out is not None:
-            return self.renderer.render(data, draw.geo, "CHW", out=out, fmt=draw.fmt)
+            value = self.renderer.render(data, draw.geo, "CHW", out=out, fmt=draw.fmt)
+            apply_color(out, "CHW", draw.color)
+            return value
         if self.tail is None:
-            return self._pil(data, draw.geo, draw.fmt)
-        return self.tail.apply(self.renderer.render(data, draw.geo, "CHW", fmt=draw.fmt))
+            return self._pil(data, draw.geo, draw.fmt, draw.color)
+        pixels = self.renderer.render(data, draw.geo, "CHW", fmt=draw.fmt)
+        return self.tail.apply(apply_color(pixels, "CHW", draw.color))
 
     def _draws_after_render(self, draw: _Draw) -> bool:
         """Whether :meth:`_complete` runs steps (unfused, so they may draw)."""
@@ -391,8 +418,9 @@ class FusedTransform:
             raise RuntimeError(f"unexpected shape {arr.shape}, expected {target.shape}")
         np.copyto(target, arr)
 
-    def _pil(self, data, geo: Geometry, fmt: str) -> PIL.Image.Image:
-        return PIL.Image.fromarray(self.renderer.render(data, geo, "HWC", fmt=fmt), "RGB")
+    def _pil(self, data, geo: Geometry, fmt: str, color: Steps = ()) -> PIL.Image.Image:
+        pixels = apply_color(self.renderer.render(data, geo, "HWC", fmt=fmt), "HWC", color)
+        return PIL.Image.fromarray(pixels, "RGB")
 
     @staticmethod
     def _run(steps, value):
@@ -409,6 +437,9 @@ class FusedTransform:
         how = ("native decode + resample" if not pillow
                else f"native decode, Pillow resample ({', '.join(pillow)})")
         lines.append(f"  decode: {geo or 'full image'}   [{how}]")
+        if self.color_ops:
+            lines.append("  colour: " + " -> ".join(short_name(op.transform) for op in self.color_ops)
+                         + "   [native, Pillow's arithmetic]")
         if self.tail is not None:
             kind = ("uint8, no pass" if self.tail.identity
                     else f"one table pass -> {self.tail.dtype}")

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from torchvision import transforms as T
 from torchvision.transforms import v2 as T2
 
+from fastdecode.transforms.color import color_op
 from fastdecode.transforms.filters import FILTERS, pil_filter
 from fastdecode.transforms.geometry import (
     CenterCropOp,
@@ -104,8 +105,9 @@ def flatten(transform: Any, _depth: int = 0) -> list:
 
 
 def fusable(t: Any) -> bool:
-    """A step fuse can absorb somewhere (geometry, converter or per-pixel)."""
-    return geo_op(t) is not None or is_converter(t) or is_pointwise(t)
+    """A step fuse can absorb somewhere (geometry, colour, converter or per-pixel)."""
+    return (geo_op(t) is not None or color_op(t) is not None or is_converter(t)
+            or is_pointwise(t))
 
 
 def geo_op(t: Any, tensor: bool = False) -> Optional[GeoOp]:

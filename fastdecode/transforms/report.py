@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from torchvision import transforms as T
 from torchvision.transforms import v2 as T2
 
+from fastdecode.transforms.color import why_not as color_why_not
 from fastdecode.transforms.filters import FILTERS, pil_filter
 from fastdecode.transforms.kinds import kind, short_name
 
@@ -43,7 +44,10 @@ class FusionReport:
 
 
 def _why(t: Any, on_tensor: bool) -> str:
-    """Why a step that looks geometric did not become a geometry op."""
+    """Why a step that looks geometric (or colour) did not become a fused op."""
+    colour = color_why_not(t)
+    if colour is not None:
+        return colour
     k = kind(t)
     if k is None and isinstance(t, _GEOMETRIC):
         return (f"a subclass ({type(t).__module__}.{type(t).__qualname__}) of torchvision's "
@@ -70,8 +74,10 @@ def _why(t: Any, on_tensor: bool) -> str:
 def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
     """A :class:`FusionReport` when ``f`` fuses less than its leading geometric
     run (a geometric step left unfused, or a second resample every image
-    stops at) or nothing at all; None when the leading geometric run fused
-    (what follows a colour or augmentation step runs unfused by design)."""
+    stops at), stops at a colour step it cannot run exactly (hue jitter) or
+    fuses nothing at all; None when the leading geometric run and the colour
+    steps after it fused (what follows an augmentation step runs unfused by
+    design)."""
     steps = f.steps
     resampling = [i for op, i in zip(f.geo_ops, f.op_index) if type(op).__name__ in _RESAMPLING]
     if len(resampling) > 1:
@@ -85,9 +91,16 @@ def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
     if fused == 0:
         return FusionReport(first, 0, _why(first, on_tensor=False), 0)
     looks_geometric = kind(first) is not None or isinstance(first, _GEOMETRIC)
+    if looks_geometric and f.color_ops and fused == f.fill_end:
+        return FusionReport(first, fused, "a geometric step after a colour step runs on the PIL "
+                            "image, unfused (put the colour steps after the geometry to fuse "
+                            "both)", fused)
     if looks_geometric:
         on_tensor = f.tail is not None or any(op.stage == "tensor" for op in f.geo_ops)
         return FusionReport(first, fused, _why(first, on_tensor), fused)
+    colour = None if f.tail is not None else color_why_not(first)  # on tensors: by design
+    if colour is not None:
+        return FusionReport(first, fused, colour, fused)
     return None
 
 
@@ -103,6 +116,9 @@ def explain(f: FusedTransform) -> str:
                          f"{'the decoder' if native else 'Pillow where not bit-exact natively'}")
         stage = " (on the uint8 tensor)" if op.stage == "tensor" else ""
         where[i] = f"decode{stage}{resampler}"
+    for cop in f.color_ops:
+        index = next(i for i, s in enumerate(f.steps) if s is cop.transform)
+        where[index] = "colour, on the decoded pixels (Pillow's arithmetic, native)"
     if f.tail is not None:
         for step in f.tail.steps:
             index = next(i for i, s in enumerate(f.steps) if s is step)
@@ -114,5 +130,6 @@ def explain(f: FusedTransform) -> str:
     report = fusion_report(f)
     lines.append(f"output_shape={f.output_shape} (batch decode_into/finish: "
                  f"{'yes' if f.output_shape is not None else 'no'})")
-    lines.append("report: " + (str(report) if report else "the leading geometric run fused"))
+    done = "the leading geometric run" + (" and the colour steps after it" if f.color_ops else "")
+    lines.append("report: " + (str(report) if report else f"{done} fused"))
     return "\n".join(lines)

@@ -135,10 +135,18 @@ def test_changes_between_epochs_reach_workers_as_with_imagefolder(tree, persiste
 
 
 STOPS = {
-    "unknown-first": (lambda: T.Compose([T.ColorJitter(0.1), T.RandomResizedCrop(32),
+    "unknown-first": (lambda: T.Compose([T.GaussianBlur(3), T.RandomResizedCrop(32),
                                          T.ToTensor()]),
-                      r"nothing fused: ColorJitter.*\(step 0\) runs unfused: not a transform fuse "
+                      r"nothing fused: GaussianBlur.*\(step 0\) runs unfused: not a transform fuse "
                       r"knows.*dataset\.explain\(\)"),
+    # the colour step fuses (on the whole image); the crop after it cannot
+    "colour-first": (lambda: T.Compose([T.ColorJitter(0.1), T.RandomResizedCrop(32),
+                                        T.ToTensor()]),
+                     r"fused 1 step\(s\), then: RandomResizedCrop.*\(step 1\) runs unfused: a "
+                     r"geometric step after a colour step"),
+    "hue-jitter": (lambda: T.Compose([T.RandomResizedCrop(32), T.ColorJitter(0.1, hue=0.1),
+                                      T.ToTensor()]),
+                   r"fused 1 step\(s\), then: ColorJitter.*\(step 1\) runs unfused: hue jitter"),
     "function": (lambda: T.Compose([lambda im: im, T.Resize(32), T.ToTensor()]),
                  r"nothing fused: <function .*<lambda>.* \(step 0\) runs unfused: not a "
                  r"transform fuse knows \(builtins.function\)"),
@@ -166,6 +174,9 @@ def test_a_chain_that_fuses_less_warns_once(tree, name):
     pytest.param(lambda: T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()]), id="eval"),
     pytest.param(lambda: T.Compose([T.RandomResizedCrop(32), T.ColorJitter(0.2), T.ToTensor()]),
                  id="geometric-run-then-colour"),
+    pytest.param(lambda: T.Compose([T.RandomResizedCrop(32), T.ColorJitter(0.2, 0.2, 0.2),
+                                    T.RandomGrayscale(0.2), T.ToTensor()]),
+                 id="geometric-run-then-fused-colour"),
     pytest.param(lambda: None, id="no-transform"),
 ])
 def test_chains_whose_geometric_run_fuses_do_not_warn(tree, make):

@@ -181,7 +181,7 @@ def test_weights_transforms_fuse_like_the_equivalent_chain(weights_id, exact):
 
 TIMM = {
     # name: (create_transform keywords, steps fused into the decode, tensor steps)
-    "train-default": (dict(is_training=True), 2, 0),
+    "train-default": (dict(is_training=True), 2, 2),  # ColorJitter fuses (test_color_jitter)
     "train-bicubic-no-jitter": (dict(is_training=True, interpolation="bicubic",
                                      color_jitter=None), 2, 2),
     "train-random-interp": (dict(is_training=True, interpolation="random", color_jitter=None),

@@ -1,0 +1,131 @@
+"""Colour steps fused after the decode: ColorJitter, RandomGrayscale and RandomApply of them.
+
+torchvision runs ColorJitter on a PIL image as Pillow's ImageEnhance
+(brightness, contrast, saturation: each ``Image.blend(degenerate, image,
+factor)``), in the order of ``torch.randperm(4)``. Here the parameters are
+drawn by torchvision's own ``ColorJitter.get_params`` in the same order and
+with the same RNG calls, and the blends run in one native call on the
+rendered uint8 pixels with Pillow's float32 arithmetic
+(``_native.adjust_colors``, src_c/fd_color.c): bit-identical to torchvision
+on the same pixels. RandomGrayscale is Pillow's ``convert('L')`` in the three
+channels, i.e. a saturation step with factor 0. Hue is not fused: Pillow's
+HSV round trip is not reproduced, so a ColorJitter with ``hue`` stops the
+fusion (:func:`why_not`). Exact types only (kinds.py's rule): a subclass may
+override ``forward``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torchvision import transforms as T
+from torchvision.transforms import v2 as T2
+
+from fastdecode import _native
+
+__all__ = ["ColorOp", "Steps", "apply", "color_op", "why_not"]
+
+Steps = tuple[tuple[int, float], ...]  # (op, factor) pairs for _native.adjust_colors
+
+# ColorJitter's fn_idx 0..2 -> the native op (3, hue, is never fused)
+_OPS = (_native.COLOR_BRIGHTNESS, _native.COLOR_CONTRAST, _native.COLOR_SATURATION)
+_GRAY: Steps = ((_native.COLOR_SATURATION, 0.0),)
+_JITTERS = {T.ColorJitter: False, T2.ColorJitter: True}
+_GRAYSCALES = {T.RandomGrayscale: False, T2.RandomGrayscale: True}
+_APPLIES = {T.RandomApply: False, T2.RandomApply: True}
+
+
+class ColorOp:
+    """One colour step of a chain: :meth:`draw` consumes torch's RNG exactly
+    as the transform's ``forward`` would on a PIL image and returns the native
+    steps it would apply (empty: the image passes unchanged)."""
+
+    def __init__(self, transform: Any):
+        self.transform = transform
+
+    def draw(self) -> Steps:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+
+class _Jitter(ColorOp):
+    def __init__(self, transform: Any):
+        super().__init__(transform)
+        self.ranges = (transform.brightness, transform.contrast, transform.saturation)
+
+    def draw(self) -> Steps:
+        # v2's make_params draws the same: randperm(4), then one uniform_ per range
+        # set, float of the float32 value (``.item()`` there, ``float()`` here)
+        order, b, c, s, _ = T.ColorJitter.get_params(*self.ranges, None)
+        factors = (b, c, s)
+        return tuple((_OPS[i], factors[i]) for i in order.tolist()
+                     if i < 3 and factors[i] is not None)
+
+
+class _Grayscale(ColorOp):
+    def __init__(self, transform: Any, v2: bool):
+        super().__init__(transform)
+        self.v2 = v2
+
+    def draw(self) -> Steps:
+        p = self.transform.p
+        if self.v2:  # _RandomApplyTransform.forward
+            return () if bool(torch.rand(1) >= p) else _GRAY
+        return _GRAY if bool(torch.rand(1) < p) else ()
+
+
+class _RandomApply(ColorOp):
+    def __init__(self, transform: Any, v2: bool, inner: list[ColorOp]):
+        super().__init__(transform)
+        self.v2 = v2
+        self.inner = inner
+
+    def draw(self) -> Steps:
+        p = self.transform.p
+        skip = bool(torch.rand(1) >= p) if self.v2 else bool(p < torch.rand(1))
+        if skip:
+            return ()
+        return tuple(step for op in self.inner for step in op.draw())
+
+
+def color_op(t: Any) -> Optional[ColorOp]:
+    """The colour op for ``t``, or None when it is not one fuse runs exactly
+    (any other step, a subclass, a ColorJitter with hue)."""
+    cls = type(t)
+    try:
+        if cls in _JITTERS:
+            return _Jitter(t) if t.hue is None else None
+        if cls in _GRAYSCALES:
+            float(t.p)
+            return _Grayscale(t, _GRAYSCALES[cls])
+        if cls in _APPLIES:
+            float(t.p)
+            inner = [color_op(s) for s in t.transforms]
+            if inner and all(op is not None for op in inner):
+                return _RandomApply(t, _APPLIES[cls], [op for op in inner if op is not None])
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return None
+
+
+def why_not(t: Any) -> Optional[str]:
+    """Why a colour transform did not fuse (for the fusion report), or None
+    when ``t`` is not a colour transform fuse knows."""
+    cls = type(t)
+    if cls in _JITTERS and getattr(t, "hue", None) is not None:
+        return ("hue jitter: Pillow's HSV round trip is not reproduced natively, so this "
+                "ColorJitter and what follows run unfused")
+    if cls in _APPLIES:
+        return "a RandomApply of steps other than ColorJitter / RandomGrayscale (without hue)"
+    return None
+
+
+def apply(pixels: np.ndarray, layout: str, steps: Steps) -> np.ndarray:
+    """``pixels`` (uint8 (3, H, W) for 'CHW', (H, W, 3) for 'HWC') after
+    ``steps``: in place when writable and C-contiguous, else a copy."""
+    if not steps:
+        return pixels
+    if not (pixels.flags.writeable and pixels.flags.c_contiguous):
+        pixels = np.array(pixels, order="C")
+    return _native.adjust_colors(pixels, steps, layout)

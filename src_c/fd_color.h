@@ -1,0 +1,46 @@
+/* torchvision's ColorJitter arithmetic on PIL images, on uint8 RGB in place:
+ * Pillow's ImageEnhance Brightness, Contrast and Color (saturation), each
+ * Image.blend(degenerate, image, factor) computed in float32 as Pillow's
+ * Blend.c computes it, so the result is Pillow's bit for bit.
+ *
+ *   out = clamp_trunc((float)d + factor * (float)(v - d))
+ *     (<= 0 -> 0, >= 255 -> 255, else truncated toward zero)
+ *   brightness: d = 0
+ *   contrast:   d = (int)(mean(L) + 0.5), L = Pillow's integer RGB -> L
+ *               (fd_luma) over the whole image, the mean in double
+ *               (ImageStat: integer sum / count, both exact in a double)
+ *   saturation: d = L of the pixel itself
+ *
+ * Each step's result is uint8 before the next (torchvision makes a PIL image
+ * of each). Exact as long as the compiler does not contract a * b + c into
+ * an FMA (C99 mode, as setup.py builds, does not; nor do Pillow's x86-64
+ * wheels). A saturation step with factor 0 is RandomGrayscale's result (L
+ * in all three channels). */
+#ifndef FD_COLOR_H
+#define FD_COLOR_H
+
+#include "fd_common.h"
+
+typedef enum {
+    FD_COLOR_BRIGHTNESS = 0,
+    FD_COLOR_CONTRAST = 1,
+    FD_COLOR_SATURATION = 2
+} fd_color_op;
+
+typedef struct {
+    fd_color_op op;
+    float factor; /* Pillow's alpha: the Python float rounded to float32 */
+} fd_color_step;
+
+#define FD_COLOR_MAX_STEPS 64
+
+/* Applies `steps` in order to the height x width RGB image `pixels` (size
+ * bytes, exactly height * width * 3), interleaved (HWC) or planar (CHW).
+ * FD_ERR_ARGUMENT for a size that does not match, an empty image, more than
+ * FD_COLOR_MAX_STEPS steps, an unknown op or a factor that is not finite;
+ * checked before any pixel is written. */
+fd_status fd_color_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t width,
+                         fd_layout layout, const fd_color_step *steps, size_t nsteps,
+                         fd_error *err);
+
+#endif
