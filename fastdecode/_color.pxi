@@ -34,8 +34,12 @@ def adjust_colors(image, steps, layout="CHW"):
     cdef fd_color_step buf[FD_COLOR_MAX_STEPS]
     cdef size_t n = len(items), k
     for k in range(n):
-        op, factor = items[k]
+        try:
+            op, factor = items[k]
+        except (TypeError, ValueError):
+            raise ValueError(f"colour step {k} must be an (op, factor) pair, got {items[k]!r}") from None
         code = operator.index(op)
+        # fd_color_apply checks the op too (for C callers); here it must fit the enum first
         if not 0 <= code <= FD_COLOR_SATURATION:
             raise ValueError(f"colour step {k}: unknown op {op!r}")
         buf[k].op = <fd_color_op>code

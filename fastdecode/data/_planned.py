@@ -241,7 +241,7 @@ def complete(ds: Any, p: Plan) -> list:
             if fused is None:
                 s.value = ds.transform(s.value)
             elif out is not None:
-                fused._fill(out[k], fused._unfused(s.draw, s.value, fused.op_index[-1] + 1))
+                fused._fill(out[k], fused._unfused(s.draw, s.value, fused.fill_end))
             else:
                 s.value = fused._complete(s.draw, s.value)
     targets = [s.target for s in p.slots]

@@ -116,8 +116,10 @@ def why_not(t: Any) -> Optional[str]:
     if cls in _JITTERS and getattr(t, "hue", None) is not None:
         return ("hue jitter: Pillow's HSV round trip is not reproduced natively, so this "
                 "ColorJitter and what follows run unfused")
-    if cls in _APPLIES:
-        return "a RandomApply of steps other than ColorJitter / RandomGrayscale (without hue)"
+    inner = getattr(t, "transforms", None) if cls in _APPLIES else None
+    if inner is not None and any(type(s) in _JITTERS or type(s) in _GRAYSCALES for s in inner):
+        return ("a RandomApply of steps other than ColorJitter / RandomGrayscale (without hue): "
+                "it runs unfused")
     return None
 
 
