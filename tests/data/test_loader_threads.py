@@ -67,6 +67,26 @@ def tensor_stage_replay():
                        v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True)])
 
 
+def colour_jitter_train():
+    """timm's default training chain's shape: the jitter fused between the decode
+    and the tensor table (its draws in the iterating thread)."""
+    return T.Compose([T.RandomResizedCrop(40), T.RandomHorizontalFlip(),
+                      T.ColorJitter(0.4, 0.4, 0.4), T.RandomGrayscale(0.3), T.ToTensor(),
+                      T.Normalize(MEAN, STD)])
+
+
+def colour_jitter_v2_random_apply():
+    return v2.Compose([v2.RandomResizedCrop(40), v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4)],
+                                                                p=0.6),
+                       v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True)])
+
+
+def colour_jitter_stop():
+    """A geometry stop before fused colour steps: they run unfused after it."""
+    return T.Compose([T.Resize(48), T.RandomResizedCrop(40), T.ColorJitter(0.4, 0.4, 0.4),
+                      T.PILToTensor()])
+
+
 CHAINS = [
     pytest.param(uint8_train, id="uint8-train"),
     pytest.param(float_train, id="float-train"),
@@ -75,6 +95,9 @@ CHAINS = [
     pytest.param(padded_crop_stop, id="unfused-stop-padded-crop"),
     pytest.param(second_resample_stop, id="unfused-stop-second-resample"),
     pytest.param(tensor_stage_replay, id="unfused-stop-tensor-replay"),
+    pytest.param(colour_jitter_train, id="colour-jitter-grayscale"),
+    pytest.param(colour_jitter_v2_random_apply, id="colour-jitter-v2-random-apply"),
+    pytest.param(colour_jitter_stop, id="colour-jitter-after-stop"),
 ]
 THREADS = [pytest.param(n, id=f"threads{n}") for n in (1, 2, 4)]
 
@@ -214,3 +237,20 @@ def test_a_dataset_it_cannot_split_is_said_once():
     with pytest.warns(RuntimeWarning, match=r"threads=2: Noisy .* not reproducible"):
         assert len(list(loader)) == 2
     assert len(list(loader)) == 2  # once
+
+
+def opaque(chain):
+    """The same chain behind a step fuse cannot open: the loader's plan then
+    draws nothing and runs the whole chain, unfused, from the sample's seed."""
+    return lambda: T.Compose([T.Lambda(lambda im: im), *chain().transforms])
+
+
+@pytest.mark.parametrize("chain", [p for p in CHAINS if "colour" in p.id])
+@pytest.mark.parametrize("threads", [p for p in THREADS if p.values[0] > 1])
+def test_fused_colour_steps_give_the_unfused_chains_batches(tree, threads, chain):
+    """exact=True: the planned, fused batches are torchvision's own, sample for sample."""
+    fused = folder(tree, chain, exact=True)
+    unfused = folder(tree, opaque(chain), exact=True)
+    assert fused.explain().count("colour, on the decoded pixels") >= 1
+    assert "colour, on the decoded pixels" not in unfused.explain()
+    assert same(run(fused, threads, seed=7), run(unfused, threads, seed=7))
