@@ -4,72 +4,163 @@
 #include <math.h>
 
 /* Blend.c's expression and clamp, for one value: `(int)in1 + alpha *
- * ((int)in2 - (int)in1)` in float, then clipped and truncated. Both of
- * Pillow's branches (interpolation, extrapolation) are this expression; the
- * clamp only bites when extrapolating. */
-static inline uint8_t blend1(int degenerate, int value, float alpha)
+ * ((int)in2 - (int)in1)` in float, then `<= 0 -> 0, >= 255 -> 255, else
+ * (UINT8)`. Both of Pillow's branches (interpolation, extrapolation) are this
+ * expression; the clamp only bites when extrapolating. Written without
+ * branches (clamp, then truncate: the same values, 0 and 255 included) so
+ * that the planar loops below vectorize: float lanes round as scalars do. */
+static inline uint8_t blend1(int32_t degenerate, int32_t value, float alpha)
 {
-    const float t = (float)degenerate + alpha * (float)(value - degenerate);
-    if (t <= 0.0f)
-        return 0;
-    if (t >= 255.0f)
-        return 255;
-    return (uint8_t)t;
+    float t = (float)degenerate + alpha * (float)(value - degenerate);
+    t = t < 0.0f ? 0.0f : t;
+    t = t > 255.0f ? 255.0f : t;
+    return (uint8_t)(int32_t)t;
 }
 
-/* Where pixel i's channel c is: interleaved or planar. */
+static inline uint32_t luma32(uint32_t r, uint32_t g, uint32_t b)
+{
+    return fd_luma(r, g, b); /* Pillow's L, kept in 32-bit lanes */
+}
+
+#if defined(__SSE2__)
+/* SSE2 (every x86-64): four float lanes computing blend1's expression in
+ * blend1's order, IEEE single like the scalar code, so bit for bit the same.
+ * Pillow's L in float is exact too: every product and partial sum of
+ * r * 19595 + g * 38470 + b * 7471 + 0x8000 is an integer below 2^24, and
+ * >> 16 is a multiplication by 2^-16 then truncation. */
+#include <emmintrin.h>
+
 typedef struct {
-    size_t pixels, channel_step, pixel_step;
-} layout_steps;
+    __m128 v[4];
+} f32x16;
 
-static layout_steps steps_of(size_t npixels, fd_layout layout)
+static inline f32x16 load16(const uint8_t *p)
 {
-    layout_steps s;
-    s.pixels = npixels;
-    s.channel_step = layout == FD_LAYOUT_CHW ? npixels : 1;
-    s.pixel_step = layout == FD_LAYOUT_CHW ? 1 : 3;
-    return s;
+    const __m128i z = _mm_setzero_si128(), v = _mm_loadu_si128((const __m128i *)p);
+    const __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+    f32x16 f;
+    f.v[0] = _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z));
+    f.v[1] = _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z));
+    f.v[2] = _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z));
+    f.v[3] = _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z));
+    return f;
 }
 
-static void apply_table(uint8_t *pixels, size_t size, const uint8_t table[256])
+/* blend1 on four lanes: d + alpha * (v - d) (v - d exact), clamped to [0, 255] */
+static inline __m128i blend4(__m128 d, __m128 v, __m128 alpha)
 {
-    for (size_t i = 0; i < size; i++)
-        pixels[i] = table[pixels[i]];
+    const __m128 t = _mm_add_ps(d, _mm_mul_ps(alpha, _mm_sub_ps(v, d)));
+    return _mm_cvttps_epi32(_mm_min_ps(_mm_max_ps(t, _mm_setzero_ps()), _mm_set1_ps(255.0f)));
 }
 
-/* Brightness and contrast blend every value with one constant: a table. */
-static void blend_constant(uint8_t *pixels, size_t size, int degenerate, float alpha)
+static inline void store16(uint8_t *p, __m128i a, __m128i b, __m128i c, __m128i d)
 {
-    uint8_t table[256];
-    for (int v = 0; v < 256; v++)
-        table[v] = blend1(degenerate, v, alpha);
-    apply_table(pixels, size, table);
+    _mm_storeu_si128((__m128i *)p, _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d)));
 }
 
-/* ImageEnhance.Contrast's grey: int(mean of the L image + 0.5). */
-static int mean_grey(const uint8_t *pixels, layout_steps s)
+static inline __m128 luma4(__m128 r, __m128 g, __m128 b)
 {
-    uint64_t hist[256] = {0};
-    const uint8_t *r = pixels, *g = pixels + s.channel_step, *b = pixels + 2 * s.channel_step;
-    for (size_t i = 0, o = 0; i < s.pixels; i++, o += s.pixel_step)
-        hist[fd_luma(r[o], g[o], b[o])]++;
+    __m128 s = _mm_add_ps(_mm_mul_ps(r, _mm_set1_ps(19595.0f)), _mm_mul_ps(g, _mm_set1_ps(38470.0f)));
+    s = _mm_add_ps(_mm_add_ps(s, _mm_mul_ps(b, _mm_set1_ps(7471.0f))), _mm_set1_ps(32768.0f));
+    return _mm_cvtepi32_ps(_mm_cvttps_epi32(_mm_mul_ps(s, _mm_set1_ps(1.0f / 65536.0f))));
+}
+#define FD_COLOR_SIMD 16
+#else
+#define FD_COLOR_SIMD 0
+#endif
+
+/* Brightness and contrast blend every value with one constant. */
+static void blend_constant(uint8_t *p, size_t size, int32_t degenerate, float alpha)
+{
+    size_t i = 0;
+#if FD_COLOR_SIMD
+    const __m128 d = _mm_set1_ps((float)degenerate), a = _mm_set1_ps(alpha);
+    for (; i + 16 <= size; i += 16) {
+        const f32x16 v = load16(p + i);
+        store16(p + i, blend4(d, v.v[0], a), blend4(d, v.v[1], a), blend4(d, v.v[2], a),
+                blend4(d, v.v[3], a));
+    }
+#endif
+    for (; i < size; i++)
+        p[i] = blend1(degenerate, p[i], alpha);
+}
+
+/* Sum of Pillow's L over the image: ImageStat's integer sum of the histogram.
+ * Planar: 32-bit partial sums over blocks of at most 2^23 pixels (<= 255 *
+ * 2^23 < 2^32), so the inner loop vectorizes. */
+static uint64_t luma_sum(const uint8_t *pixels, size_t npixels, fd_layout layout)
+{
     uint64_t sum = 0;
-    for (int v = 1; v < 256; v++)
-        sum += (uint64_t)v * hist[v];
-    /* sum <= 255 * count and count <= SIZE_MAX / 3: both exact in a double
-     * below 2^53 pixels, so this is Python's correctly rounded sum / count. */
-    const double mean = (double)sum / (double)s.pixels;
-    return (int)(mean + 0.5);
+    if (layout == FD_LAYOUT_HWC) {
+        for (size_t i = 0; i < npixels; i++, pixels += 3)
+            sum += luma32(pixels[0], pixels[1], pixels[2]);
+        return sum;
+    }
+    const uint8_t *r = pixels, *g = pixels + npixels, *b = pixels + 2 * npixels;
+    size_t i = 0;
+#if FD_COLOR_SIMD
+    /* 32-bit lanes, emptied into the 64-bit sum every 2^20 pixels (each lane
+     * gains at most 4 * 255 per 16 pixels: < 2^26 per block) */
+    while (i + 16 <= npixels) {
+        __m128i part = _mm_setzero_si128();
+        for (size_t n = 0; n < ((size_t)1 << 16) && i + 16 <= npixels; n++, i += 16) {
+            const f32x16 vr = load16(r + i), vg = load16(g + i), vb = load16(b + i);
+            for (int k = 0; k < 4; k++)
+                part = _mm_add_epi32(part, _mm_cvttps_epi32(luma4(vr.v[k], vg.v[k], vb.v[k])));
+        }
+        uint32_t lanes[4];
+        _mm_storeu_si128((__m128i *)lanes, part);
+        sum += (uint64_t)lanes[0] + lanes[1] + lanes[2] + lanes[3];
+    }
+#endif
+    for (; i < npixels; i++)
+        sum += luma32(r[i], g[i], b[i]);
+    return sum;
 }
 
-static void saturate(uint8_t *pixels, layout_steps s, float alpha)
+/* ImageEnhance.Contrast's grey: int(mean of the L image + 0.5); the sum
+ * (<= 255 * npixels) and the count are exact in a double below 2^53 / 255
+ * pixels, so this is Python's correctly rounded int / int. */
+static int32_t mean_grey(const uint8_t *pixels, size_t npixels, fd_layout layout)
 {
-    uint8_t *r = pixels, *g = pixels + s.channel_step, *b = pixels + 2 * s.channel_step;
-    for (size_t i = 0, o = 0; i < s.pixels; i++, o += s.pixel_step) {
-        const int l = fd_luma(r[o], g[o], b[o]);
-        r[o] = blend1(l, r[o], alpha);
-        g[o] = blend1(l, g[o], alpha);
-        b[o] = blend1(l, b[o], alpha);
+    const double mean = (double)luma_sum(pixels, npixels, layout) / (double)npixels;
+    return (int32_t)(mean + 0.5);
+}
+
+static void saturate(uint8_t *pixels, size_t npixels, fd_layout layout, float alpha)
+{
+    if (layout == FD_LAYOUT_HWC) {
+        for (size_t i = 0; i < npixels; i++, pixels += 3) {
+            const int32_t l = (int32_t)luma32(pixels[0], pixels[1], pixels[2]);
+            pixels[0] = blend1(l, pixels[0], alpha);
+            pixels[1] = blend1(l, pixels[1], alpha);
+            pixels[2] = blend1(l, pixels[2], alpha);
+        }
+        return;
+    }
+    uint8_t *r = pixels, *g = pixels + npixels, *b = pixels + 2 * npixels;
+    size_t i = 0;
+#if FD_COLOR_SIMD
+    const __m128 a = _mm_set1_ps(alpha);
+    for (; i + 16 <= npixels; i += 16) {
+        const f32x16 vr = load16(r + i), vg = load16(g + i), vb = load16(b + i);
+        __m128i outr[4], outg[4], outb[4];
+        for (int k = 0; k < 4; k++) {
+            const __m128 l = luma4(vr.v[k], vg.v[k], vb.v[k]);
+            outr[k] = blend4(l, vr.v[k], a);
+            outg[k] = blend4(l, vg.v[k], a);
+            outb[k] = blend4(l, vb.v[k], a);
+        }
+        store16(r + i, outr[0], outr[1], outr[2], outr[3]);
+        store16(g + i, outg[0], outg[1], outg[2], outg[3]);
+        store16(b + i, outb[0], outb[1], outb[2], outb[3]);
+    }
+#endif
+    for (; i < npixels; i++) {
+        const int32_t l = (int32_t)luma32(r[i], g[i], b[i]);
+        r[i] = blend1(l, r[i], alpha);
+        g[i] = blend1(l, g[i], alpha);
+        b[i] = blend1(l, b[i], alpha);
     }
 }
 
@@ -111,7 +202,7 @@ fd_status fd_color_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t
         return st;
     if (pixels == NULL)
         return fd_fail(err, FD_ERR_ARGUMENT, "color: no pixels given");
-    const layout_steps s = steps_of((size_t)height * width, layout);
+    const size_t npixels = (size_t)height * width;
     for (size_t k = 0; k < nsteps; k++) {
         const float alpha = steps[k].factor;
         switch (steps[k].op) {
@@ -119,10 +210,10 @@ fd_status fd_color_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t
             blend_constant(pixels, size, 0, alpha);
             break;
         case FD_COLOR_CONTRAST:
-            blend_constant(pixels, size, mean_grey(pixels, s), alpha);
+            blend_constant(pixels, size, mean_grey(pixels, npixels, layout), alpha);
             break;
         case FD_COLOR_SATURATION:
-            saturate(pixels, s, alpha);
+            saturate(pixels, npixels, layout, alpha);
             break;
         }
     }

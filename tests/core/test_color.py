@@ -167,3 +167,12 @@ def test_a_bad_step_after_good_ones_changes_nothing():
     with pytest.raises(ValueError, match="factor nan is not finite"):
         _native.adjust_colors(image, [(0, 1.5), (2, 0.3), (1, float("nan"))], "HWC")
     np.testing.assert_array_equal(image, before)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_contrast_mean_over_many_simd_blocks(layout):
+    """The planar L sum is kept in 32-bit lanes per block of 2^20 pixels."""
+    arr = np.full((1100, 1000, 3), 250, np.uint8)
+    arr[::7, ::3] = (3, 200, 17)
+    steps = [(_native.COLOR_CONTRAST, 0.77), (_native.COLOR_CONTRAST, 1.3)]
+    np.testing.assert_array_equal(ours(arr, steps, layout), pillow(arr, steps))
