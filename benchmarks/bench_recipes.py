@@ -74,7 +74,7 @@ def fusion(transform) -> dict[str, Any]:
         return [type(getattr(s, "transform", s)).__name__ for s in steps or ()]
 
     tail = getattr(fused, "tail", None)
-    return {"decode": names(getattr(fused, "geo_ops", ())),
+    return {"decode": names(getattr(fused, "geo_ops", ())) + names(getattr(fused, "color_ops", ())),
             "tensor": names(getattr(tail, "steps", ())) if tail is not None else [],
             "unfused": names(getattr(fused, "trailing", ())), "repr": repr(fused)}
 
