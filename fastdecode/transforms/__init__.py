@@ -36,7 +36,11 @@ RandomResizedCrop / Resize / CenterCrop / RandomHorizontalFlip becomes one
 native decode (crop box, resample size, zero padding, mirror); a following
 ToTensor / PILToTensor / v2.ToImage with the Normalize / v2.ToDtype /
 ConvertImageDtype / v2.ToPureTensor after it becomes one table pass writing
-the final tensor (bit-identical to torchvision's float arithmetic). v2
+the final tensor (bit-identical to torchvision's float arithmetic).
+ColorJitter (v1 or v2, without hue), RandomGrayscale and RandomApply of
+them right after the geometric run are drawn as torchvision draws them and
+computed natively on the decoded pixels with Pillow's own float32
+arithmetic (bit-identical to torchvision on the same pixels). v2
 geometric transforms right after v2.ToImage / PILToTensor (torchvision runs
 them on uint8 tensors, within a level of Pillow) join the decode too; if one
 cannot (say a second resample), the RNG state is restored and the whole chain
