@@ -153,6 +153,7 @@ cdef extern from "fd_color.h" nogil:
         FD_COLOR_BRIGHTNESS
         FD_COLOR_CONTRAST
         FD_COLOR_SATURATION
+        FD_COLOR_HUE
 
     ctypedef struct fd_color_step:
         fd_color_op op

@@ -5,14 +5,17 @@
 COLOR_BRIGHTNESS = FD_COLOR_BRIGHTNESS
 COLOR_CONTRAST = FD_COLOR_CONTRAST
 COLOR_SATURATION = FD_COLOR_SATURATION
+COLOR_HUE = FD_COLOR_HUE
 COLOR_MAX_STEPS = FD_COLOR_MAX_STEPS
 
 
 def adjust_colors(image, steps, layout="CHW"):
     """Applies ``steps`` (a sequence of (op, factor): COLOR_BRIGHTNESS,
-    COLOR_CONTRAST or COLOR_SATURATION, and the factor torchvision passes to
-    Pillow) in order to ``image`` in place, as torchvision's PIL functions
-    adjust_brightness / adjust_contrast / adjust_saturation do, bit for bit.
+    COLOR_CONTRAST or COLOR_SATURATION and the factor torchvision passes to
+    Pillow, or COLOR_HUE and the uint8 shift adjust_hue adds to Pillow's H)
+    in order to ``image`` in place, as torchvision's PIL functions
+    adjust_brightness / adjust_contrast / adjust_saturation / adjust_hue do,
+    bit for bit.
 
     image: a writable C-contiguous uint8 array (3, H, W) (layout 'CHW') or
     (H, W, 3) ('HWC'). Returns image. ValueError / TypeError for anything
@@ -40,7 +43,7 @@ def adjust_colors(image, steps, layout="CHW"):
             raise ValueError(f"colour step {k} must be an (op, factor) pair, got {items[k]!r}") from None
         code = operator.index(op)
         # fd_color_apply checks the op too (for C callers); here it must fit the enum first
-        if not 0 <= code <= FD_COLOR_SATURATION:
+        if not 0 <= code <= FD_COLOR_HUE:
             raise ValueError(f"colour step {k}: unknown op {op!r}")
         buf[k].op = <fd_color_op>code
         buf[k].factor = <float>float(factor)

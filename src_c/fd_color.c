@@ -164,6 +164,79 @@ static void saturate(uint8_t *pixels, size_t npixels, fd_layout layout, float al
     }
 }
 
+/* Pillow's RGB -> HSV for one pixel (V is max(r, g, b)): its float
+ * quotients, the double steps where it mixes in double constants, rounded
+ * back to float where it stores a float. */
+static void to_hsv(int32_t r, int32_t g, int32_t b, uint8_t *h, uint8_t *s)
+{
+    const int32_t maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
+    const int32_t minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
+    if (maxc == minc) {
+        *h = 0;
+        *s = 0;
+        return;
+    }
+    const float range = (float)(maxc - minc);
+    const float sat = range / (float)maxc;
+    const float rc = (float)(maxc - r) / range;
+    const float gc = (float)(maxc - g) / range;
+    const float bc = (float)(maxc - b) / range;
+    float hue;
+    if (r == maxc)
+        hue = bc - gc;
+    else if (g == maxc)
+        hue = (float)(2.0 + (double)rc - (double)bc);
+    else
+        hue = (float)(4.0 + (double)gc - (double)rc);
+    /* fmod(x, 1.0) for x = hue / 6 + 1 in [5/6, 11/6]: x - 1 (exact) from 1 on */
+    const double x = (double)hue / 6.0 + 1.0;
+    hue = (float)(x >= 1.0 ? x - 1.0 : x);
+    const int32_t hi = (int32_t)((double)hue * 255.0), si = (int32_t)((double)sat * 255.0);
+    *h = (uint8_t)(hi <= 0 ? 0 : hi < 256 ? hi : 255);
+    *s = (uint8_t)(si <= 0 ? 0 : si < 256 ? si : 255);
+}
+
+static inline uint8_t clip_round(double x)
+{
+    const int32_t v = (int32_t)round(x);
+    return (uint8_t)(v <= 0 ? 0 : v < 256 ? v : 255);
+}
+
+/* Pillow's HSV -> RGB for one pixel, into rgb[0..2] (at `step` apart). */
+static void from_hsv(uint8_t h, uint8_t s, uint8_t v, uint8_t *rgb, size_t step)
+{
+    if (s == 0) {
+        rgb[0] = rgb[step] = rgb[2 * step] = v;
+        return;
+    }
+    const double h6 = (double)(float)h * 6.0 / 255.0;
+    const int32_t sector = (int32_t)floor(h6);
+    const float f = (float)(h6 - (double)(float)sector);
+    const float fs = (float)((double)(float)s / 255.0);
+    const double fv = (double)(float)v;
+    const uint8_t p = clip_round(fv * (1.0 - (double)fs));
+    const uint8_t q = clip_round(fv * (1.0 - (double)(fs * f))); /* fs * f in float */
+    const uint8_t t = clip_round(fv * (1.0 - (double)fs * (1.0 - (double)f)));
+    static const uint8_t order[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3},
+                                        {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
+    const uint8_t value[4] = {v, p, q, t}; /* order's indices: v, p, q, t */
+    for (int c = 0; c < 3; c++)
+        rgb[c * step] = value[order[sector % 6][c]];
+}
+
+static void shift_hue(uint8_t *pixels, size_t npixels, fd_layout layout, uint8_t shift)
+{
+    const size_t channel = layout == FD_LAYOUT_CHW ? npixels : 1;
+    const size_t pixel = layout == FD_LAYOUT_CHW ? 1 : 3;
+    for (size_t i = 0; i < npixels; i++, pixels += pixel) {
+        const int32_t r = pixels[0], g = pixels[channel], b = pixels[2 * channel];
+        uint8_t h, s;
+        to_hsv(r, g, b, &h, &s);
+        const int32_t v = r > g ? (r > b ? r : b) : (g > b ? g : b);
+        from_hsv((uint8_t)(h + shift), s, (uint8_t)v, pixels, channel);
+    }
+}
+
 static fd_status check(size_t size, uint32_t height, uint32_t width, fd_layout layout,
                        const fd_color_step *steps, size_t nsteps, fd_error *err)
 {
@@ -184,11 +257,16 @@ static fd_status check(size_t size, uint32_t height, uint32_t width, fd_layout l
         return fd_fail(err, FD_ERR_ARGUMENT, "color: no steps given");
     for (size_t k = 0; k < nsteps; k++) {
         const int op = (int)steps[k].op;
-        if (op < FD_COLOR_BRIGHTNESS || op > FD_COLOR_SATURATION)
+        const float f = steps[k].factor;
+        if (op < FD_COLOR_BRIGHTNESS || op > FD_COLOR_HUE)
             return fd_fail(err, FD_ERR_ARGUMENT, "color: step %zu: unknown op %d", k, op);
-        if (!isfinite(steps[k].factor))
+        if (!isfinite(f))
             return fd_fail(err, FD_ERR_ARGUMENT, "color: step %zu: factor %g is not finite", k,
-                           (double)steps[k].factor);
+                           (double)f);
+        if (op == FD_COLOR_HUE && !(f >= 0.0f && f <= 255.0f && f == (float)(int32_t)f))
+            return fd_fail(err, FD_ERR_ARGUMENT,
+                           "color: step %zu: hue shift %g is not an integer in 0..255", k,
+                           (double)f);
     }
     return FD_OK;
 }
@@ -214,6 +292,9 @@ fd_status fd_color_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t
             break;
         case FD_COLOR_SATURATION:
             saturate(pixels, npixels, layout, alpha);
+            break;
+        case FD_COLOR_HUE:
+            shift_hue(pixels, npixels, layout, (uint8_t)(int32_t)alpha);
             break;
         }
     }

@@ -7,11 +7,11 @@ drawn by torchvision's own ``ColorJitter.get_params`` in the same order and
 with the same RNG calls, and the blends run in one native call on the
 rendered uint8 pixels with Pillow's float32 arithmetic
 (``_native.adjust_colors``, src_c/fd_color.c): bit-identical to torchvision
-on the same pixels. RandomGrayscale is Pillow's ``convert('L')`` in the three
-channels, i.e. a saturation step with factor 0. Hue is not fused: Pillow's
-HSV round trip is not reproduced, so a ColorJitter with ``hue`` stops the
-fusion (:func:`why_not`). Exact types only (kinds.py's rule): a subclass may
-override ``forward``.
+on the same pixels. Hue is Pillow's RGB -> HSV, torchvision's uint8 shift of
+H (``np.array(hue_factor * 255).astype(np.uint8)``, computed here with that
+very expression), Pillow's HSV -> RGB. RandomGrayscale is Pillow's
+``convert('L')`` in the three channels, i.e. a saturation step with factor
+0. Exact types only (kinds.py's rule): a subclass may override ``forward``.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ __all__ = ["ColorOp", "Steps", "apply", "color_op", "why_not"]
 
 Steps = tuple[tuple[int, float], ...]  # (op, factor) pairs for _native.adjust_colors
 
-# ColorJitter's fn_idx 0..2 -> the native op (3, hue, is never fused)
-_OPS = (_native.COLOR_BRIGHTNESS, _native.COLOR_CONTRAST, _native.COLOR_SATURATION)
+# ColorJitter's fn_idx 0..3 -> the native op
+_OPS = (_native.COLOR_BRIGHTNESS, _native.COLOR_CONTRAST, _native.COLOR_SATURATION,
+        _native.COLOR_HUE)
 _GRAY: Steps = ((_native.COLOR_SATURATION, 0.0),)
 _JITTERS = {T.ColorJitter: False, T2.ColorJitter: True}
 _GRAYSCALES = {T.RandomGrayscale: False, T2.RandomGrayscale: True}
@@ -52,15 +53,21 @@ class ColorOp:
 class _Jitter(ColorOp):
     def __init__(self, transform: Any):
         super().__init__(transform)
-        self.ranges = (transform.brightness, transform.contrast, transform.saturation)
+        self.ranges = (transform.brightness, transform.contrast, transform.saturation,
+                       transform.hue)
 
     def draw(self) -> Steps:
         # v2's make_params draws the same: randperm(4), then one uniform_ per range
         # set, float of the float32 value (``.item()`` there, ``float()`` here)
-        order, b, c, s, _ = T.ColorJitter.get_params(*self.ranges, None)
-        factors = (b, c, s)
-        return tuple((_OPS[i], factors[i]) for i in order.tolist()
-                     if i < 3 and factors[i] is not None)
+        order, b, c, s, h = T.ColorJitter.get_params(*self.ranges)
+        factors: tuple[Optional[float], ...] = (b, c, s, None if h is None else _hue_shift(h))
+        return tuple((_OPS[i], f) for i in order.tolist() if (f := factors[i]) is not None)
+
+
+def _hue_shift(hue_factor: float) -> int:
+    """What torchvision's adjust_hue adds to Pillow's uint8 H (its expression:
+    numpy's float -> uint8 cast wraps negative shifts)."""
+    return int(np.array(hue_factor * 255).astype(np.uint8))
 
 
 class _Grayscale(ColorOp):
@@ -91,11 +98,11 @@ class _RandomApply(ColorOp):
 
 def color_op(t: Any) -> Optional[ColorOp]:
     """The colour op for ``t``, or None when it is not one fuse runs exactly
-    (any other step, a subclass, a ColorJitter with hue)."""
+    (any other step, a subclass)."""
     cls = type(t)
     try:
         if cls in _JITTERS:
-            return _Jitter(t) if t.hue is None else None
+            return _Jitter(t)
         if cls in _GRAYSCALES:
             float(t.p)
             return _Grayscale(t, _GRAYSCALES[cls])
@@ -113,13 +120,9 @@ def why_not(t: Any) -> Optional[str]:
     """Why a colour transform did not fuse (for the fusion report), or None
     when ``t`` is not a colour transform fuse knows."""
     cls = type(t)
-    if cls in _JITTERS and getattr(t, "hue", None) is not None:
-        return ("hue jitter: Pillow's HSV round trip is not reproduced natively, so this "
-                "ColorJitter and what follows run unfused")
     inner = getattr(t, "transforms", None) if cls in _APPLIES else None
     if inner is not None and any(type(s) in _JITTERS or type(s) in _GRAYSCALES for s in inner):
-        return ("a RandomApply of steps other than ColorJitter / RandomGrayscale (without hue): "
-                "it runs unfused")
+        return "a RandomApply of steps other than ColorJitter / RandomGrayscale: it runs unfused"
     return None
 
 

@@ -74,8 +74,8 @@ def _why(t: Any, on_tensor: bool) -> str:
 def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
     """A :class:`FusionReport` when ``f`` fuses less than its leading geometric
     run (a geometric step left unfused, or a second resample every image
-    stops at), stops at a colour step it cannot run exactly (hue jitter) or
-    fuses nothing at all; None when the leading geometric run and the colour
+    stops at), stops at a colour step it cannot run exactly (a RandomApply
+    of colour and other steps) or fuses nothing at all; None when the leading geometric run and the colour
     steps after it fused (what follows an augmentation step runs unfused by
     design)."""
     steps = f.steps

@@ -128,10 +128,16 @@ BAD = {
                   r"image must be writable and C-contiguous"),
     "empty": (lambda: np.zeros((3, 0, 5), np.uint8), [(0, 1.2)], "CHW", ValueError,
               r"color: empty image \(0 x 5\)"),
-    "unknown-op": (lambda: np.zeros((3, 2, 2), np.uint8), [(3, 1.0)], "CHW", ValueError,
-                   r"colour step 0: unknown op 3"),
+    "unknown-op": (lambda: np.zeros((3, 2, 2), np.uint8), [(4, 1.0)], "CHW", ValueError,
+                   r"colour step 0: unknown op 4"),
     "negative-op": (lambda: np.zeros((3, 2, 2), np.uint8), [(0, 1.0), (-1, 1.0)], "CHW",
                     ValueError, r"colour step 1: unknown op -1"),
+    "hue-shift-fraction": (lambda: np.zeros((3, 2, 2), np.uint8), [(3, 12.5)], "CHW",
+                           ValueError, r"color: step 0: hue shift 12.5 is not an integer in 0..255"),
+    "hue-shift-256": (lambda: np.zeros((3, 2, 2), np.uint8), [(3, 256)], "CHW", ValueError,
+                      r"hue shift 256 is not an integer in 0..255"),
+    "hue-shift-negative": (lambda: np.zeros((3, 2, 2), np.uint8), [(3, -1)], "CHW", ValueError,
+                           r"hue shift -1 is not an integer in 0..255"),
     "nan-factor": (lambda: np.zeros((3, 2, 2), np.uint8), [(1, float("nan"))], "CHW",
                    ValueError, r"color: step 0: factor nan is not finite"),
     "inf-factor": (lambda: np.zeros((3, 2, 2), np.uint8), [(0, 1.0), (2, float("inf"))], "CHW",
@@ -176,3 +182,46 @@ def test_contrast_mean_over_many_simd_blocks(layout):
     arr[::7, ::3] = (3, 200, 17)
     steps = [(_native.COLOR_CONTRAST, 0.77), (_native.COLOR_CONTRAST, 1.3)]
     np.testing.assert_array_equal(ours(arr, steps, layout), pillow(arr, steps))
+
+
+# --------------------------------------------------------------------------
+# Hue: torchvision's adjust_hue on PIL (Pillow's HSV round trip, a uint8 shift of H)
+
+
+def every_colour(step: int = 1, width: int = 4096) -> np.ndarray:
+    """Every ``step``-th of the 2^24 RGB colours, as an image ``width`` wide
+    (the last partial row left out)."""
+    c = np.arange(0, 1 << 24, step, dtype=np.uint32)
+    c = c[:len(c) // width * width]
+    rgb = np.stack([(c >> 16) & 255, (c >> 8) & 255, c & 255], axis=-1).astype(np.uint8)
+    return rgb.reshape(-1, width, 3)
+
+
+def torchvision_hue(arr: np.ndarray, hue_factor: float) -> np.ndarray:
+    fp = pytest.importorskip("torchvision.transforms._functional_pil")
+    return np.asarray(fp.adjust_hue(Image.fromarray(arr, "RGB"), hue_factor))
+
+
+def hue_step(hue_factor: float) -> list:
+    return [(_native.COLOR_HUE, int(np.array(hue_factor * 255).astype(np.uint8)))]
+
+
+# 0 (still a lossy round trip), positive, negative (wrapped by the uint8 cast), the ends
+@pytest.mark.parametrize("hue_factor", [0.0, -0.27], ids=lambda f: f"h{f:g}")
+def test_hue_is_torchvisions_for_every_colour(hue_factor):
+    arr = every_colour()
+    np.testing.assert_array_equal(ours(arr, hue_step(hue_factor), "HWC"),
+                                  torchvision_hue(arr, hue_factor))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_hue_every_shift_on_a_sample_of_colours(layout):
+    """Every shift adjust_hue can add (0..127 and 129..255: |hue_factor| <= 0.5),
+    each on every 509th colour."""
+    arr = every_colour(509, width=256)
+    for shift in [k for k in range(256) if k != 128]:
+        factor = shift / 255 if shift < 128 else (shift - 256) / 255
+        steps = hue_step(factor)
+        assert steps[0][1] == shift
+        np.testing.assert_array_equal(ours(arr, steps, layout), torchvision_hue(arr, factor),
+                                      err_msg=f"shift {shift}")

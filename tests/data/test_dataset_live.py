@@ -144,9 +144,6 @@ STOPS = {
                                         T.ToTensor()]),
                      r"fused 1 step\(s\), then: RandomResizedCrop.*\(step 1\) runs unfused: a "
                      r"geometric step after a colour step"),
-    "hue-jitter": (lambda: T.Compose([T.RandomResizedCrop(32), T.ColorJitter(0.1, hue=0.1),
-                                      T.ToTensor()]),
-                   r"fused 1 step\(s\), then: ColorJitter.*\(step 1\) runs unfused: hue jitter"),
     "function": (lambda: T.Compose([lambda im: im, T.Resize(32), T.ToTensor()]),
                  r"nothing fused: <function .*<lambda>.* \(step 0\) runs unfused: not a "
                  r"transform fuse knows \(builtins.function\)"),

@@ -5,6 +5,7 @@ per batch, through timm's create_transform; what the plan and report say."""
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -33,6 +34,9 @@ JITTER = {
     "contrast-only": dict(contrast=0.9),
     "saturation-only": dict(saturation=1.0),
     "strong": dict(brightness=0.9, contrast=0.9, saturation=0.9),
+    "hue-only": dict(hue=0.3),
+    "hue-negative-tuple": dict(hue=(-0.5, -0.2)),
+    "all-with-hue": dict(brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1),
 }
 
 
@@ -192,7 +196,8 @@ def test_a_geometry_stop_runs_the_colour_steps_unfused(stop, seed):
 PHOTOS = read_manifest("photos")
 PHOTO_SETTINGS = [pytest.param(("all-0.4", False), id="v1-all-0.4"),
                   pytest.param(("tuples", True), id="v2-tuples"),
-                  pytest.param(("grayscale", False), id="v1-grayscale")]
+                  pytest.param(("grayscale", False), id="v1-grayscale"),
+                  pytest.param(("all-with-hue", False), id="v1-all-with-hue")]
 
 
 def photo(row) -> tuple[bytes, int]:
@@ -211,17 +216,18 @@ def test_photos_exact_mode_is_torchvision_bit_for_bit(row, setting):
 
 
 # the default mode: the resample within its bound, then the colour steps exactly
-# on it; they amplify the resample's differences (DESIGN.md: measured >= 48.9 dB
-# for 224 px outputs, >= 37.8 dB for 64 px ones, on these photos)
+# on it; they amplify the resample's differences (DESIGN.md: measured >= 48.5 dB
+# for 224 px outputs, >= 37.5 dB for 64 px ones, on these photos)
 SMALL_OUTPUT_FLOOR = 35.0
 
 
+@pytest.mark.parametrize("setting", ["all-0.4", "all-with-hue"])
 @pytest.mark.parametrize("size", [pytest.param(224, id="224px"), pytest.param(64, id="64px")])
 @pytest.mark.parametrize("row", corpus_params("photos", PHOTOS, "file"))
-def test_photos_default_mode_bound(row, size):
+def test_photos_default_mode_bound(row, size, setting):
     data, seed = photo(row)
     floor = MIN_PSNR if size == 224 else SMALL_OUTPUT_FLOOR
-    check_parity(chain("all-0.4", False, size=size), data, seed, normalized=True, min_psnr=floor)
+    check_parity(chain(setting, False, size=size), data, seed, normalized=True, min_psnr=floor)
 
 
 # --------------------------------------------------------------------------
@@ -237,6 +243,7 @@ TIMM = {
                                      interpolation="bicubic"),
     "random-interp-no-hflip": dict(interpolation="random", hflip=0.0),
     "erasing": dict(re_prob=0.5),
+    "jitter-with-hue": dict(color_jitter=(0.4, 0.4, 0.4, 0.1)),
 }
 
 
@@ -269,21 +276,6 @@ def test_timm_training_chain_exact_is_timms(timm_id, seed):
     assert torch.equal(got, want)
 
 
-def test_timm_hue_jitter_stops_the_fusion_and_says_why():
-    transform = timm_chain(dict(color_jitter=(0.4, 0.4, 0.4, 0.1)))
-    f = fuse(transform)
-    assert f.plan["color"] == [] and len(f.plan["geometric"]) == 2
-    report = f.fusion_report()
-    assert report is not None and report.index == 2
-    assert "hue jitter" in report.reason and "HSV" in report.reason
-    data = IMAGES["jpeg-420-500x375"]()
-    seeded(3)
-    got = f(data)
-    seeded(3)
-    want = transform(pil_of(data))
-    assert got.shape == want.shape
-
-
 # --------------------------------------------------------------------------
 # What the plan says.
 
@@ -298,12 +290,10 @@ def test_explain_and_repr_show_the_colour_steps_fused():
 
 UNFUSED = {
     # name: (the chain, the index of the colour step left unfused, what the report says)
-    "hue": (lambda: T.Compose([T.CenterCrop(64), T.ColorJitter(0.2, hue=0.2), T.ToTensor()]),
-            1, r"hue jitter"),
-    "v2-hue": (lambda: T2.Compose([T2.CenterCrop(64), T2.ColorJitter(hue=0.1), T2.ToImage()]),
-               1, r"hue jitter"),
-    "random-apply-of-blur": (lambda: T.Compose([T.CenterCrop(64), T.RandomApply(
+    "random-apply-of-jitter-and-blur": (lambda: T.Compose([T.CenterCrop(64), T.RandomApply(
         [T.ColorJitter(0.2), T.GaussianBlur(3)]), T.ToTensor()]), 1, r"RandomApply of steps"),
+    "v2-random-apply-of-grayscale-and-blur": (lambda: T2.Compose([T2.CenterCrop(64), T2.RandomApply(
+        [T2.RandomGrayscale(0.5), T2.GaussianBlur(3)]), T2.ToImage()]), 1, r"RandomApply of steps"),
 }
 
 
@@ -315,7 +305,7 @@ def test_what_cannot_fuse_runs_unfused_and_is_reported(name):
     assert f.plan["color"] == [] and f.plan["trailing"][0] is f.steps[index]
     report = f.fusion_report()
     assert report is not None and report.index == index
-    assert reason.replace("\\", "") in report.reason
+    assert re.search(reason, report.reason)
     data = IMAGES["jpeg-420-500x375"]()
     check_parity(transform, data, 4, exact=True, min_psnr=float("inf"))
 
