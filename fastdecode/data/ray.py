@@ -47,7 +47,8 @@ Ray Train: give the Dataset to the trainer and iterate the worker's shard::
                  datasets={"train": ds}, scaling_config=ScalingConfig(num_workers=8)).fit()
 
 A fresh job's first batch waits for its Ray workers to start and import
-torch and torchvision (seconds: see DESIGN.md); ``fastdecode.ray.warm_up()``
+Ray Data and torch (seconds: see DESIGN.md; a fully fused chain reaches them
+without torchvision); ``fastdecode.ray.warm_up()``
 right after ``ray.init()`` starts those imports while the driver sets up.
 
 Random draws: with ``seed=None`` each task seeds torch from the OS (fresh
@@ -335,25 +336,26 @@ def _binary_views(column: pa.Array) -> list[np.ndarray]:
 
 def warm_up(cpus: Optional[int] = None) -> list[Any]:
     """Starts one task per CPU of the cluster (or ``cpus`` tasks), spread over
-    the nodes, that imports what the read and ``Decode`` tasks import (torch,
-    torchvision through the fused transform, the native decoder), and
-    returns their ObjectRefs at once (``ray.get`` them to wait; each gives
-    its worker's pid).
+    the nodes, that imports what the read and ``Decode`` tasks import (Ray
+    Data, torch, the native decoder; a fully fused chain travels without
+    torchvision: ``fastdecode.transforms.detached``), and returns their
+    ObjectRefs at once (``ray.get`` them to wait; each gives its worker's
+    pid).
 
     Each new Ray job starts its own worker processes, and the first task in
-    each pays these imports (about 2.6 CPU-s here, half of it torchvision)
-    before its first block. Call ``warm_up()`` right after ``ray.init()``:
-    the imports then overlap the driver's own set-up (building the model,
-    the trainer) and the read tasks run in the warmed workers (Ray reuses a
-    job's idle workers). It moves that cost off the first batch; it does not
-    remove it, and without other work to overlap it gains nothing."""
+    each pays these imports (about 3 CPU-s here) before its first block.
+    Call ``warm_up()`` right after ``ray.init()``: the imports then overlap
+    the driver's own set-up (building the model, the trainer) and the read
+    tasks run in the warmed workers (Ray reuses a job's idle workers). It
+    moves that cost off the first batch; it does not remove it, and without
+    other work to overlap it gains nothing."""
     n = cpus if cpus is not None else max(1, int(ray.cluster_resources().get("CPU", 1)))
     task = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_import_decode_path)
     return [task.remote() for _ in range(n)]
 
 
 def _import_decode_path() -> int:
-    import fastdecode.transforms  # noqa: F401  # torch, torchvision, the native decoder
+    import fastdecode.transforms.detached  # noqa: F401  # torch, the native decoder
 
     return os.getpid()
 
