@@ -22,9 +22,9 @@ shared machine; rerun rather than trust one figure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -204,16 +204,17 @@ def ray_section(root: str, repeats: int, cpus: int, nodes: int,
     import fastdecode.ray  # noqa: F401  # the driver's own imports before the cluster starts
 
     c = chains()
-    tmp, workers = tempfile.mkdtemp(prefix="fdbench", dir="/tmp"), None
     start = time.perf_counter()
-    try:
-        if nodes == 1:
+    with contextlib.ExitStack() as stack:  # unwinds: ray.shutdown, then the nodes stop
+        nodes_up = (stack.enter_context(cluster.ray_start_cluster(
+            nodes, object_store_bytes=512 * 2**20)) if nodes > 1 else None)
+        stack.callback(ray.shutdown)
+        if nodes_up is None:
             ray.init(num_cpus=cpus, object_store_memory=2**30, include_dashboard=False,
                      _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
         else:
-            address, workers = cluster.start_nodes(nodes, tmp)
-            ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False,
-                     configure_logging=False)
+            ray.init(address=nodes_up.address, _node_ip_address="127.0.0.1",
+                     log_to_driver=False, configure_logging=False)
             cluster.wait_for_nodes(ray, nodes)
         up_at, cluster_up = time.time(), time.perf_counter() - start
         ray.data.DataContext.get_current().enable_progress_bars = False
@@ -221,11 +222,6 @@ def ray_section(root: str, repeats: int, cpus: int, nodes: int,
         rows = {name: measure(make, repeats)
                 for name, make in ray_pipelines(root, c, nodes).items()}
         return {"cluster_up_s": cluster_up, "fresh": fresh, "rows": rows}
-    finally:
-        ray.shutdown()
-        if workers is not None:
-            cluster.stop_nodes(workers)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def ray_in_namespace(prefix: list[str], root: str, repeats: int, cpus: int, nodes: int,
