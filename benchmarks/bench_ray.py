@@ -8,6 +8,13 @@ up, with what it cost: worker processes started and CPU-seconds by role)
 apart from the first batch of each steady row.
 
     python -m benchmarks.bench_ray [--data PATH] [--quick] [--json PATH] [--cpus N]
+                                   [--no-wds] [--warm-up] [--fresh N]
+
+The DataLoader rows (the ratios' reference) run in the local cluster's
+driver, in the same rounds as the Ray rows (each round one epoch of every
+row, in turn), so that a ratio compares moments of the same load; the
+WebDataset rows run after. ``--fresh N`` starts N more local clusters that
+measure only their first batch, for a median.
 
 The Ray rows run in a driver that is the first process of a network + PID
 namespace with only loopback up (``unshare``, as tests/data/test_ray.py
@@ -58,28 +65,44 @@ def chains() -> dict[str, Any]:
 # One row: repeats of an epoch, the warm batches excluded
 
 
-def measure(make: Callable[[], Iterable], repeats: int) -> dict[str, Any]:
-    rates, firsts, cpu = [], [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        it = iter(make())
-        n, first, t0, c0 = 0, None, None, None
-        for k, batch in enumerate(it):
-            if first is None:
-                first = time.perf_counter() - start
-            if k == WARM_BATCHES:
-                t0, c0 = time.perf_counter(), cluster.cpu_by_role()
-            elif k > WARM_BATCHES:
-                n += len(batch[1] if isinstance(batch, (list, tuple)) else batch["image"])
-        if t0 is None or n == 0:
-            raise ValueError(f"need more than {WARM_BATCHES + 1} batches of {BATCH} per epoch")
-        seconds, c1 = time.perf_counter() - t0, cluster.cpu_by_role()
-        rates.append(n / seconds)
-        firsts.append(first)
-        cpu.append({r: (c1.get(r, 0.0) - c0.get(r, 0.0)) * 1000 / n for r in c1})
+def epoch(make: Callable[[], Iterable]) -> tuple[float, float, dict[str, float]]:
+    """One epoch of a pipeline: images/s after the warm batches, seconds to
+    its first batch, CPU ms per image by role."""
+    start = time.perf_counter()
+    n, first, t0, c0 = 0, None, None, None
+    for k, batch in enumerate(make()):
+        if first is None:
+            first = time.perf_counter() - start
+        if k == WARM_BATCHES:
+            t0, c0 = time.perf_counter(), cluster.cpu_by_role()
+        elif k > WARM_BATCHES:
+            n += len(batch[1] if isinstance(batch, (list, tuple)) else batch["image"])
+    if t0 is None or c0 is None or first is None or n == 0:
+        raise ValueError(f"need more than {WARM_BATCHES + 1} batches of {BATCH} per epoch")
+    seconds, c1 = time.perf_counter() - t0, cluster.cpu_by_role()
+    return n / seconds, first, {r: (c1.get(r, 0.0) - c0.get(r, 0.0)) * 1000 / n for r in c1}
+
+
+def _summary(epochs: list[tuple[float, float, dict[str, float]]]) -> dict[str, Any]:
+    rates = [e[0] for e in epochs]
     best = rates.index(statistics.median_low(rates))
     return {"images_per_s": statistics.median(rates), "rates": rates,
-            "first_batch_s": statistics.median(firsts), "cpu_ms_per_image": cpu[best]}
+            "first_batch_s": statistics.median(e[1] for e in epochs),
+            "cpu_ms_per_image": epochs[best][2]}
+
+
+def measure(make: Callable[[], Iterable], repeats: int) -> dict[str, Any]:
+    return _summary([epoch(make) for _ in range(repeats)])
+
+
+def measure_rounds(makes: dict[str, Callable[[], Iterable]], repeats: int) -> dict[str, Any]:
+    """Each round one epoch of every pipeline, in turn: the rows a ratio
+    compares see the same moments of a shared machine's load."""
+    epochs: dict[str, list] = {name: [] for name in makes}
+    for _ in range(repeats):
+        for name, make in makes.items():
+            epochs[name].append(epoch(make))
+    return {name: _summary(e) for name, e in epochs.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -219,8 +242,12 @@ def ray_section(root: str, repeats: int, cpus: int, nodes: int,
         up_at, cluster_up = time.time(), time.perf_counter() - start
         ray.data.DataContext.get_current().enable_progress_bars = False
         fresh = fresh_first_batch(root, c["float"], up_at, warm)
-        rows = {name: measure(make, repeats)
-                for name, make in ray_pipelines(root, c, nodes).items()}
+        # the DataLoader rows (the ratios' reference) in the same rounds as the Ray rows
+        loaders = ({} if nodes > 1 else
+                   {f"DataLoader(FastImageFolder), {kind}": dataloader(root, c[kind], cpus)
+                    for kind in ("float", "uint8")})
+        rows = (measure_rounds({**loaders, **ray_pipelines(root, c, nodes)}, repeats)
+                if repeats else {})  # 0: the first batch of a fresh cluster only
         return {"cluster_up_s": cluster_up, "fresh": fresh, "rows": rows}
 
 
@@ -291,6 +318,12 @@ def fresh_report(clusters: dict[str, dict]) -> str:
             f"{f['processes'].get('Ray Data actors', 0)} | {cpu['driver']:.1f} / "
             f"{cpu.get('task workers', 0):.1f} / {cpu.get('Ray Data actors', 0):.1f} / "
             f"{cpu.get('Ray daemons', 0):.1f} |")
+    local = [sec["fresh"]["first_batch_s"] for name, sec in clusters.items()
+             if name.startswith("local")]
+    if len(local) > 1:
+        lines.append(f"\nFirst batch on the {len(local)} fresh local clusters: median "
+                     f"{statistics.median(local):.2f} s (min {min(local):.2f}, max "
+                     f"{max(local):.2f})")
     return "\n".join(lines)
 
 
@@ -316,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-wds", action="store_true", help="leave out the WebDataset rows")
     parser.add_argument("--warm-up", action="store_true", help="call fastdecode.ray.warm_up() "
                         "on each fresh cluster, and wait for it, before its first dataset")
+    parser.add_argument("--fresh", type=int, default=0, metavar="N", help="N more fresh local "
+                        "clusters that measure only their first batch (the fresh table's "
+                        "median is then over N + 1)")
     args = parser.parse_args(argv)
     try:
         import ray  # noqa: F401
@@ -325,11 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     root = str(args.data or common.default_data())
     c = chains()
     rows: dict[str, dict] = {}
-    bar = common.progress("bench_ray", 4 + (0 if args.no_wds else 1) + (0 if args.quick else 1))
-    for kind in ("float", "uint8"):
-        rows[f"DataLoader(FastImageFolder), {kind}"] = measure(
-            dataloader(root, c[kind], args.cpus), args.repeats)
-        bar.update()
+    bar = common.progress("bench_ray", 1 + (0 if args.no_wds else 1) + (0 if args.quick else 1))
     prefix = cluster.namespace_prefix()
     clusters: dict[str, dict] = {}
     notes = []
@@ -341,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         clusters[name] = ray_in_namespace(prefix, root, args.repeats, args.cpus, 1, args.warm_up)
     bar.update()
+    for i in range(args.fresh if prefix is not None else 0):
+        clusters[f"{name}, fresh #{i + 2}"] = ray_in_namespace(
+            prefix, root, 0, args.cpus, 1, args.warm_up)
     if not args.quick and prefix is not None:
         clusters["2 nodes x 1 CPU (ray start head + worker)"] = ray_in_namespace(
             prefix, root, args.repeats, args.cpus, 2, args.warm_up)
