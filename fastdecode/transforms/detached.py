@@ -18,9 +18,9 @@ Written again here on purpose: :meth:`DetachedPlan.decode_into` is the
 all-joined path of ``FusedTransform.decode_into`` (read the header, draw,
 render into the slot) and :meth:`DetachedPlan.finish` its ``finish`` for
 numpy batches; :func:`detach` refuses (returns None, and the caller pickles
-the FusedTransform as before) any FusedTransform whose state is not exactly
-the fields listed in ``_FUSED_STATE``, so a plan that grows a new per-image
-step is never detached without being taught here
+the FusedTransform as before) any FusedTransform whose state is not the
+fields listed in ``_FUSED_STATE`` (and the known-inert ones below), so a plan
+that grows a new per-image step is never detached without being taught here
 (tests/transforms/test_detached.py checks the rows are the same).
 """
 
@@ -52,6 +52,11 @@ __all__ = ["DetachedPlan", "detach"]
 _FUSED_STATE = frozenset({"source", "_fingerprint", "exact", "renderer", "steps", "geo_ops",
                           "op_index", "tail", "tensor_stage", "trailing", "output_shape", "plan",
                           "last_params"})
+# Fields of the fused colour steps (#14, the jitter branch): colour ops draw per
+# image, so a plan with any stays attached; fill_end matters only on a stop (the
+# full transform's path).
+_INERT_WHEN_EMPTY = frozenset({"color_ops"})
+_ANY_VALUE = frozenset({"fill_end"})
 _PLAIN_OPS = (RandomResizedCropOp, ResizeOp, CenterCropOp, FlipOp)
 
 
@@ -89,7 +94,11 @@ def detach(fused: Any) -> Optional[DetachedPlan]:
     tensor table (then pickle ``fused`` itself)."""
     from fastdecode.transforms.fused import FusedTransform
 
-    if (type(fused) is not FusedTransform or set(vars(fused)) != _FUSED_STATE
+    state = vars(fused)
+    extra = set(state) - _FUSED_STATE
+    if (type(fused) is not FusedTransform or not _FUSED_STATE <= set(state)
+            or extra - _INERT_WHEN_EMPTY - _ANY_VALUE
+            or any(state[k] for k in extra & _INERT_WHEN_EMPTY)
             or fused.output_shape is None or fused.trailing or fused.tail is None
             or type(fused.tail) is not TensorTail or fused.tail.numpy
             or type(fused.renderer) is not Renderer

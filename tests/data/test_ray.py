@@ -132,10 +132,10 @@ def _phases(out: Path, tree: Path, slow: bool, nodes: cluster.Nodes) -> None:
     paths = sorted(str(p) for p in tree.rglob("*") if p.suffix in (".jpg", ".jpeg", ".png"))
     table = pa.table({"jpg": [Path(p).read_bytes() for p in paths],
                       "id": np.arange(len(paths), dtype=np.int64)})
-    for fmt in ("pyarrow", "numpy"):
+    for fmt, batch_size in (("pyarrow", 3), ("numpy", 3), ("pyarrow-blocks", None)):
         ds = ray.data.from_arrow(table).repartition(4).map_batches(
             fray.Decode(c["float"], column="jpg", seed=SEED, seed_column="id"),
-            batch_format=fmt, batch_size=3)
+            batch_format=fmt.split("-")[0], batch_size=batch_size)  # None: a block a batch
         for k, v in _rows(ds, ("jpg", "id")).items():
             result[f"decode_{fmt}_{k}"] = v
     result["decode_paths"] = np.array(paths)
@@ -289,7 +289,7 @@ def test_exact_mode_rows_equal_fused_exact(cluster_run):
         np.testing.assert_array_equal(image, fused(Path(path).read_bytes()).numpy(), err_msg=path)
 
 
-@pytest.mark.parametrize("fmt", ["pyarrow", "numpy"])
+@pytest.mark.parametrize("fmt", ["pyarrow", "numpy", "pyarrow-blocks"])
 def test_decode_map_rows_equal_fused(cluster_run, fmt):
     import torch
 

@@ -81,11 +81,16 @@ def test_timm_ops_are_not_detached():
     assert not isinstance(shipped.fused, DetachedPlan)
 
 
-def test_a_fused_transform_with_unknown_state_is_not_detached():
+@pytest.mark.parametrize("extra, detached", [
+    ({"something_new": 1}, False),  # a field detach() was not taught: it must refuse
+    ({"color_ops": [], "fill_end": 2}, True),  # the fused colour steps' fields, none drawn
+    ({"color_ops": ["a colour op"], "fill_end": 3}, False),  # colour drawn per image
+], ids=["unknown-field", "no-colour-ops", "colour-ops"])
+def test_detach_refuses_state_it_does_not_know(extra, detached):
     f = fuse(CHAINS["train-v1"]())
     assert detach(f) is not None
-    f.something_new = 1  # a field detach() was not taught: it must refuse
-    assert detach(f) is None
+    vars(f).update(extra)
+    assert (detach(f) is not None) is detached
 
 
 @pytest.mark.parametrize("chain", ["train-v1", "eval-v2", "train-uint8"])
