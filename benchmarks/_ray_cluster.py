@@ -1,14 +1,18 @@
-"""The Ray clusters of bench_ray: a driver run as the first process of a
-loopback-only network + PID namespace, ``ray start`` nodes inside it, and
-what a fresh cluster's first dataset cost (processes started, CPU seconds by
-role), and the CPU time of this process tree by role for the steady rows.
+"""Loopback Ray clusters for bench_ray and tests/data/test_ray.py: a driver run
+as the first process of a loopback-only network + PID namespace, ``ray
+start`` nodes inside it, always stopped; and, for the benchmark, what a fresh
+cluster's first dataset cost (processes started, CPU seconds by role) and the
+CPU time of this process tree by role for the steady rows.
 
-Written again here on purpose, after tests/data/test_ray.py's cluster: the
-benchmark ships in the wheel (``fastdecode.benchmarks``), the tests do not.
+The one copy of this code: the benchmark ships in the wheel
+(``fastdecode.benchmarks._ray_cluster``) and the tests import it as
+``benchmarks._ray_cluster`` from the repository root, which ``python -m
+pytest`` (``make test``) puts on the path, as for ``benchmarks.presets``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -17,11 +21,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Optional
 
 NAMESPACE = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
-PORT = "6392"
+PORT = "6391"  # each namespace has its own loopback: no clash between runs
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
 
 
 def namespace_prefix() -> list[str] | None:
@@ -34,20 +40,34 @@ def namespace_prefix() -> list[str] | None:
     return NAMESPACE if probe.returncode == 0 else None
 
 
+def driver_env(package_parent: Optional[Path], **extra: str) -> dict[str, str]:
+    """The environment of a namespace driver: a per-run auth token (every node
+    of the cluster needs it; nothing written to ~/.ray), no usage stats,
+    ``package_parent`` first on PYTHONPATH, and ``extra`` (RAY_* settings)."""
+    path = [str(package_parent)] if package_parent is not None else []
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16),
+               RAY_USAGE_STATS_ENABLED="0", PYTHONWARNINGS="ignore::DeprecationWarning",
+               **extra)
+    env["PYTHONPATH"] = os.pathsep.join([*path, *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env
+
+
+def run_driver(prefix: list[str], argv: list[str], env: dict[str, str],
+               timeout: float) -> subprocess.CompletedProcess:
+    """``argv`` as the namespace's first process, stderr kept; when it ends
+    the kernel ends every Ray process it started."""
+    return subprocess.run([*prefix, *argv], env=env, timeout=timeout,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def run_in_namespace(prefix: list[str], module: str, package_parent: Path, args: list[str],
                      timeout: float) -> dict[str, Any]:
     """``python -m module --ray-driver OUT *args`` as the namespace's first
-    process (a per-run auth token, nothing written to ~/.ray); returns the
-    JSON it wrote to OUT. When it ends, the kernel ends every Ray process."""
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16),
-               RAY_USAGE_STATS_ENABLED="0", PYTHONWARNINGS="ignore::DeprecationWarning",
-               PYTHONPATH=os.pathsep.join(p for p in (str(package_parent),
-                                                      os.environ.get("PYTHONPATH")) if p))
+    process; returns the JSON it wrote to OUT."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ray.json"
-        proc = subprocess.run([*prefix, sys.executable, "-m", module, "--ray-driver", str(out),
-                               *args], env=env, timeout=timeout, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+        proc = run_driver(prefix, [sys.executable, "-m", module, "--ray-driver", str(out), *args],
+                          driver_env(package_parent), timeout)
         if proc.returncode != 0 or not out.exists():
             raise RuntimeError(f"the Ray driver failed ({proc.returncode}):\n"
                                f"{proc.stderr[-3000:]}")
@@ -55,25 +75,34 @@ def run_in_namespace(prefix: list[str], module: str, package_parent: Path, args:
 
 
 def loopback_up() -> None:
+    """In the namespace: bring up its only interface."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
 
-def start_nodes(nodes: int, tmp: str) -> tuple[str, subprocess.Popen]:
-    """``ray start`` a head and ``nodes - 1`` worker nodes, 1 CPU and a
-    512 MiB object store each, on 127.0.0.1. Returns the address and the
-    process group leader of the worker nodes (``ray start --block``)."""
-    ray_start = [sys.executable, "-m", "ray.scripts.scripts", "start"]
-    node = ["--num-cpus", "1", "--object-store-memory", str(512 * 2**20),
+@dataclass
+class Nodes:
+    """A ``ray start`` cluster on 127.0.0.1: its address and the worker nodes,
+    each ``ray start --block`` leading its own process group (what
+    :func:`kill_node` kills)."""
+
+    address: str
+    workers: list[subprocess.Popen]
+
+
+def start_nodes(nodes: int, tmp: str, *, object_store_bytes: int, cpus: int = 1) -> Nodes:
+    """``ray start`` a head and ``nodes - 1`` worker nodes of ``cpus`` CPUs
+    and an object store of ``object_store_bytes`` each, on 127.0.0.1."""
+    node = ["--num-cpus", str(cpus), "--object-store-memory", str(object_store_bytes),
             "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
-    head = subprocess.run([*ray_start, "--head", "--port", PORT, "--include-dashboard=false",
+    head = subprocess.run([*RAY, "start", "--head", "--port", PORT, "--include-dashboard=false",
                            "--temp-dir", tmp, *node], stdout=subprocess.DEVNULL, timeout=180)
     if head.returncode != 0:
         raise RuntimeError("ray start --head failed")
-    one = " ".join([*ray_start, "--address", f"127.0.0.1:{PORT}", "--block", *node])
-    workers = subprocess.Popen(["sh", "-c", " & ".join([one] * (nodes - 1)) + " & wait"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-    return f"127.0.0.1:{PORT}", workers
+    address = f"127.0.0.1:{PORT}"
+    workers = [subprocess.Popen([*RAY, "start", "--address", address, "--block", *node],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True) for _ in range(nodes - 1)]
+    return Nodes(address, workers)
 
 
 def wait_for_nodes(ray: Any, nodes: int, seconds: float = 120) -> None:
@@ -84,13 +113,36 @@ def wait_for_nodes(ray: Any, nodes: int, seconds: float = 120) -> None:
         time.sleep(0.2)
 
 
-def stop_nodes(workers: subprocess.Popen) -> None:
+def kill_node(worker: subprocess.Popen) -> None:
+    """SIGKILL a worker node: its ``ray start --block``, raylet and agents."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(worker.pid, 9)
+
+
+def stop_nodes(cluster: Nodes) -> None:
+    for worker in cluster.workers:
+        kill_node(worker)
+    subprocess.run([*RAY, "stop", "--force"], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=120)
+
+
+@contextlib.contextmanager
+def ray_start_cluster(nodes: int, *, object_store_bytes: int,
+                      cpus: int = 1) -> Iterator[Nodes]:
+    """:func:`start_nodes` in a fresh temp dir, always stopped and removed
+    (call ``ray.shutdown()`` inside, before it ends)."""
+    tmp = tempfile.mkdtemp(prefix="fdray", dir="/tmp")
+    cluster = None
     try:
-        os.killpg(workers.pid, 9)
-    except ProcessLookupError:
-        pass
-    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        cluster = start_nodes(nodes, tmp, object_store_bytes=object_store_bytes, cpus=cpus)
+        yield cluster
+    finally:
+        if cluster is not None:
+            stop_nodes(cluster)
+        else:  # a head that failed half-way
+            subprocess.run([*RAY, "stop", "--force"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=120)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,13 @@ up, with what it cost: worker processes started and CPU-seconds by role)
 apart from the first batch of each steady row.
 
     python -m benchmarks.bench_ray [--data PATH] [--quick] [--json PATH] [--cpus N]
+                                   [--no-wds] [--warm-up] [--fresh N]
+
+The DataLoader rows (the ratios' reference) run in the local cluster's
+driver, in the same rounds as the Ray rows (each round one epoch of every
+row, in turn), so that a ratio compares moments of the same load; the
+WebDataset rows run after. ``--fresh N`` starts N more local clusters that
+measure only their first batch, for a median.
 
 The Ray rows run in a driver that is the first process of a network + PID
 namespace with only loopback up (``unshare``, as tests/data/test_ray.py
@@ -20,11 +27,15 @@ bench --full`` when ray is installed. Numbers are ratios within one run on a
 shared machine; rerun rather than trust one figure.
 """
 
+# Over ~400 lines on purpose: the rows (DataLoader, four Ray pipelines, three
+# WebDataset ones), the namespace driver and the two report tables are one
+# benchmark's; the cluster code is apart (_ray_cluster.py).
+
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -58,28 +69,44 @@ def chains() -> dict[str, Any]:
 # One row: repeats of an epoch, the warm batches excluded
 
 
-def measure(make: Callable[[], Iterable], repeats: int) -> dict[str, Any]:
-    rates, firsts, cpu = [], [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        it = iter(make())
-        n, first, t0, c0 = 0, None, None, None
-        for k, batch in enumerate(it):
-            if first is None:
-                first = time.perf_counter() - start
-            if k == WARM_BATCHES:
-                t0, c0 = time.perf_counter(), cluster.cpu_by_role()
-            elif k > WARM_BATCHES:
-                n += len(batch[1] if isinstance(batch, (list, tuple)) else batch["image"])
-        if t0 is None or n == 0:
-            raise ValueError(f"need more than {WARM_BATCHES + 1} batches of {BATCH} per epoch")
-        seconds, c1 = time.perf_counter() - t0, cluster.cpu_by_role()
-        rates.append(n / seconds)
-        firsts.append(first)
-        cpu.append({r: (c1.get(r, 0.0) - c0.get(r, 0.0)) * 1000 / n for r in c1})
+def epoch(make: Callable[[], Iterable]) -> tuple[float, float, dict[str, float]]:
+    """One epoch of a pipeline: images/s after the warm batches, seconds to
+    its first batch, CPU ms per image by role."""
+    start = time.perf_counter()
+    n, first, t0, c0 = 0, None, None, None
+    for k, batch in enumerate(make()):
+        if first is None:
+            first = time.perf_counter() - start
+        if k == WARM_BATCHES:
+            t0, c0 = time.perf_counter(), cluster.cpu_by_role()
+        elif k > WARM_BATCHES:
+            n += len(batch[1] if isinstance(batch, (list, tuple)) else batch["image"])
+    if t0 is None or c0 is None or first is None or n == 0:
+        raise ValueError(f"need more than {WARM_BATCHES + 1} batches of {BATCH} per epoch")
+    seconds, c1 = time.perf_counter() - t0, cluster.cpu_by_role()
+    return n / seconds, first, {r: (c1.get(r, 0.0) - c0.get(r, 0.0)) * 1000 / n for r in c1}
+
+
+def _summary(epochs: list[tuple[float, float, dict[str, float]]]) -> dict[str, Any]:
+    rates = [e[0] for e in epochs]
     best = rates.index(statistics.median_low(rates))
     return {"images_per_s": statistics.median(rates), "rates": rates,
-            "first_batch_s": statistics.median(firsts), "cpu_ms_per_image": cpu[best]}
+            "first_batch_s": statistics.median(e[1] for e in epochs),
+            "cpu_ms_per_image": epochs[best][2]}
+
+
+def measure(make: Callable[[], Iterable], repeats: int) -> dict[str, Any]:
+    return _summary([epoch(make) for _ in range(repeats)])
+
+
+def measure_rounds(makes: dict[str, Callable[[], Iterable]], repeats: int) -> dict[str, Any]:
+    """Each round one epoch of every pipeline, in turn: the rows a ratio
+    compares see the same moments of a shared machine's load."""
+    epochs: dict[str, list] = {name: [] for name in makes}
+    for _ in range(repeats):
+        for name, make in makes.items():
+            epochs[name].append(epoch(make))
+    return {name: _summary(e) for name, e in epochs.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -115,6 +142,7 @@ def ray_pipelines(root: str, c: dict[str, Any], nodes: int) -> dict[str, Callabl
     import ray.data
 
     import fastdecode.ray as fray
+    from fastdecode.data._listing import list_images
 
     def batches(ds, batch_size=BATCH):
         return lambda: ds.iter_torch_batches(batch_size=batch_size)
@@ -129,9 +157,12 @@ def ray_pipelines(root: str, c: dict[str, Any], nodes: int) -> dict[str, Callabl
                                                                                     c["uint8"]))}
     baseline = ray.data.read_images(root, mode="RGB", file_extensions=EXTENSIONS).map_batches(
         _TorchvisionRows(c["float"]), batch_size=BATCH)
-    decode = ray.data.read_binary_files(root, file_extensions=EXTENSIONS).map_batches(
-        fray.Decode(c["float"], column="bytes", output_column="image"), batch_format="pyarrow",
-        batch_size=BATCH)
+    # blocks of a batch and no batch_size: the decode runs fused in the read tasks
+    files = len(list_images(root).paths)
+    decode = ray.data.read_binary_files(
+        root, file_extensions=EXTENSIONS, override_num_blocks=max(1, -(-files // BATCH))
+    ).map_batches(fray.Decode(c["float"], column="bytes", output_column="image"),
+                  batch_format="pyarrow")
     return {
         FLOAT_ROW: blocks(fray.read_images(root, c["float"])),
         RAY_BASELINE: batches(baseline),
@@ -204,28 +235,28 @@ def ray_section(root: str, repeats: int, cpus: int, nodes: int,
     import fastdecode.ray  # noqa: F401  # the driver's own imports before the cluster starts
 
     c = chains()
-    tmp, workers = tempfile.mkdtemp(prefix="fdbench", dir="/tmp"), None
     start = time.perf_counter()
-    try:
-        if nodes == 1:
+    with contextlib.ExitStack() as stack:  # unwinds: ray.shutdown, then the nodes stop
+        nodes_up = (stack.enter_context(cluster.ray_start_cluster(
+            nodes, object_store_bytes=512 * 2**20)) if nodes > 1 else None)
+        stack.callback(ray.shutdown)
+        if nodes_up is None:
             ray.init(num_cpus=cpus, object_store_memory=2**30, include_dashboard=False,
                      _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
         else:
-            address, workers = cluster.start_nodes(nodes, tmp)
-            ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False,
-                     configure_logging=False)
+            ray.init(address=nodes_up.address, _node_ip_address="127.0.0.1",
+                     log_to_driver=False, configure_logging=False)
             cluster.wait_for_nodes(ray, nodes)
         up_at, cluster_up = time.time(), time.perf_counter() - start
         ray.data.DataContext.get_current().enable_progress_bars = False
         fresh = fresh_first_batch(root, c["float"], up_at, warm)
-        rows = {name: measure(make, repeats)
-                for name, make in ray_pipelines(root, c, nodes).items()}
+        # the DataLoader rows (the ratios' reference) in the same rounds as the Ray rows
+        loaders = ({} if nodes > 1 else
+                   {f"DataLoader(FastImageFolder), {kind}": dataloader(root, c[kind], cpus)
+                    for kind in ("float", "uint8")})
+        rows = (measure_rounds({**loaders, **ray_pipelines(root, c, nodes)}, repeats)
+                if repeats else {})  # 0: the first batch of a fresh cluster only
         return {"cluster_up_s": cluster_up, "fresh": fresh, "rows": rows}
-    finally:
-        ray.shutdown()
-        if workers is not None:
-            cluster.stop_nodes(workers)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def ray_in_namespace(prefix: list[str], root: str, repeats: int, cpus: int, nodes: int,
@@ -295,6 +326,12 @@ def fresh_report(clusters: dict[str, dict]) -> str:
             f"{f['processes'].get('Ray Data actors', 0)} | {cpu['driver']:.1f} / "
             f"{cpu.get('task workers', 0):.1f} / {cpu.get('Ray Data actors', 0):.1f} / "
             f"{cpu.get('Ray daemons', 0):.1f} |")
+    local = [sec["fresh"]["first_batch_s"] for name, sec in clusters.items()
+             if name.startswith("local")]
+    if len(local) > 1:
+        lines.append(f"\nFirst batch on the {len(local)} fresh local clusters: median "
+                     f"{statistics.median(local):.2f} s (min {min(local):.2f}, max "
+                     f"{max(local):.2f})")
     return "\n".join(lines)
 
 
@@ -320,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-wds", action="store_true", help="leave out the WebDataset rows")
     parser.add_argument("--warm-up", action="store_true", help="call fastdecode.ray.warm_up() "
                         "on each fresh cluster, and wait for it, before its first dataset")
+    parser.add_argument("--fresh", type=int, default=0, metavar="N", help="N more fresh local "
+                        "clusters that measure only their first batch (the fresh table's "
+                        "median is then over N + 1)")
     args = parser.parse_args(argv)
     try:
         import ray  # noqa: F401
@@ -329,11 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     root = str(args.data or common.default_data())
     c = chains()
     rows: dict[str, dict] = {}
-    bar = common.progress("bench_ray", 4 + (0 if args.no_wds else 1) + (0 if args.quick else 1))
-    for kind in ("float", "uint8"):
-        rows[f"DataLoader(FastImageFolder), {kind}"] = measure(
-            dataloader(root, c[kind], args.cpus), args.repeats)
-        bar.update()
+    bar = common.progress("bench_ray", 1 + (0 if args.no_wds else 1) + (0 if args.quick else 1))
     prefix = cluster.namespace_prefix()
     clusters: dict[str, dict] = {}
     notes = []
@@ -345,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         clusters[name] = ray_in_namespace(prefix, root, args.repeats, args.cpus, 1, args.warm_up)
     bar.update()
+    for i in range(args.fresh if prefix is not None else 0):
+        clusters[f"{name}, fresh #{i + 2}"] = ray_in_namespace(
+            prefix, root, 0, args.cpus, 1, args.warm_up)
     if not args.quick and prefix is not None:
         clusters["2 nodes x 1 CPU (ray start head + worker)"] = ray_in_namespace(
             prefix, root, args.repeats, args.cpus, 2, args.warm_up)

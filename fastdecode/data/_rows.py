@@ -52,10 +52,14 @@ class BatchDecoder:
     """
 
     def __init__(self, transform: Any, *, exact: bool = False) -> None:
-        from fastdecode.transforms import FusedTransform, fuse
+        from fastdecode.transforms.detached import DetachedPlan
 
-        self.fused = transform if isinstance(transform, FusedTransform) else fuse(
-            transform, exact=exact)
+        self.fused: Any = transform
+        if not isinstance(transform, DetachedPlan):  # (what an unpickled decoder holds)
+            from fastdecode.transforms import FusedTransform, fuse
+
+            if not isinstance(transform, FusedTransform):
+                self.fused = fuse(transform, exact=exact)
         if self.fused.output_shape is None or self.fused.tail is None:
             raise ValueError(
                 "the transform must give every image the same shape and end in tensor steps "
@@ -66,9 +70,16 @@ class BatchDecoder:
         self.identity = self.fused.tail.identity
         self.dtype = np.dtype(torch.empty((), dtype=self.fused.tail.dtype).numpy().dtype)
         self._scratch: Optional[np.ndarray] = None
+        self._sent: Any = None
 
     def __getstate__(self):
-        return {"fused": self.fused}
+        # a fully fused chain travels without its torchvision source: a fresh Ray
+        # worker then imports neither torchvision nor the chain's transforms
+        if self._sent is None:
+            from fastdecode.transforms.detached import detach
+
+            self._sent = detach(self.fused) or self.fused
+        return {"fused": self._sent}
 
     def __setstate__(self, state):
         BatchDecoder.__init__(self, state["fused"])

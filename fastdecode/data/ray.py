@@ -14,26 +14,33 @@ Reading::
     for batch in ds.iter_torch_batches(batch_size=None):
         images, labels = batch["image"], batch["label"]     # (64, 3, 224, 224), (64,)
 
-Each read task reads its files, decodes each straight into its row of one
-preallocated batch and hands Ray one block of ``block_rows`` rows (64): the
+Each read task reads its files, decodes each straight into its row of a
+preallocated batch and hands Ray blocks of ``block_rows`` rows (64): the
 encoded bytes never enter the object store, and the images travel as one
-Arrow tensor column over that batch. ``batch_size=None`` makes each block a
+Arrow tensor column over each batch. ``batch_size=None`` makes each block a
 batch and the tensors views of the object store (no copy, no per-row
 objects); Ray 2.60 copies a batch that is exactly one whole block
 (``batch_size=64``), while a ``batch_size`` that divides ``block_rows``
 slices blocks without copying and any other size concatenates pieces of two.
-Keep a block under ``DataContext.target_max_block_size`` (128 MiB: 64 float
-images of 224x224 are 38 MiB) or Ray splits it.
+A read task decodes up to 8 blocks, each handed on as soon as it is decoded:
+the Dataset's own ``context.target_max_block_size`` is lowered to one
+block's image bytes (Ray would otherwise concatenate a task's blocks up to
+128 MiB), which also bounds the blocks of the maps made from this Dataset.
 
 An encoded-bytes column of any Dataset (parquet, tars through Ray's readers,
 ``read_binary_files``)::
 
-    ds = ray.data.read_parquet("s3://bucket/shards/")        # columns: jpg, cls
-    ds = ds.map_batches(fastdecode.ray.Decode(train, column="jpg"),
-                        batch_format="pyarrow", batch_size=64)
+    ds = ray.data.read_binary_files("s3://bucket/train", override_num_blocks=n // 64)
+    ds = ds.map_batches(fastdecode.ray.Decode(train, column="bytes"),
+                        batch_format="pyarrow")
 
-Pass the ``Decode`` *instance* (not the class): it then runs in plain tasks,
-fused with the read (no actor start-up, no bytes in the object store).
+Pass the ``Decode`` *instance* (not the class) and no ``batch_size`` (each
+block one batch): it then runs inside the read task (Ray fuses the two: no
+actor start-up, no bytes through the object store); size the read's blocks
+to a batch (``override_num_blocks``; Ray's own choice for 1,000 files was
+109 blocks of 9-10 rows, and its driver then spent ~2.3 CPU-s per 1,000
+images). A ``batch_size`` makes the decode a separate operator fed through
+the object store.
 
 Ray Train: give the Dataset to the trainer and iterate the worker's shard::
 
@@ -47,7 +54,8 @@ Ray Train: give the Dataset to the trainer and iterate the worker's shard::
                  datasets={"train": ds}, scaling_config=ScalingConfig(num_workers=8)).fit()
 
 A fresh job's first batch waits for its Ray workers to start and import
-torch and torchvision (seconds: see DESIGN.md); ``fastdecode.ray.warm_up()``
+Ray Data and torch (seconds: see DESIGN.md; a fully fused chain reaches them
+without torchvision); ``fastdecode.ray.warm_up()``
 right after ``ray.init()`` starts those imports while the driver sets up.
 
 Random draws: with ``seed=None`` each task seeds torch from the OS (fresh
@@ -68,6 +76,9 @@ the file). ``iter_torch_batches`` cannot turn the ``path`` strings of
 ``iter_torch_batches`` needs ``pydantic``, which ``ray[data]`` does not
 install; ``fastdecode[ray]`` does.
 """
+
+# Over ~400 lines on purpose: a fifth of it is the docstring above, the user's
+# guide to fastdecode.ray (reading, Decode, Ray Train, start-up, what it does not do).
 
 from __future__ import annotations
 
@@ -97,6 +108,7 @@ __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
            "run_convert_jobs", "warm_up"]
 
 BLOCK_ROWS = 64
+BLOCKS_PER_TASK = 8  # at most; fewer where the cluster's CPUs need more tasks
 
 
 # --------------------------------------------------------------------------
@@ -173,8 +185,9 @@ class ImageDatasource(Datasource):
         n = len(self.listing.paths)
         if n == 0:
             return []
-        tasks = max(1, min(parallelism, n))
-        per_task = math.ceil(n / tasks)
+        blocks = math.ceil(n / self.block_rows)
+        tasks = max(1, min(parallelism, blocks))
+        per_task = math.ceil(blocks / tasks) * self.block_rows  # whole blocks: one short block
         out = []
         for start in range(0, n, per_task):
             stop = min(n, start + per_task)
@@ -208,8 +221,9 @@ def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
       ``row_seed(seed, i)`` (see the module docstring).
     block_rows: rows per block (iterate with a batch size that divides it).
     ray_read_args: for ``ray.data.read_datasource`` (``ray_remote_args``,
-      ``concurrency``, ``override_num_blocks``: read tasks; by default one
-      task per block).
+      ``concurrency``, ``override_num_blocks``: the number of read tasks; by
+      default up to 8 blocks per task, and at least 2 tasks per cluster CPU
+      where there are enough blocks).
 
     Raises ValueError when the chain does not fix the output size,
     FileNotFoundError for a missing path; a file that cannot be decoded fails
@@ -221,9 +235,32 @@ def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
     listing = list_images(paths, filesystem)
     source = ImageDatasource(listing, decoder, seed=seed, include_paths=include_paths,
                              block_rows=block_rows)
-    ray_read_args.setdefault("override_num_blocks",
-                             max(1, math.ceil(len(listing.paths) / block_rows)))
-    return ray.data.read_datasource(source, **ray_read_args)
+    ray_read_args.setdefault("override_num_blocks", _read_tasks(len(listing.paths), block_rows))
+    ds = ray.data.read_datasource(source, **ray_read_args)
+    _stream_each_block(ds, decoder, block_rows)
+    return ds
+
+
+def _read_tasks(rows: int, block_rows: int) -> int:
+    """Read tasks of several blocks each: one task per block left the CPUs idle
+    between tasks (Ray Data's scheduling loop notices a finished task within
+    0.1 s, a 64-row task lasts ~0.1 s); at least 2 tasks per CPU of the
+    cluster (when Ray is up) keep every CPU busy to the end."""
+    blocks = max(1, math.ceil(rows / block_rows))
+    cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else 1
+    return min(blocks, max(math.ceil(blocks / BLOCKS_PER_TASK), 2 * cpus))
+
+
+def _stream_each_block(ds: "ray.data.Dataset", decoder: BatchDecoder, block_rows: int) -> None:
+    """Ray Data concatenates (copies) the blocks one read task yields until they
+    exceed the Dataset's ``target_max_block_size`` (128 MiB) and only then
+    hands them on; at one block's image bytes each block leaves its task as
+    it is, as soon as it is decoded. Only this Dataset's context (a copy) and
+    the Datasets made from it; never raised."""
+    block_bytes = block_rows * int(np.prod(decoder.shape)) * decoder.dtype.itemsize
+    target = ds.context.target_max_block_size
+    if target is not None and block_bytes < target:
+        ds.context.target_max_block_size = block_bytes
 
 
 # --------------------------------------------------------------------------
@@ -335,25 +372,26 @@ def _binary_views(column: pa.Array) -> list[np.ndarray]:
 
 def warm_up(cpus: Optional[int] = None) -> list[Any]:
     """Starts one task per CPU of the cluster (or ``cpus`` tasks), spread over
-    the nodes, that imports what the read and ``Decode`` tasks import (torch,
-    torchvision through the fused transform, the native decoder), and
-    returns their ObjectRefs at once (``ray.get`` them to wait; each gives
-    its worker's pid).
+    the nodes, that imports what the read and ``Decode`` tasks import (Ray
+    Data, torch, the native decoder; a fully fused chain travels without
+    torchvision: ``fastdecode.transforms.detached``), and returns their
+    ObjectRefs at once (``ray.get`` them to wait; each gives its worker's
+    pid).
 
     Each new Ray job starts its own worker processes, and the first task in
-    each pays these imports (about 2.6 CPU-s here, half of it torchvision)
-    before its first block. Call ``warm_up()`` right after ``ray.init()``:
-    the imports then overlap the driver's own set-up (building the model,
-    the trainer) and the read tasks run in the warmed workers (Ray reuses a
-    job's idle workers). It moves that cost off the first batch; it does not
-    remove it, and without other work to overlap it gains nothing."""
+    each pays these imports (about 3 CPU-s here) before its first block.
+    Call ``warm_up()`` right after ``ray.init()``: the imports then overlap
+    the driver's own set-up (building the model, the trainer) and the read
+    tasks run in the warmed workers (Ray reuses a job's idle workers). It
+    moves that cost off the first batch; it does not remove it, and without
+    other work to overlap it gains nothing."""
     n = cpus if cpus is not None else max(1, int(ray.cluster_resources().get("CPU", 1)))
     task = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_import_decode_path)
     return [task.remote() for _ in range(n)]
 
 
 def _import_decode_path() -> int:
-    import fastdecode.transforms  # noqa: F401  # torch, torchvision, the native decoder
+    import fastdecode.transforms.detached  # noqa: F401  # torch, the native decoder
 
     return os.getpid()
 

@@ -74,22 +74,51 @@ RandomResizedCrop(64), so the floor there is 35 dB (``test_color_jitter.py``).
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
-from torchvision.transforms import InterpolationMode
+from typing import TYPE_CHECKING, Any, Optional
 
 from fastdecode._options import DEFAULTS as _D
-from fastdecode.transforms.encoded import (
-    CenterCrop,
-    Compose,
-    RandomHorizontalFlip,
-    RandomResizedCrop,
-    Resize,
-)
-from fastdecode.transforms.fused import FusedTransform
-from fastdecode.transforms.fused import fuse as _fuse
 from fastdecode.transforms.geometry import Geometry
 from fastdecode.transforms.render import DCT_MARGIN
+
+if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
+    from torchvision.transforms import InterpolationMode
+
+    from fastdecode.transforms.encoded import (
+        CenterCrop,
+        Compose,
+        RandomHorizontalFlip,
+        RandomResizedCrop,
+        Resize,
+    )
+    from fastdecode.transforms.fused import FusedTransform
+
+# torchvision loads on first use: a Ray worker unpickling a fully fused plan
+# (fastdecode.transforms.detached) imports this package but never torchvision.
+_LAZY = {
+    "CenterCrop": "fastdecode.transforms.encoded",
+    "Compose": "fastdecode.transforms.encoded",
+    "RandomHorizontalFlip": "fastdecode.transforms.encoded",
+    "RandomResizedCrop": "fastdecode.transforms.encoded",
+    "Resize": "fastdecode.transforms.encoded",
+    "FusedTransform": "fastdecode.transforms.fused",
+    "InterpolationMode": "torchvision.transforms",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fastdecode.transforms' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "CenterCrop",
@@ -143,5 +172,7 @@ def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
     Raises TypeError when a step is not callable, ValueError for an unknown
     ``region`` or a ``dct_margin`` below 1.
     """
+    from fastdecode.transforms.fused import fuse as _fuse
+
     return _fuse(transform, exact=exact, region=region, dct_margin=dct_margin,
                  max_pixels=max_pixels, max_work_per_byte=max_work_per_byte)

@@ -9,10 +9,12 @@ bicubic, Pillow for box / hamming / lanczos).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from PIL import Image
-from torchvision.transforms import InterpolationMode
+
+if TYPE_CHECKING:
+    from torchvision.transforms import InterpolationMode
 
 __all__ = ["FILTERS", "Filter", "PIL_BICUBIC", "PIL_BILINEAR", "PIL_BOX", "PIL_FILTER_NAMES",
            "PIL_HAMMING", "PIL_LANCZOS", "PIL_NEAREST", "interpolation_mode", "pil_filter"]
@@ -32,7 +34,9 @@ class Filter:
 
     pil:     Pillow's filter id.
     name:    the lower-case name (also the native resampler's, when it has it).
-    mode:    torchvision's InterpolationMode for it.
+    mode:    torchvision's InterpolationMode for it (a property: torchvision is
+             imported when asked, so that a Ray worker running an unpickled
+             plan never imports it).
     native:  True when fastdecode's own resampler runs it (bit-exact with
              Pillow's fixed-point arithmetic); False: Pillow resamples.
     radius:  support radius in source pixels at 1:1 (Pillow's; nearest reads
@@ -41,42 +45,48 @@ class Filter:
 
     pil: int
     name: str
-    mode: InterpolationMode
     native: bool
     radius: float
 
+    @property
+    def mode(self) -> InterpolationMode:
+        from torchvision.transforms import InterpolationMode
+
+        return InterpolationMode(self.name)
+
 
 FILTERS: dict[int, Filter] = {f.pil: f for f in (
-    Filter(PIL_NEAREST, "nearest", InterpolationMode.NEAREST, True, 1.0),
-    Filter(PIL_BILINEAR, "bilinear", InterpolationMode.BILINEAR, True, 1.0),
-    Filter(PIL_BICUBIC, "bicubic", InterpolationMode.BICUBIC, True, 2.0),
-    Filter(PIL_BOX, "box", InterpolationMode.BOX, False, 0.5),
-    Filter(PIL_HAMMING, "hamming", InterpolationMode.HAMMING, False, 1.0),
-    Filter(PIL_LANCZOS, "lanczos", InterpolationMode.LANCZOS, False, 3.0),
+    Filter(PIL_NEAREST, "nearest", True, 1.0),
+    Filter(PIL_BILINEAR, "bilinear", True, 1.0),
+    Filter(PIL_BICUBIC, "bicubic", True, 2.0),
+    Filter(PIL_BOX, "box", False, 0.5),
+    Filter(PIL_HAMMING, "hamming", False, 1.0),
+    Filter(PIL_LANCZOS, "lanczos", False, 3.0),
 )}
 PIL_FILTER_NAMES = {pil: f.name for pil, f in FILTERS.items()}
-
-_STRINGS = {m.value: m for m in InterpolationMode}
-_BY_PIL = {pil: f.mode for pil, f in FILTERS.items()}
 
 
 def interpolation_mode(value: Any) -> InterpolationMode:
     """InterpolationMode from a mode, a Pillow constant or a string."""
+    from torchvision.transforms import InterpolationMode
+
+    strings = {m.value: m for m in InterpolationMode}
+    by_pil = {pil: f.mode for pil, f in FILTERS.items()}
     if isinstance(value, InterpolationMode):
         return value
     if isinstance(value, str):
         key = value.lower().replace("_", "-")
-        if key not in _STRINGS:
+        if key not in strings:
             raise ValueError(
-                f"interpolation must be one of {sorted(_STRINGS)}, an InterpolationMode or a "
+                f"interpolation must be one of {sorted(strings)}, an InterpolationMode or a "
                 f"Pillow constant, got {value!r}"
             )
-        return _STRINGS[key]
-    if isinstance(value, int) and not isinstance(value, bool) and value in _BY_PIL:
-        return _BY_PIL[value]
+        return strings[key]
+    if isinstance(value, int) and not isinstance(value, bool) and value in by_pil:
+        return by_pil[value]
     raise ValueError(
         f"interpolation must be an InterpolationMode, a Pillow constant (0-5) or one of "
-        f"{sorted(_STRINGS)}, got {value!r}"
+        f"{sorted(strings)}, got {value!r}"
     )
 
 

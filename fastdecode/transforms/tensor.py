@@ -15,10 +15,8 @@ from typing import Any
 import numpy as np
 import PIL.Image
 import torch
-from torchvision import tv_tensors
 
 from fastdecode import _native
-from fastdecode.transforms.kinds import short_name
 
 __all__ = ["TensorTail", "as_numpy"]
 
@@ -31,6 +29,8 @@ class TensorTail:
     """
 
     def __init__(self, steps: list):
+        from torchvision import tv_tensors  # here, not at import: see fastdecode.transforms.detached
+
         self.steps = steps
         ramp = np.repeat(np.arange(256, dtype=np.uint8)[None, :, None], 3, axis=2)
         result: Any = PIL.Image.fromarray(ramp, "RGB")
@@ -69,10 +69,14 @@ class TensorTail:
             channels = np.arange(chw.shape[-3]).reshape((-1, 1, 1))
             tensor = _copied_into(self.table[channels, chw], out)
         if self.wrap:
+            from torchvision import tv_tensors
+
             return tensor.as_subclass(tv_tensors.Image)
         return tensor
 
     def __repr__(self) -> str:
+        from fastdecode.transforms.kinds import short_name
+
         return " + ".join(short_name(s) for s in self.steps)
 
 

@@ -6,10 +6,11 @@ The slow tests (a killed node, `convert --engine ray`) add their phases to
 the same cluster run when selected.
 
 The cluster (a head and a worker node, 1 CPU and a small object store each)
-runs inside a network + PID namespace the test creates (``unshare``) with
-only loopback up: Ray never picks or touches another address, and when the
-namespace's first process (this file run as the driver) ends, the kernel
-ends every Ray process with it. Skipped without ray or without the rights to
+runs inside a network + PID namespace the test creates (``unshare``, through
+benchmarks/_ray_cluster.py, the code bench_ray uses too) with only loopback
+up: Ray never picks or touches another address, and when the namespace's
+first process (this file run as the driver) ends, the kernel ends every Ray
+process with it. Skipped without ray or without the rights to
 create the namespace.
 """
 
@@ -17,16 +18,17 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+# the one copy of the loopback cluster code, shared with bench_ray (the repository
+# root is on the path under `python -m pytest`, as for benchmarks.presets)
+from benchmarks import _ray_cluster as cluster
 
 SEED = 7
 CLUSTER_TIMEOUT = 240  # seconds for the whole driver run (start, checks, stop)
@@ -49,25 +51,6 @@ def chains():
 
 # --------------------------------------------------------------------------
 # The driver: runs as the namespace's first process.
-
-
-def _ray(*args: str, **kw):
-    return subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", *args], **kw)
-
-
-def _start_cluster(tmp: Path) -> tuple[str, subprocess.Popen]:
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    port = "6391"
-    common = ["--num-cpus", str(NODE_CPUS), "--object-store-memory", str(80 * 2**20),
-              "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
-    head = _ray("start", "--head", "--port", port, "--include-dashboard=false",
-                "--temp-dir", str(tmp), *common, stdout=subprocess.DEVNULL)
-    if head.wait(timeout=120) != 0:
-        raise RuntimeError("ray start --head failed")
-    # --block keeps the worker node's processes in one group we can kill
-    worker = _ray("start", "--address", f"127.0.0.1:{port}", "--block", *common,
-                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    return f"127.0.0.1:{port}", worker
 
 
 def _alive_nodes(ray) -> list[str]:
@@ -111,76 +94,75 @@ def _plain(values: np.ndarray) -> np.ndarray:
 
 
 def driver(out: Path, tree: Path, slow: bool) -> None:
+    """The namespace's first process: the cluster up, the phases, always stopped."""
+    import ray
+
+    cluster.loopback_up()
+    with cluster.ray_start_cluster(2, object_store_bytes=80 * 2**20, cpus=NODE_CPUS) as nodes:
+        try:
+            ray.init(address=nodes.address, _node_ip_address="127.0.0.1", log_to_driver=False)
+            cluster.wait_for_nodes(ray, 2, 60)
+            _phases(out, tree, slow, nodes)
+        finally:
+            ray.shutdown()
+
+
+def _phases(out: Path, tree: Path, slow: bool, nodes: cluster.Nodes) -> None:
     import pyarrow as pa
     import ray
 
-    tmp = Path(tempfile.mkdtemp(prefix="fdray", dir="/tmp"))
-    address, worker = _start_cluster(tmp)
-    try:
-        ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False)
-        deadline = time.monotonic() + 60
-        while len(_alive_nodes(ray)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.5)
-        nodes = _alive_nodes(ray)
-        head = ray.get_runtime_context().get_node_id()
-        import fastdecode.ray as fray
+    alive = _alive_nodes(ray)
+    head = ray.get_runtime_context().get_node_id()
+    import fastdecode.ray as fray
 
-        result: dict[str, np.ndarray] = {}
-        # one warm-up task per CPU, spread: a warmed worker process on each node
-        result["warm_pids"] = np.array(ray.get(fray.warm_up()))
-        c = chains()
-        # read_images, default (fast) mode, float chain, rows tagged with their node
-        ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True, block_rows=2)
-        for k, v in _rows(ds.map_batches(_with_node), ("image", "label", "path", "node")).items():
-            result[f"float_{k}"] = v
-        # exact mode, uint8 chain
-        ds = fray.read_images(str(tree), c["uint8"], exact=True, seed=SEED, include_paths=True,
-                              block_rows=3)
-        for k, v in _rows(ds, ("image", "label", "path")).items():
-            result[f"exact_{k}"] = v
-        # Decode over an encoded-bytes column, pyarrow and numpy batches
-        paths = sorted(str(p) for p in tree.rglob("*") if p.suffix in (".jpg", ".jpeg", ".png"))
-        table = pa.table({"jpg": [Path(p).read_bytes() for p in paths],
-                          "id": np.arange(len(paths), dtype=np.int64)})
-        for fmt in ("pyarrow", "numpy"):
-            ds = ray.data.from_arrow(table).repartition(4).map_batches(
-                fray.Decode(c["float"], column="jpg", seed=SEED, seed_column="id"),
-                batch_format=fmt, batch_size=3)
-            for k, v in _rows(ds, ("jpg", "id")).items():
-                result[f"decode_{fmt}_{k}"] = v
-        result["decode_paths"] = np.array(paths)
-        # fastdecode convert's per-file conversion over the cluster
-        from fastdecode.cli.convert import plan_conversion, source_classes
-        from fastdecode.conversion.output import EncodeOptions
+    result: dict[str, np.ndarray] = {}
+    # one warm-up task per CPU, spread: a warmed worker process on each node
+    result["warm_pids"] = np.array(ray.get(fray.warm_up()))
+    c = chains()
+    # read_images, default (fast) mode, float chain, rows tagged with their node
+    ds = fray.read_images(str(tree), c["float"], seed=SEED, include_paths=True, block_rows=2)
+    for k, v in _rows(ds.map_batches(_with_node), ("image", "label", "path", "node")).items():
+        result[f"float_{k}"] = v
+    # exact mode, uint8 chain
+    ds = fray.read_images(str(tree), c["uint8"], exact=True, seed=SEED, include_paths=True,
+                          block_rows=3)
+    for k, v in _rows(ds, ("image", "label", "path")).items():
+        result[f"exact_{k}"] = v
+    # Decode over an encoded-bytes column, pyarrow and numpy batches
+    paths = sorted(str(p) for p in tree.rglob("*") if p.suffix in (".jpg", ".jpeg", ".png"))
+    table = pa.table({"jpg": [Path(p).read_bytes() for p in paths],
+                      "id": np.arange(len(paths), dtype=np.int64)})
+    for fmt, batch_size in (("pyarrow", 3), ("numpy", 3), ("pyarrow-blocks", None)):
+        ds = ray.data.from_arrow(table).repartition(4).map_batches(
+            fray.Decode(c["float"], column="jpg", seed=SEED, seed_column="id"),
+            batch_format=fmt.split("-")[0], batch_size=batch_size)  # None: a block a batch
+        for k, v in _rows(ds, ("jpg", "id")).items():
+            result[f"decode_{fmt}_{k}"] = v
+    result["decode_paths"] = np.array(paths)
+    # fastdecode convert's per-file conversion over the cluster
+    from fastdecode.cli.convert import plan_conversion, source_classes
+    from fastdecode.conversion.output import EncodeOptions
 
-        plan = plan_conversion(tree, out.parent / "bmp", "bmp", source_classes(tree))
-        outcomes = list(fray.run_convert_jobs(plan.todo, EncodeOptions("bmp"), None, chunk=5))
-        result["convert_sources"] = np.array(sorted(o.source for o in outcomes))
-        result["convert_errors"] = np.array([o.error or "" for o in outcomes])
-        if slow:
-            _slow_phases(out, tree, address, worker, head, result, c)
-        np.savez(out, **result)
-        out.with_suffix(".json").write_text(json.dumps({"nodes": nodes, "head": head,
-                                                        "alive_after": _alive_nodes(ray)}))
-    finally:
-        ray.shutdown()
-        try:
-            os.killpg(worker.pid, 9)
-        except ProcessLookupError:
-            pass
-        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
-        shutil.rmtree(tmp, ignore_errors=True)
+    plan = plan_conversion(tree, out.parent / "bmp", "bmp", source_classes(tree))
+    outcomes = list(fray.run_convert_jobs(plan.todo, EncodeOptions("bmp"), None, chunk=5))
+    result["convert_sources"] = np.array(sorted(o.source for o in outcomes))
+    result["convert_errors"] = np.array([o.error or "" for o in outcomes])
+    if slow:
+        _slow_phases(out, tree, nodes, head, result, c)
+    np.savez(out, **result)
+    out.with_suffix(".json").write_text(json.dumps({"nodes": alive, "head": head,
+                                                    "alive_after": _alive_nodes(ray)}))
 
 
-def _slow_phases(out: Path, tree: Path, address: str, worker: subprocess.Popen, head: str,
-                 result: dict, c: dict) -> None:
+def _slow_phases(out: Path, tree: Path, nodes: cluster.Nodes, head: str, result: dict,
+                 c: dict) -> None:
     """fastdecode convert --engine ray, then a worker node killed mid-read."""
     import fastdecode.ray as fray
 
     cli = subprocess.run([sys.executable, "-m", "fastdecode", "convert", str(tree),
                           str(out.parent / "cli-bmp"), "--to", "bmp", "--engine", "ray",
-                          "--time-sample", "0"], env=dict(os.environ, RAY_ADDRESS=address),
+                          "--time-sample", "0"],
+                         env=dict(os.environ, RAY_ADDRESS=nodes.address),
                          capture_output=True, text=True, timeout=120)
     result["cli_rc"] = np.array(cli.returncode)
     # Ray Train: the documented recipe, one training worker iterating its shard
@@ -202,8 +184,8 @@ def _slow_phases(out: Path, tree: Path, address: str, worker: subprocess.Popen, 
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
         for k in parts:
             parts[k].append(batch[k])
-        if not killed and worker.pid and any((b != head).any() for b in parts["node"]):
-            os.killpg(worker.pid, 9)  # the worker node's raylet and agents
+        if not killed and any((b != head).any() for b in parts["node"]):
+            cluster.kill_node(nodes.workers[0])  # the worker node's raylet and agents
             killed = True
     for k, v in parts.items():
         result[f"killed_{k}"] = _plain(np.concatenate(v))
@@ -220,42 +202,29 @@ def _slow_phases(out: Path, tree: Path, address: str, worker: subprocess.Popen, 
 # The tests.
 
 
-def _namespace_cmd() -> list[str]:
-    return ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
-
-
-def _can_unshare() -> bool:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    probe = subprocess.run([*_namespace_cmd(), "ip", "link", "set", "lo", "up"],
-                           capture_output=True, timeout=30)
-    return probe.returncode == 0
-
-
 @pytest.fixture(scope="module")
 def cluster_run(tmp_path_factory, request):
     pytest.importorskip("ray.data")
     pytest.importorskip("torchvision")
-    if not _can_unshare():
+    prefix = cluster.namespace_prefix()
+    if prefix is None:
         pytest.skip("cannot create a network namespace (unshare --net needs CAP_SYS_ADMIN)")
     from helpers.trees import make_tree
 
     base = tmp_path_factory.mktemp("ray")
     tree = make_tree(base / "tree", per_class=4)
     out = base / "rows.npz"
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16),
-               RAY_USAGE_STATS_ENABLED="0", RAY_health_check_period_ms="500",
-               RAY_health_check_timeout_ms="1000", RAY_health_check_failure_threshold="4",
-               PYTHONWARNINGS="ignore::DeprecationWarning")
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")) if p)
+    # health checks shortened: the killed node is seen dead in ~2 s
+    env = cluster.driver_env(Path(__file__).resolve().parents[2],
+                             RAY_health_check_period_ms="500",
+                             RAY_health_check_timeout_ms="1000",
+                             RAY_health_check_failure_threshold="4")
     start = time.monotonic()
     # the slow phases run only when a slow test of this module was selected
     slow = any(item.module is sys.modules[__name__] and item.get_closest_marker("slow")
                for item in request.session.items)
-    proc = subprocess.run([*_namespace_cmd(), sys.executable, __file__, "--driver", str(out),
-                           str(tree), *(["--slow"] if slow else [])], env=env,
-                          capture_output=True, text=True, timeout=CLUSTER_TIMEOUT)
+    proc = cluster.run_driver(prefix, [sys.executable, __file__, "--driver", str(out), str(tree),
+                                       *(["--slow"] if slow else [])], env, CLUSTER_TIMEOUT)
     if proc.returncode != 0:
         pytest.fail(f"cluster driver failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     rows = dict(np.load(out))
@@ -320,7 +289,7 @@ def test_exact_mode_rows_equal_fused_exact(cluster_run):
         np.testing.assert_array_equal(image, fused(Path(path).read_bytes()).numpy(), err_msg=path)
 
 
-@pytest.mark.parametrize("fmt", ["pyarrow", "numpy"])
+@pytest.mark.parametrize("fmt", ["pyarrow", "numpy", "pyarrow-blocks"])
 def test_decode_map_rows_equal_fused(cluster_run, fmt):
     import torch
 
