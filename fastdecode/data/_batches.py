@@ -199,11 +199,26 @@ class RingSampler:
         self.batch_sampler = batch_sampler
         self.ring = ring
 
-    def __iter__(self):
-        # A new pass starts after the previous one's workers were drained
-        # (persistent) or shut down: no slot of it is still being written.
-        self.ring.in_flight.clear()
-        for indices in self.batch_sampler:
+    def __iter__(self) -> Iterator[SlotBatch]:
+        return self._slotted(self.batch_sampler, fresh=True)
+
+    def ahead(self, batch_sampler) -> Iterator[SlotBatch]:
+        """The batches of ``batch_sampler`` (the next epoch's, predicted) with
+        their slots, drawn while this pass's batches are still in flight."""
+        return self._slotted(batch_sampler, fresh=False)
+
+    def hold_only(self, items) -> None:
+        """The slots in flight are those of ``items`` (the batches dispatched
+        and not yet taken), the others being dropped or taken."""
+        self.ring.in_flight = {i.slot for i in items if i.slot is not None}
+
+    def _slotted(self, batch_sampler, fresh: bool) -> Iterator[SlotBatch]:
+        if fresh:
+            # A new pass starts (at its first batch) after the previous one's
+            # workers were drained (persistent) or shut down: no slot of it
+            # is still being written.
+            self.ring.in_flight.clear()
+        for indices in batch_sampler:
             yield SlotBatch(list(indices), self.ring.pick())
 
     def __len__(self) -> int:

@@ -320,6 +320,14 @@ class FastLoader(_LoaderBase):
                 ring.fresh += 1
                 yield item[1]
 
+    @property
+    def made_ahead(self) -> int:
+        """Batches of the current epoch that persistent workers had been
+        given before it began, while the previous epoch ended (0 when the
+        prediction of its batches was dropped or not made)."""
+        source = self._ring_loader if self._ring_loader is not None else self
+        return getattr(source._iterator, "made_ahead", 0)
+
     def _check_sharded(self) -> None:
         dist = torch.distributed
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
