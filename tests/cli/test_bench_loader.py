@@ -105,19 +105,25 @@ STARTS = [
 ]
 
 
+@pytest.mark.parametrize("cap_s", [4.0, 8.0, 60.0])
 @pytest.mark.parametrize("r", STARTS)
-def test_rounds_hold_the_start_up_under_five_percent_up_to_the_cap(r):
-    batch, least, cap_s = 256, 6, 4.0
+def test_rounds_hold_start_up_and_first_wave_under_five_percent_up_to_the_cap(r, cap_s):
+    batch, least = 256, 6
     n = bench.round_batches(r, batch, least, cap_s)
     wave = max(r.num_workers, 1)
     assert n % wave == 0 and n >= least
     startup = r.build_s + r.cold_first_batch_s - batch * wave / r.first_epoch_rate
     round_s = n * batch / r.first_epoch_rate
     capped = math.floor(cap_s * r.first_epoch_rate / batch)
-    if n < capped:  # not held back by the cap: the start-up fits
-        assert startup <= bench.STARTUP_SHARE * round_s + 1e-9
+
+    def fits(batches: int) -> bool:  # start-up and the excluded first wave (~1 wave's time)
+        share = bench.STARTUP_SHARE * batches * batch / r.first_epoch_rate
+        return startup <= share + 1e-9 and wave * batch / r.first_epoch_rate <= share + 1e-9
+
+    if n < capped:  # not held back by the cap: both fit
+        assert fits(n)
         if n > math.ceil(least / wave) * wave:  # grown: one wave less would not do
-            assert startup > bench.STARTUP_SHARE * (n - wave) * batch / r.first_epoch_rate
+            assert not fits(n - wave)
     else:  # held back: about cap_s seconds (rounded up to a whole wave)
         assert round_s <= cap_s + wave * batch / r.first_epoch_rate
 
@@ -156,3 +162,65 @@ def test_the_first_epoch_rate_is_read_after_the_first_wave(monkeypatch, workers)
     r = bench.open_row("train", "FastLoader", None, None, workers, batch, 3 * workers * batch)
     steady = workers * batch / wave_s
     assert r.first_epoch_rate == pytest.approx(steady, rel=0.3)
+
+
+class Premade(Waves):
+    """Waves whose first ``made_ahead`` batches were made before the round
+    began (a FastLoader's persistent workers): they arrive at once."""
+
+    def __init__(self, workers, batches, wave_s, batch, made_ahead):
+        super().__init__(workers, batches, wave_s, batch)
+        self.made_ahead = made_ahead
+
+    def __iter__(self):
+        import time
+
+        import torch
+
+        for i in range(self.batches):
+            if i >= self.made_ahead and (i - self.made_ahead) % max(self.workers, 1) == 0:
+                time.sleep(self.wave_s)
+            yield torch.empty(self.batch, 1), None
+
+
+@pytest.mark.parametrize("source", [
+    pytest.param(lambda: Waves(2, 12, 0.05, 16), id="first-wave-excluded"),
+    pytest.param(lambda: Waves(1, 8, 0.05, 16), id="one-worker"),
+    pytest.param(lambda: Premade(2, 12, 0.05, 16, made_ahead=4), id="made-ahead-excluded"),
+])
+def test_a_round_is_timed_in_steady_state(monkeypatch, source):
+    """From the first wave, or from the last batch made before the round
+    began: counted from the first wave, a loader that made two waves ahead
+    would look 25 % faster over these 12 batches."""
+    monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
+    src = source()
+    r = bench.Row("train", "FastLoader", src.workers, source=src)
+    bench.run_round(r)
+    steady = src.workers * src.batch / src.wave_s
+    assert r.rates[0] == pytest.approx(steady, rel=0.2)
+    skip = max(src.workers, getattr(src, "made_ahead", 0))
+    assert r.excluded[0] < r.walls[0] * (skip + 1) / src.batches
+
+
+def test_a_round_needs_batches_after_what_it_excludes(monkeypatch):
+    monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
+    src = Premade(2, 4, 0.0, 16, made_ahead=4)
+    with pytest.raises(ValueError, match="a round needs more than 4 batches"):
+        bench.run_round(bench.Row("train", "FastLoader", 2, source=src))
+
+
+def test_wait_idle_waits_for_busy_processes(tmp_path):
+    import subprocess
+    import sys
+
+    marker = tmp_path / "done"
+    code = (f"import time, pathlib\nend = time.process_time() + 0.3\n"
+            f"while time.process_time() < end: pass\n"
+            f"pathlib.Path({str(marker)!r}).write_text('x')\ntime.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        bench.wait_idle([child.pid])
+        assert marker.exists()  # it returned only after the 0.3 CPU-s of work
+    finally:
+        child.kill()
+        child.wait()
