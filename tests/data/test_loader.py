@@ -456,3 +456,77 @@ def test_dropped_predictions_are_reproducible_and_free_their_slots(tree):
     first, second = run(), run()
     assert len(first) == 3 * (5 + 4)
     assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+# -- in-process batches taken whole: a 2-deep pool, reused when proven free --
+
+
+@pytest.fixture
+def taken_whole_fresh(monkeypatch):
+    """This thread has not seen fastdecode.collate take a batch whole."""
+    from fastdecode.data import _batches
+
+    monkeypatch.setattr(_batches._taken_whole, "flag", False, raising=False)
+
+
+IN_PROCESS = [
+    pytest.param(lambda ds: torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=fd.collate),
+                 id="dataloader-collate"),
+    pytest.param(lambda ds: fd.FastLoader(ds, batch_size=4, num_workers=0), id="fastloader"),
+]
+
+
+@pytest.mark.parametrize("make", IN_PROCESS)
+@pytest.mark.parametrize("chain", RING_CHAINS)
+def test_in_process_batches_taken_whole_are_reused_once_dropped(tree, chain, make,
+                                                                taken_whole_fresh):
+    """A training loop holds one batch while the next is made: after the
+    first, every batch is one of two buffers, with the right values."""
+    ds = fd.FastImageFolder(tree, chain())
+    expected = in_process(ds, 4)
+    loader = make(ds)
+    storages = []
+    for _ in range(3):
+        for (x, y), (u, v) in zip(loader, expected, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
+            storages.append(x.untyped_storage().data_ptr())
+    pool = ds._batch_buffers().pools["batch"]  # alive all along: no fresh batch has their address
+    assert len(pool) == 2
+    # the first batch came before collate said it takes them whole
+    assert set(storages[1:]) == {buf.untyped_storage().data_ptr() for buf, _ in pool}
+
+
+@pytest.mark.parametrize("chain", RING_CHAINS)
+def test_in_process_pool_never_writes_over_a_batch_still_held(tree, chain, taken_whole_fresh):
+    ds = fd.FastImageFolder(tree, chain())
+    expected = in_process(ds, 4)
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=fd.collate)
+    for _ in range(2):
+        held = list(loader)  # every batch kept: the pool's two are held, the rest fresh
+        assert len({x.untyped_storage().data_ptr() for x, _ in held}) == len(held)
+        for (x, y), (u, v) in zip(held, expected, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
+    sample = held[1][0][2]  # a view of one sample outlives its batch
+    snapshot = sample.clone()
+    del held
+    for _ in range(2):
+        for (x, y), (u, v) in zip(loader, expected, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
+    assert torch.equal(sample, snapshot)
+
+
+def test_a_pooled_batch_sent_to_another_process_is_never_reused(tree, taken_whole_fresh):
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401  (registers the tensor reductions)
+
+    ds = fd.FastImageFolder(tree, RING_CHAINS[1].values[0]())
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=fd.collate)
+    it = iter(loader)
+    next(it), next(it)  # the second comes from the pool
+    x, _ = next(it)
+    ForkingPickler.dumps(x)  # moves its storage to shared memory, in place
+    ptr = x.untyped_storage().data_ptr()
+    del x
+    later = [x.untyped_storage().data_ptr() for x, _ in it]
+    assert ptr not in later
