@@ -659,7 +659,7 @@ def bmp_section(peers: dict, samples: list[Sample]) -> Section:
     least that a decoder returning a new array can do. (Into one reused
     buffer it was slower on the VMs this was tuned on, so that is not the
     floor.)"""
-    from fastdecode.cli._output import EncodeOptions, write_bmp
+    from fastdecode.conversion.output import EncodeOptions, write_bmp
 
     for s in samples:
         buf = io.BytesIO()

@@ -22,9 +22,9 @@ from tqdm import tqdm
 from fastdecode import _system
 from fastdecode.api import decode_image
 from fastdecode.cli._args import add_command
-from fastdecode.cli._convert_jobs import fit_within, run_jobs
 from fastdecode.cli._convert_summary import TIMING_REPEATS, Summary, format_summary
-from fastdecode.cli._output import (
+from fastdecode.conversion.jobs import fit_within, run_jobs
+from fastdecode.conversion.output import (
     OUTPUT_SUFFIXES,
     PARTIAL_SUFFIX,
     SUBSAMPLINGS,

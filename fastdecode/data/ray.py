@@ -370,7 +370,7 @@ def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optiona
     the running cluster (``ray.init(address='auto')``) or starts a local one;
     the destination must be a filesystem every node writes to. ``workers``
     bounds the tasks in flight (default: twice the cluster's CPUs)."""
-    from fastdecode.cli._convert_jobs import convert_one
+    from fastdecode.conversion.jobs import convert_one
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)

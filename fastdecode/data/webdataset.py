@@ -194,8 +194,8 @@ def _write_shard(path: str, members: list[tuple[int, str, int]], max_side: Optio
                  quality: int) -> tuple[int, list[tuple[str, str]]]:
     """One tar shard, atomically; returns its size and the inputs it left out."""
     from fastdecode.api import read_header
-    from fastdecode.cli import _convert_jobs
-    from fastdecode.cli._output import WRITERS, EncodeOptions, write_atomically
+    from fastdecode.conversion import jobs as _convert_jobs
+    from fastdecode.conversion.output import WRITERS, EncodeOptions, write_atomically
 
     failures: list[tuple[str, str]] = []
     options = EncodeOptions("jpeg", quality=quality, max_side=max_side)
@@ -236,8 +236,8 @@ def write_shards(source: Union[str, os.PathLike], destination: Union[str, os.Pat
     from tqdm import tqdm
 
     from fastdecode._system import usable_cpus
-    from fastdecode.cli._convert_jobs import init_worker
-    from fastdecode.cli._output import write_atomically
+    from fastdecode.conversion.jobs import init_worker
+    from fastdecode.conversion.output import write_atomically
 
     started = time.perf_counter()
     src, dst = Path(source), Path(destination)

@@ -150,8 +150,8 @@ def driver(out: Path, tree: Path, slow: bool) -> None:
                 result[f"decode_{fmt}_{k}"] = v
         result["decode_paths"] = np.array(paths)
         # fastdecode convert's per-file conversion over the cluster
-        from fastdecode.cli._output import EncodeOptions
         from fastdecode.cli.convert import plan_conversion, source_classes
+        from fastdecode.conversion.output import EncodeOptions
 
         plan = plan_conversion(tree, out.parent / "bmp", "bmp", source_classes(tree))
         outcomes = list(fray.run_convert_jobs(plan.todo, EncodeOptions("bmp"), None, chunk=5))

@@ -98,7 +98,7 @@ def test_another_plan_is_refused(tree, tmp_path):
 
 
 def test_interrupted_shard_leaves_nothing(tree, tmp_path, monkeypatch):
-    import fastdecode.cli._convert_jobs as convert
+    import fastdecode.conversion.jobs as convert
 
     calls = {"n": 0}
     real = convert.load_pixels

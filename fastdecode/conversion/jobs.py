@@ -1,6 +1,6 @@
-"""Converting the files of a plan for ``fastdecode convert``: one image
-(read, decode as ImageFolder's loader does, shrink, write atomically) and the
-worker processes that run many."""
+"""Converting the files of a plan: one image (read, decode as ImageFolder's
+loader does, shrink, write atomically) and the worker processes that run many;
+used by ``fastdecode convert``, ``fastdecode.ray`` and ``fastdecode.webdataset``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from fastdecode.api import decode_image, read_header
-from fastdecode.cli._output import WRITERS, EncodeOptions, partial_path, write_atomically
+from fastdecode.conversion.output import WRITERS, EncodeOptions, partial_path, write_atomically
 
 __all__ = ["DESTINATION_ERRNOS", "Outcome", "convert_one", "fit_within", "load_pixels",
            "run_jobs", "shrink_pixels"]
