@@ -164,47 +164,63 @@ def test_the_first_epoch_rate_is_read_after_the_first_wave(monkeypatch, workers)
     assert r.first_epoch_rate == pytest.approx(steady, rel=0.3)
 
 
-class Premade(Waves):
-    """Waves whose first ``made_ahead`` batches were made before the round
-    began (a FastLoader's persistent workers): they arrive at once."""
+class Clock:
+    """A fake clock for the rounds: time passes only when a source says."""
 
-    def __init__(self, workers, batches, wave_s, batch, made_ahead):
-        super().__init__(workers, batches, wave_s, batch)
-        self.made_ahead = made_ahead
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeWaves:
+    """Waves of ``workers`` batches, each ``wave_s`` of fake time after the
+    previous, the first ``made_ahead`` batches made before the round began
+    (a FastLoader's persistent workers): those arrive at once."""
+
+    def __init__(self, clock, workers, batches, wave_s, batch, made_ahead=0):
+        self.clock, self.workers, self.batches = clock, workers, batches
+        self.wave_s, self.batch, self.made_ahead = wave_s, batch, made_ahead
 
     def __iter__(self):
-        import time
-
         import torch
 
         for i in range(self.batches):
             if i >= self.made_ahead and (i - self.made_ahead) % max(self.workers, 1) == 0:
-                time.sleep(self.wave_s)
+                self.clock.now += self.wave_s
             yield torch.empty(self.batch, 1), None
 
 
-@pytest.mark.parametrize("source", [
-    pytest.param(lambda: Waves(2, 12, 0.05, 16), id="first-wave-excluded"),
-    pytest.param(lambda: Waves(1, 8, 0.05, 16), id="one-worker"),
-    pytest.param(lambda: Premade(2, 12, 0.05, 16, made_ahead=4), id="made-ahead-excluded"),
-])
-def test_a_round_is_timed_in_steady_state(monkeypatch, source):
+ROUND_SOURCES = [
+    pytest.param(dict(workers=2, batches=12), id="first-wave-excluded"),
+    pytest.param(dict(workers=1, batches=8), id="one-worker"),
+    pytest.param(dict(workers=2, batches=12, made_ahead=4), id="made-ahead-excluded"),
+    pytest.param(dict(workers=8, batches=40, made_ahead=16), id="eight-workers-made-ahead"),
+]
+
+
+@pytest.mark.parametrize("kwargs", ROUND_SOURCES)
+def test_a_round_is_timed_in_steady_state(monkeypatch, kwargs):
     """From the first wave, or from the last batch made before the round
     began: counted from the first wave, a loader that made two waves ahead
-    would look 25 % faster over these 12 batches."""
+    would look 25 % faster over 12 batches."""
+    clock = Clock()
+    monkeypatch.setattr(bench, "clock", clock)
     monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
-    src = source()
+    src = FakeWaves(clock, wave_s=0.05, batch=16, **kwargs)
     r = bench.Row("train", "FastLoader", src.workers, source=src)
     bench.run_round(r)
     steady = src.workers * src.batch / src.wave_s
-    assert r.rates[0] == pytest.approx(steady, rel=0.2)
-    skip = max(src.workers, getattr(src, "made_ahead", 0))
-    assert r.excluded[0] < r.walls[0] * (skip + 1) / src.batches
+    assert r.rates[0] == pytest.approx(steady)
+    waves_before = 0 if src.made_ahead else 1  # made ahead: no wait before the timing starts
+    assert r.excluded[0] == pytest.approx(waves_before * src.wave_s)
+    assert r.walls[0] == pytest.approx(clock.now)
 
 
 def test_a_round_needs_batches_after_what_it_excludes(monkeypatch):
     monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
-    src = Premade(2, 4, 0.0, 16, made_ahead=4)
+    src = FakeWaves(Clock(), 2, 4, 0.0, 16, made_ahead=4)
     with pytest.raises(ValueError, match="a round needs more than 4 batches"):
         bench.run_round(bench.Row("train", "FastLoader", 2, source=src))
 
