@@ -175,6 +175,7 @@ def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: 
     row.first_epoch_rate = (images / rest if images and rest > 0
                             else batch * wave / (time.perf_counter() - start))
     row.pids = sorted(set(procs.children()) - before)
+    wait_idle(row.pids)  # what it made ahead for its next epoch, before the next row starts
     return row
 
 
