@@ -130,6 +130,7 @@ class NextEpoch:
         self.start = self.randoms.read()
         self.states = self.start
         self.items: list[Any] = []
+        self.failed = False  # a draw raised: dropped at the next iter()
         self._it: Iterator[Any] = (wrapper.ahead(copies[0]) if wrapper is not None
                                    else iter(copies[0]))
 

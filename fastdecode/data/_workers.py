@@ -29,6 +29,7 @@ import queue
 import signal
 import struct
 import time
+import warnings
 import weakref
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Optional
@@ -145,6 +146,18 @@ class NamingQueue:
         return getattr(self._queue, name)
 
 
+_warned_unpredicted = False
+
+
+def _warn_unpredicted(exc: BaseException) -> None:
+    global _warned_unpredicted
+    if not _warned_unpredicted:
+        _warned_unpredicted = True
+        warnings.warn(f"FastLoader could not draw the next epoch's batches ahead ({exc!r}): "
+                      "its workers wait between epochs, as DataLoader's do", RuntimeWarning,
+                      stacklevel=3)
+
+
 class WorkerIter(_MultiProcessingDataLoaderIter):
     """DataLoader's multi-process iterator, except that a dead worker is
     always reported as "DataLoader worker (pid(s) N) exited unexpectedly",
@@ -176,7 +189,7 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
             super()._reset(loader, first_iter)  # drains what is left, resumes, primes
             return
         self._drop_tasks(below=end)  # an epoch left before its end: its last batches
-        if not ahead.holds(self._index_sampler):
+        if ahead.failed or not ahead.holds(self._index_sampler):
             self.ahead_dropped += 1
             self._drop_tasks(below=self._send_idx)
             super()._reset(loader, first_iter)
@@ -203,14 +216,24 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
                 self._epoch_end = self._send_idx
                 if (self._persistent_workers and self._in_order and not self._shutdown
                         and self._dataset_kind == _DatasetKind.Map):
-                    self._ahead = NextEpoch.predict(self._index_sampler)
+                    try:
+                        self._ahead = NextEpoch.predict(self._index_sampler)
+                    except Exception as exc:  # noqa: BLE001 - an optimization: never the user's error
+                        _warn_unpredicted(exc)
                 if self._ahead is None:
                     raise
                 # the next epoch's first task goes to worker 0, as after torch's _reset
                 self._worker_queue_idx_cycle = itertools.cycle(range(self._num_workers))
-        if self._ahead is None:
+        if self._ahead is None or self._ahead.failed:
             raise StopIteration
-        return self._ahead.pull()
+        try:
+            return self._ahead.pull()
+        except StopIteration:
+            raise
+        except Exception as exc:  # noqa: BLE001 - dropped at the next iter(), said once
+            self._ahead.failed = True
+            _warn_unpredicted(exc)
+            raise StopIteration from None
 
     def _next_data(self) -> Any:
         if self._ahead is not None and self._epoch_end is not None \

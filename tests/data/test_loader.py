@@ -530,3 +530,27 @@ def test_a_pooled_batch_sent_to_another_process_is_never_reused(tree, taken_whol
     del x
     later = [x.untyped_storage().data_ptr() for x, _ in it]
     assert ptr not in later
+
+
+class Uncopyable(torch.utils.data.RandomSampler):
+    def __copy__(self):
+        raise TypeError("this sampler cannot be copied")
+
+
+def test_a_prediction_that_fails_warns_once_and_changes_nothing(tree, monkeypatch):
+    from fastdecode.data import _workers
+
+    monkeypatch.setattr(_workers, "_warned_unpredicted", False)
+    ds = fd.FastImageFolder(tree, FIXED_UINT8)
+    common = dict(batch_size=3, num_workers=2, persistent_workers=True)
+    expected, _, _, _ = epochs_of(lambda: torch.utils.data.DataLoader(
+        ds, sampler=Uncopyable(ds), collate_fn=fd.collate, **common), plain)
+    with pytest.warns(RuntimeWarning, match=r"could not draw the next epoch's batches ahead "
+                                            r"\(TypeError\('this sampler cannot be copied'\)\)"
+                      ) as record:
+        got, _, loader, ahead = epochs_of(lambda: fd.FastLoader(ds, sampler=Uncopyable(ds),
+                                                                **common), plain)
+    assert len(record) == 1 and ahead == [0, 0, 0, 0]
+    for a, b in zip(got, expected, strict=True):
+        for (x, y), (u, v) in zip(a, b, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
