@@ -6,15 +6,23 @@ DataLoader) vs FastLoader, against the machine's limit, in steady state.
 Each row (chain x loader x num_workers) keeps its workers alive
 (persistent_workers) and runs an untimed first epoch, which measures its
 start-up (building the loader, worker start and the first batch) and its
-rate; its rounds are then made long enough that the start-up is under 5 % of
-one (up to ROUND_CAP_S seconds a round; a row still over is named). Then the
-rows take turns, round after round (>= 3), each round one epoch of whole
-waves of batches, so the noise of a shared machine hits every row alike. A row reports the median
-images/s of its rounds, their spread ((max - min) / median; over 10 % the row
-is marked noisy), the CPU ms per image of the main process and its own
-workers, and its efficiency: the share of the limit it reaches. The limit is
-usable CPUs / the single-thread cost per image of FastImageFolder's fused
-__getitem__, measured in the same rounds.
+rate. Then the rows take turns, round after round (>= 3), each round one
+epoch of whole waves of batches, so the noise of a shared machine hits every
+row alike; after each round the benchmark waits until that row's workers are
+idle (a FastLoader's draw the next epoch's batches ahead: they run then, not
+in the next row's round). A round is timed in steady state: from the arrival
+of its first wave (one batch per worker), or of the last batch its workers
+had made before it began (FastLoader.made_ahead), whichever comes later, to
+its end, counting the batches after that point, as bench_ray leaves out each
+epoch's first batches; rounds hold enough waves that this excluded part is
+under 5 % of a round, and that the start-up is (up to a cap of seconds per
+round; a row still over is named). A row reports the median images/s of its
+rounds, their spread ((max - min) / median; over 10 % the row is marked
+noisy), the CPU ms per image of the main process and its own workers (over
+the whole round and the wait after it: what its next round was given ahead
+is balanced by what this one was), and its efficiency: the share of the
+limit it reaches. The limit is usable CPUs / the single-thread cost per
+image of FastImageFolder's fused __getitem__, measured in the same rounds.
 
 The default (``fastdecode bench`` and ``make bench``) is one worker count (the
 usable CPUs); ``--full`` sweeps num_workers 0, 1, 2, 4, 8 (about 10 minutes
@@ -51,18 +59,19 @@ from . import _procs as procs
 LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 NOISY_SPREAD = 0.10  # (max - min) / median of a row's rounds above this: noisy
-STARTUP_SHARE = 0.05  # start-up should be under this share of a round
+STARTUP_SHARE = 0.05  # start-up, and the excluded first wave, under this share of a round
 # mode -> settings; batches per round (at least `batches`, more when the row's
-# start-up needs it, at most what `round_cap_s` seconds hold at the row's
-# rate) are rounded up to whole waves of workers. The default's arithmetic on
-# a quiet 2-core machine: DESIGN.md, "`fastdecode bench` default".
+# start-up or its excluded first wave needs it, at most what `round_cap_s`
+# seconds hold at the row's rate) are rounded up to whole waves of workers.
+# The default's arithmetic on a quiet 2-core machine: DESIGN.md, "`fastdecode
+# bench` default".
 MODES: dict[str, dict[str, Any]] = {
     "quick": dict(workers=[0, 2], batch=16, batches=2, rounds=3, fused=8, entries=20_000,
                   round_cap_s=0.0),
     "default": dict(workers=None, batch=256, batches=6, rounds=3, fused=128, entries=200_000,
-                    round_cap_s=4.0),
+                    round_cap_s=8.0),
     "full": dict(workers=[0, 1, 2, 4, 8], batch=256, batches=6, rounds=3, fused=256,
-                 entries=1_000_000, round_cap_s=4.0),
+                 entries=1_000_000, round_cap_s=8.0),
 }
 
 
@@ -102,6 +111,7 @@ class Row:
     cpu: list[float] = field(default_factory=list)  # CPU s per image per round
     walls: list[float] = field(default_factory=list)
     first_batch: list[float] = field(default_factory=list)  # warm rounds
+    excluded: list[float] = field(default_factory=list)  # s of each round before its timing
     peak_pss_mib: float = 0.0
 
 
@@ -165,35 +175,82 @@ def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: 
     row.first_epoch_rate = (images / rest if images and rest > 0
                             else batch * wave / (time.perf_counter() - start))
     row.pids = sorted(set(procs.children()) - before)
+    wait_idle(row.pids)  # what it made ahead for its next epoch, before the next row starts
     return row
 
 
 def round_batches(row: Row, batch: int, least: int, cap_s: float) -> int:
-    """Batches per round for ``row``: enough that its start-up is under
-    STARTUP_SHARE of a round, at least ``least``, at most what ``cap_s``
-    seconds hold at its first epoch's rate, in whole waves of workers."""
+    """Batches per round for ``row``: enough that its start-up and its
+    excluded first wave are each under STARTUP_SHARE of a round, at least
+    ``least``, at most what ``cap_s`` seconds hold at its first epoch's rate,
+    in whole waves of workers."""
     rate = row.first_epoch_rate
     wave = max(row.num_workers, 1)
     # a warm round's first batch costs one worker one batch: the start-up is the rest
     startup = row.build_s + row.cold_first_batch_s - batch * wave / rate
-    need = math.ceil(max(startup, 0.0) / STARTUP_SHARE * rate / batch)
+    need = max(math.ceil(max(startup, 0.0) / STARTUP_SHARE * rate / batch),
+               math.ceil(wave / STARTUP_SHARE))  # the first wave takes about one wave's time
     most = math.floor(cap_s * rate / batch)
     return math.ceil(max(least, min(need, most)) / wave) * wave
 
 
+clock = time.perf_counter  # the rounds' clock (tests give a fake one)
+
+
 def run_round(row: Row) -> None:
+    """One epoch of ``row``, timed after its first wave or the batches made
+    before it began (see the module doc), its CPU counted until its workers
+    are idle again."""
     cpu0 = procs.cpu_seconds(row.pids)
-    images, first = 0, None
-    start = time.perf_counter()
-    for x, _ in row.source:
-        if first is None:
-            first = time.perf_counter() - start
+    wave = max(row.num_workers, 1)
+    images, counted, skip, t0 = 0, 0, wave, None
+    start = clock()
+    for k, (x, _) in enumerate(row.source):
+        now = clock()
+        if k == 0:
+            row.first_batch.append(now - start)
+            skip = max(wave, getattr(row.source, "made_ahead", 0))
         images += x.shape[0]
-    wall = time.perf_counter() - start
-    row.rates.append(images / wall)
-    row.walls.append(wall)
-    row.first_batch.append(first or wall)
+        if k == skip - 1:
+            t0 = now
+        elif k >= skip:
+            counted += x.shape[0]
+    end = clock()
+    if t0 is None or counted == 0:
+        raise ValueError(f"{row.loader}: a round needs more than {skip} batches")
+    row.rates.append(counted / (end - t0))
+    row.walls.append(end - start)
+    row.excluded.append(t0 - start)
+    wait_idle(row.pids)
     row.cpu.append((procs.cpu_seconds(row.pids) - cpu0) / max(images, 1))
+
+
+def _run_ns(pids: list[int]) -> tuple[int, bool]:
+    """Nanoseconds ``pids`` have run, and whether one is runnable now."""
+    total, runnable = 0, False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/schedstat") as f:
+                total += int(f.read().split()[0])
+            with open(f"/proc/{pid}/stat") as f:
+                runnable |= f.read().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, ValueError, IndexError):
+            pass
+    return total, runnable
+
+
+def wait_idle(pids: list[int], poll_s: float = 0.02, timeout_s: float = 20.0) -> None:
+    """Until the processes ``pids`` sleep and ran under 1 ms in the last
+    ``poll_s`` (a FastLoader's workers making the next epoch's batches ahead:
+    on a shared machine a runnable process may not run for a while)."""
+    deadline = time.monotonic() + timeout_s
+    last, _ = _run_ns(pids)
+    while time.monotonic() < deadline:
+        time.sleep(poll_s)
+        now, runnable = _run_ns(pids)
+        if now - last < 1_000_000 and not runnable:
+            return
+        last = now
 
 
 def fused_cost(root: Path, transform, count: int, seed: int) -> float:
@@ -238,13 +295,15 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
         for chain, workers in group:
             wave = max(workers, 1)  # whole waves: no worker idles at the end of a round
             batches = math.ceil(settings["batches"] / wave) * wave
-            first = max(batches, 3 * wave)  # the rate is read after the first wave
+            # 3 waves: the rate is read after the first; a round's timing starts after
+            # the first or what was made ahead (prefetch_factor 2: two waves)
+            first = max(batches, 3 * wave)
             for kind in LOADERS:
                 bar.set_postfix_str(f"{chain} {kind} num_workers={workers}: start-up")
                 row = open_row(chain, kind, root, all_chains[chain], workers,
                                settings["batch"], first * settings["batch"])
                 row.sampler.count = settings["batch"] * round_batches(
-                    row, settings["batch"], batches, settings["round_cap_s"])
+                    row, settings["batch"], first, settings["round_cap_s"])
                 alive.append(row)
                 bar.update()
         chains_here = list(dict.fromkeys(chain for chain, _ in group))
@@ -271,6 +330,7 @@ def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
     spread = (max(row.rates) - min(row.rates)) / median
     warm_first = statistics.median(row.first_batch)
     startup = max(0.0, row.build_s + row.cold_first_batch_s - warm_first)
+    excluded = [e / w for e, w in zip(row.excluded, row.walls)]
     return {
         "loader": row.loader, "num_workers": row.num_workers,
         "images_per_s": median, "round_images_per_s": row.rates,
@@ -281,6 +341,7 @@ def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
         "round_s": statistics.median(row.walls),
         "round_images": row.sampler.count if row.sampler is not None else None,
         "startup_share_of_round": startup / statistics.median(row.walls),
+        "excluded_share_of_round": statistics.median(excluded) if excluded else 0.0,
         "cpu_s_per_image": statistics.median(row.cpu),
         "efficiency": median / limit,
         "speedup": median / baseline[row.num_workers] if baseline.get(row.num_workers) else None,
@@ -390,6 +451,7 @@ def table(result: dict) -> str:
 def chain_markdown(name: str, result: dict, settings: dict) -> str:
     s = result["summary"]
     slow = [r for r in result["rows"] if r["startup_share_of_round"] > STARTUP_SHARE]
+    short = [r for r in result["rows"] if r["excluded_share_of_round"] > STARTUP_SHARE]
     notes = [f"at num_workers={s['num_workers']}: FastImageFolder "
              f"{s['speedup_fastimagefolder']:.2f}x, FastLoader {s['speedup_fastloader']:.2f}x "
              "ImageFolder; "
@@ -402,10 +464,13 @@ def chain_markdown(name: str, result: dict, settings: dict) -> str:
         notes.append(f"{len(slow)} row(s) start up in more than {STARTUP_SHARE:.0%} of a round "
                      f"(rounds are capped at {settings['round_cap_s']:g} s): their steady rate "
                      "stands (rounds exclude start-up), but an epoch that short would pay it")
+    if short:
+        notes.append(f"{len(short)} row(s) spend more than {STARTUP_SHARE:.0%} of a round before "
+                     f"its timing starts (rounds are capped at {settings['round_cap_s']:g} s)")
     return (f"\n### {name} chain, batch {settings['batch']}, rounds of {settings['batches']}+ "
-            f"batches (whole waves of workers, long enough that start-up is under "
-            f"{STARTUP_SHARE:.0%} of one), median of {settings['rounds']} interleaved "
-            "rounds\n\n" + table(result) + "\n\n"
+            f"batches (whole waves of workers, long enough that start-up and the excluded first "
+            f"wave are each under {STARTUP_SHARE:.0%} of one), timed after the first wave, "
+            f"median of {settings['rounds']} interleaved rounds\n\n" + table(result) + "\n\n"
             + "\n".join(f"- {n}" for n in notes))
 
 

@@ -13,9 +13,15 @@ consumer (a collate function, ``fastdecode.collate``):
   to what it was when the pool made it) and it was never moved to shared
   memory (pickling a tensor to another process does that in place).
 - A consumer that hands the batch on as it is, without a copy, calls
-  :func:`note_batch_taken_whole` in the producing thread; from then on that
-  thread's batches are fresh (in shared memory, in a DataLoader worker), never
-  reused: the consumer, not the pool, owns what it took.
+  :func:`note_batch_taken_whole` in the producing thread, and hands on a view
+  of the batch, never the tensor the producer was given (a new view shows in
+  the storage's use count; a Python reference to the pool's own tensor would
+  not). From then on, in a DataLoader worker, that thread's batches are
+  fresh shared memory, never reused: the main process, not the pool, owns
+  what it took. In the consumer's own process (``num_workers=0``) they come
+  from a pool of ``POOL_DEPTH`` buffers, each handed out (as a view) only
+  when proven free: the consumer holds the previous batch while the next is
+  made, and drops it after; when every buffer is held the batch is fresh.
 - A loader that owns the memory the batch must land in (a slot of its
   :class:`CpuRing`) wraps the producer's call in :func:`batches_into`: the
   next batch handed out is that slot, when its shape and dtype are the ones
@@ -38,8 +44,11 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-__all__ = ["BatchBuffers", "CpuRing", "RingFiller", "RingSampler", "batches_into", "holders",
-           "new_batch", "note_batch_taken_whole", "storage_use_count"]
+__all__ = ["POOL_DEPTH", "BatchBuffers", "CpuRing", "RingFiller", "RingSampler", "batches_into",
+           "holders", "new_batch", "note_batch_taken_whole", "storage_use_count"]
+
+# In-process batches taken whole: the one the consumer holds, the one being made.
+POOL_DEPTH = 2
 
 
 def _in_worker() -> bool:
@@ -120,6 +129,7 @@ class BatchBuffers(threading.local):
 
     def __init__(self) -> None:
         self.kept: dict[str, tuple[torch.Tensor, int]] = {}
+        self.pools: dict[str, list[tuple[torch.Tensor, int]]] = {}  # taken whole, in-process
         self.sent = False
         self.handed_out = 0
 
@@ -134,10 +144,14 @@ class BatchBuffers(threading.local):
         kept = self.kept.pop(name, None)
         if leaves:
             self.handed_out += 1
-            self.sent = (self.sent or getattr(_taken_whole, "flag", False)
-                         or storage_use_count is None
+            taken = getattr(_taken_whole, "flag", False)
+            self.sent = (self.sent or storage_use_count is None
                          or (kept is not None and kept[0].is_shared()))
-            if self.sent or (self.handed_out == 1 and _in_worker()):
+            in_worker = _in_worker()
+            if taken and not in_worker and not self.sent:
+                return self._pooled(name, shape, dtype)
+            self.sent = self.sent or taken
+            if self.sent or (self.handed_out == 1 and in_worker):
                 return new_batch(shape, dtype)
         if kept is not None:
             buf, count = kept
@@ -149,6 +163,25 @@ class BatchBuffers(threading.local):
                 return buf if buf.shape[0] == shape[0] else buf[:shape[0]]
         buf = torch.empty(shape, dtype=dtype)
         self.kept[name] = (buf, holders(buf))
+        return buf
+
+    def _pooled(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """A view of a free buffer of this thread's pool for ``name`` (a
+        consumer in this process takes the batches whole); a fresh batch when
+        every one is held."""
+        pool = self.pools.setdefault(name, [])
+        free = [(buf, count) for buf, count in pool
+                if not buf.is_shared() and holders(buf) == count]
+        for buf, _ in free:
+            if _holds(tuple(buf.shape), shape) and buf.dtype == dtype:
+                return buf[:shape[0]]
+        # a free buffer of another shape or dtype is nobody's: make room
+        pool[:] = [entry for entry in pool if not any(entry[0] is f for f, _ in free)
+                   and not entry[0].is_shared()]
+        buf = torch.empty(shape, dtype=dtype)
+        if len(pool) < POOL_DEPTH:
+            pool.append((buf, holders(buf)))
+            return buf[:shape[0]]
         return buf
 
 
@@ -199,11 +232,26 @@ class RingSampler:
         self.batch_sampler = batch_sampler
         self.ring = ring
 
-    def __iter__(self):
-        # A new pass starts after the previous one's workers were drained
-        # (persistent) or shut down: no slot of it is still being written.
-        self.ring.in_flight.clear()
-        for indices in self.batch_sampler:
+    def __iter__(self) -> Iterator[SlotBatch]:
+        return self._slotted(self.batch_sampler, fresh=True)
+
+    def ahead(self, batch_sampler) -> Iterator[SlotBatch]:
+        """The batches of ``batch_sampler`` (the next epoch's, predicted) with
+        their slots, drawn while this pass's batches are still in flight."""
+        return self._slotted(batch_sampler, fresh=False)
+
+    def hold_only(self, items) -> None:
+        """The slots in flight are those of ``items`` (the batches dispatched
+        and not yet taken), the others being dropped or taken."""
+        self.ring.in_flight = {i.slot for i in items if i.slot is not None}
+
+    def _slotted(self, batch_sampler, fresh: bool) -> Iterator[SlotBatch]:
+        if fresh:
+            # A new pass starts (at its first batch) after the previous one's
+            # workers were drained (persistent) or shut down: no slot of it
+            # is still being written.
+            self.ring.in_flight.clear()
+        for indices in batch_sampler:
             yield SlotBatch(list(indices), self.ring.pick())
 
     def __len__(self) -> int:

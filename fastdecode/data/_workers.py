@@ -22,18 +22,22 @@ wait between chunks and gives up, naming the dead worker, when one is dead.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing.queues
 import os
 import queue
 import signal
 import struct
 import time
+import warnings
 import weakref
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, Optional
 
 from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL, signal_handling
-from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+from torch.utils.data.dataloader import _DatasetKind, _MultiProcessingDataLoaderIter
+
+from fastdecode.data._next_epoch import NextEpoch
 
 __all__ = ["DEATH_GRACE_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue", "WorkerIter"]
 
@@ -142,13 +146,33 @@ class NamingQueue:
         return getattr(self._queue, name)
 
 
+_warned_unpredicted = False
+
+
+def _warn_unpredicted(exc: BaseException) -> None:
+    global _warned_unpredicted
+    if not _warned_unpredicted:
+        _warned_unpredicted = True
+        warnings.warn(f"FastLoader could not draw the next epoch's batches ahead ({exc!r}): "
+                      "its workers wait between epochs, as DataLoader's do", RuntimeWarning,
+                      stacklevel=3)
+
+
 class WorkerIter(_MultiProcessingDataLoaderIter):
     """DataLoader's multi-process iterator, except that a dead worker is
     always reported as "DataLoader worker (pid(s) N) exited unexpectedly",
     found synchronously (see the module doc), never as the
-    ConnectionResetError / EOFError of a broken hand-over, never as a hang."""
+    ConnectionResetError / EOFError of a broken hand-over, never as a hang;
+    and that persistent workers never wait between epochs: once the epoch's
+    sampler has run out, the next epoch's batches are dispatched in its
+    place (``data/_next_epoch.py``), kept at the next ``iter()`` only if
+    they are what its sampler draws then."""
 
     def __init__(self, loader: Any) -> None:
+        self._ahead: Optional[NextEpoch] = None
+        self._epoch_end: Optional[int] = None  # the task id where this epoch's tasks end
+        self.made_ahead = 0  # batches of this epoch dispatched before it began
+        self.ahead_kept = self.ahead_dropped = 0  # epochs whose batches were drawn ahead
         super().__init__(loader)
         self._data_queue = NamingQueue(self._data_queue, self)  # type: ignore[assignment]
 
@@ -158,7 +182,75 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
         if first_iter and getattr(self, "_worker_pids_set", False):
             signal_handling._remove_worker_pids(id(self))
             self._worker_pids_set = False
-        super()._reset(loader, first_iter)
+        ahead, end = self._ahead, self._epoch_end
+        self._ahead = self._epoch_end = None
+        self.made_ahead = 0
+        if ahead is None or end is None or first_iter:
+            super()._reset(loader, first_iter)  # drains what is left, resumes, primes
+            return
+        self._drop_tasks(below=end)  # an epoch left before its end: its last batches
+        if ahead.failed or not ahead.holds(self._index_sampler):
+            self.ahead_dropped += 1
+            self._drop_tasks(below=self._send_idx)
+            super()._reset(loader, first_iter)
+            return
+        # torch's _reset, for tasks already under way: no _ResumeIteration
+        # round trip (for a map-style dataset the worker's answer to it only
+        # makes a new, stateless fetcher), ids go on where they are
+        self.ahead_kept += 1
+        self.made_ahead = len(ahead.items)
+        self._sampler_iter = ahead.adopt()
+        self._num_yielded = 0
+        self._IterableDataset_len_called = loader._IterableDataset_len_called
+        hold_only = getattr(self._index_sampler, "hold_only", None)
+        if hold_only is not None:
+            hold_only(ahead.items)
+        for _ in range(self._prefetch_factor * self._num_workers - len(ahead.items)):
+            self._try_put_index()
+
+    def _next_index(self) -> Any:
+        if self._epoch_end is None:
+            try:
+                return next(self._sampler_iter)
+            except StopIteration:
+                self._epoch_end = self._send_idx
+                if (self._persistent_workers and self._in_order and not self._shutdown
+                        and self._dataset_kind == _DatasetKind.Map):
+                    try:
+                        self._ahead = NextEpoch.predict(self._index_sampler)
+                    except Exception as exc:  # noqa: BLE001 - an optimization: never the user's error
+                        _warn_unpredicted(exc)
+                if self._ahead is None:
+                    raise
+                # the next epoch's first task goes to worker 0, as after torch's _reset
+                self._worker_queue_idx_cycle = itertools.cycle(range(self._num_workers))
+        if self._ahead is None or self._ahead.failed:
+            raise StopIteration
+        try:
+            return self._ahead.pull()
+        except StopIteration:
+            raise
+        except Exception as exc:  # noqa: BLE001 - dropped at the next iter(), said once
+            self._ahead.failed = True
+            _warn_unpredicted(exc)
+            raise StopIteration from None
+
+    def _next_data(self) -> Any:
+        if self._ahead is not None and self._epoch_end is not None \
+                and self._rcvd_idx >= self._epoch_end:
+            raise StopIteration  # what is still in flight is the next epoch's
+        return super()._next_data()
+
+    def _drop_tasks(self, below: int) -> None:
+        """Waits for the tasks with ids below ``below`` and throws their
+        results away (what torch's _reset does with an unfinished epoch's)."""
+        while any(i < below and len(info) == 1 for i, info in self._task_info.items()):
+            idx, data = self._get_data()
+            self._tasks_outstanding -= 1
+            self._task_info[idx] += (data,)
+        for idx in [i for i in self._task_info if i < below]:
+            self._workers_num_tasks[self._task_info.pop(idx)[0]] -= 1
+        self._rcvd_idx = max(self._rcvd_idx, below)
 
     def _try_get_data(self, timeout: float = MP_STATUS_CHECK_INTERVAL) -> Any:
         # torch looks for dead workers each time a wait times out (5 s): look

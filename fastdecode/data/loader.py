@@ -42,8 +42,11 @@ __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
 
 def _whole_base(samples: Sequence[Any]) -> Optional[torch.Tensor]:
-    """The batch tensor when `samples` are its slots 0..n-1 in order (its
-    first n rows when it has more: a reused buffer holding a shorter batch)."""
+    """A view of the batch tensor when `samples` are its slots 0..n-1 in
+    order (its first n rows when it has more: a reused buffer holding a
+    shorter batch). A view, never the tensor itself: the batch buffers'
+    proof that a buffer is free (data/_batches.py) sees views, not a Python
+    reference to their own tensor."""
     if not samples or not all(isinstance(s, torch.Tensor) for s in samples):
         return None
     base = samples[0]._base
@@ -53,7 +56,7 @@ def _whole_base(samples: Sequence[Any]) -> Optional[torch.Tensor]:
     for k, s in enumerate(samples):
         if s._base is not base or s.storage_offset() != base.storage_offset() + k * stride:
             return None
-    return base if base.shape[0] == len(samples) else base[:len(samples)]
+    return base[:len(samples)]
 
 
 def collate(batch: Sequence[Any]) -> Any:
@@ -319,6 +322,14 @@ class FastLoader(_LoaderBase):
             else:
                 ring.fresh += 1
                 yield item[1]
+
+    @property
+    def made_ahead(self) -> int:
+        """Batches of the current epoch that persistent workers had been
+        given before it began, while the previous epoch ended (0 when the
+        prediction of its batches was dropped or not made)."""
+        source = self._ring_loader if self._ring_loader is not None else self
+        return getattr(source._iterator, "made_ahead", 0)
 
     def _check_sharded(self) -> None:
         dist = torch.distributed

@@ -105,19 +105,25 @@ STARTS = [
 ]
 
 
+@pytest.mark.parametrize("cap_s", [4.0, 8.0, 60.0])
 @pytest.mark.parametrize("r", STARTS)
-def test_rounds_hold_the_start_up_under_five_percent_up_to_the_cap(r):
-    batch, least, cap_s = 256, 6, 4.0
+def test_rounds_hold_start_up_and_first_wave_under_five_percent_up_to_the_cap(r, cap_s):
+    batch, least = 256, 6
     n = bench.round_batches(r, batch, least, cap_s)
     wave = max(r.num_workers, 1)
     assert n % wave == 0 and n >= least
     startup = r.build_s + r.cold_first_batch_s - batch * wave / r.first_epoch_rate
     round_s = n * batch / r.first_epoch_rate
     capped = math.floor(cap_s * r.first_epoch_rate / batch)
-    if n < capped:  # not held back by the cap: the start-up fits
-        assert startup <= bench.STARTUP_SHARE * round_s + 1e-9
+
+    def fits(batches: int) -> bool:  # start-up and the excluded first wave (~1 wave's time)
+        share = bench.STARTUP_SHARE * batches * batch / r.first_epoch_rate
+        return startup <= share + 1e-9 and wave * batch / r.first_epoch_rate <= share + 1e-9
+
+    if n < capped:  # not held back by the cap: both fit
+        assert fits(n)
         if n > math.ceil(least / wave) * wave:  # grown: one wave less would not do
-            assert startup > bench.STARTUP_SHARE * (n - wave) * batch / r.first_epoch_rate
+            assert not fits(n - wave)
     else:  # held back: about cap_s seconds (rounded up to a whole wave)
         assert round_s <= cap_s + wave * batch / r.first_epoch_rate
 
@@ -156,3 +162,81 @@ def test_the_first_epoch_rate_is_read_after_the_first_wave(monkeypatch, workers)
     r = bench.open_row("train", "FastLoader", None, None, workers, batch, 3 * workers * batch)
     steady = workers * batch / wave_s
     assert r.first_epoch_rate == pytest.approx(steady, rel=0.3)
+
+
+class Clock:
+    """A fake clock for the rounds: time passes only when a source says."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeWaves:
+    """Waves of ``workers`` batches, each ``wave_s`` of fake time after the
+    previous, the first ``made_ahead`` batches made before the round began
+    (a FastLoader's persistent workers): those arrive at once."""
+
+    def __init__(self, clock, workers, batches, wave_s, batch, made_ahead=0):
+        self.clock, self.workers, self.batches = clock, workers, batches
+        self.wave_s, self.batch, self.made_ahead = wave_s, batch, made_ahead
+
+    def __iter__(self):
+        import torch
+
+        for i in range(self.batches):
+            if i >= self.made_ahead and (i - self.made_ahead) % max(self.workers, 1) == 0:
+                self.clock.now += self.wave_s
+            yield torch.empty(self.batch, 1), None
+
+
+ROUND_SOURCES = [
+    pytest.param(dict(workers=2, batches=12), id="first-wave-excluded"),
+    pytest.param(dict(workers=1, batches=8), id="one-worker"),
+    pytest.param(dict(workers=2, batches=12, made_ahead=4), id="made-ahead-excluded"),
+    pytest.param(dict(workers=8, batches=40, made_ahead=16), id="eight-workers-made-ahead"),
+]
+
+
+@pytest.mark.parametrize("kwargs", ROUND_SOURCES)
+def test_a_round_is_timed_in_steady_state(monkeypatch, kwargs):
+    """From the first wave, or from the last batch made before the round
+    began: counted from the first wave, a loader that made two waves ahead
+    would look 25 % faster over 12 batches."""
+    clock = Clock()
+    monkeypatch.setattr(bench, "clock", clock)
+    monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
+    src = FakeWaves(clock, wave_s=0.05, batch=16, **kwargs)
+    r = bench.Row("train", "FastLoader", src.workers, source=src)
+    bench.run_round(r)
+    steady = src.workers * src.batch / src.wave_s
+    assert r.rates[0] == pytest.approx(steady)
+    waves_before = 0 if src.made_ahead else 1  # made ahead: no wait before the timing starts
+    assert r.excluded[0] == pytest.approx(waves_before * src.wave_s)
+    assert r.walls[0] == pytest.approx(clock.now)
+
+
+def test_a_round_needs_batches_after_what_it_excludes(monkeypatch):
+    monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
+    src = FakeWaves(Clock(), 2, 4, 0.0, 16, made_ahead=4)
+    with pytest.raises(ValueError, match="a round needs more than 4 batches"):
+        bench.run_round(bench.Row("train", "FastLoader", 2, source=src))
+
+
+def test_wait_idle_waits_for_busy_processes(tmp_path):
+    import subprocess
+    import sys
+
+    marker = tmp_path / "done"
+    code = (f"import time, pathlib\nend = time.process_time() + 0.3\n"
+            f"while time.process_time() < end: pass\n"
+            f"pathlib.Path({str(marker)!r}).write_text('x')\ntime.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        bench.wait_idle([child.pid])
+        assert marker.exists()  # it returned only after the 0.3 CPU-s of work
+    finally:
+        child.kill()
+        child.wait()

@@ -296,13 +296,17 @@ def test_a_batch_sent_to_another_process_is_never_reused(tree, batch_buffers_fre
     assert buffers.sent and "batch" not in buffers.kept
 
 
-def test_collate_that_takes_batches_whole_gets_fresh_ones(tree, batch_buffers_fresh):
+def test_collate_that_takes_batches_whole_in_process_gets_pooled_ones(tree,
+                                                                     batch_buffers_fresh):
+    """In-process, batches taken whole come from the 2-deep pool (reuse:
+    tests/data/test_loader.py); in a worker they are fresh
+    (test_collate_takes_every_worker_batch_whole)."""
     ds = fd.FastImageFolder(tree, eval_chain(1))
     images, _ = collate(ds.__getitems__([0, 1, 2]))
     del images
     ds.__getitems__([3, 4, 5])
     buffers = ds._batch_buffers()
-    assert buffers.sent and "batch" not in buffers.kept
+    assert not buffers.sent and "batch" not in buffers.kept and len(buffers.pools["batch"]) == 1
 
 
 @pytest.mark.parametrize("chain", TAILS)

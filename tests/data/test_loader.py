@@ -310,3 +310,247 @@ def test_ring_workers_do_not_fault_on_each_batch(tree):
     # what remains is the decoder's per-image scratch, not the batch
     assert ring["worker_faults_per_batch"] < ring["batch_pages"] / 2
     assert ring["main_faults_per_batch"] < stock["main_faults_per_batch"]
+
+
+# -- persistent workers never wait between epochs: the next epoch drawn ahead --
+
+RANDOM_UINT8 = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.PILToTensor()])
+FIXED_UINT8 = T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()])
+
+
+class Counted(torch.utils.data.RandomSampler):
+    """Draws with replacement, ``count`` per epoch, changeable between epochs
+    (what benchmarks/bench_loader.py's rounds do)."""
+
+    def __init__(self, ds, count):
+        self.count = count
+        super().__init__(ds, replacement=True, num_samples=count,
+                         generator=torch.Generator().manual_seed(4))
+
+    @property
+    def num_samples(self):
+        return self.count
+
+
+def plain(ds, epoch):  # what does not change between epochs: nothing to do
+    pass
+
+
+def set_epoch(ds, epoch, sampler):
+    sampler.set_epoch(epoch)
+
+
+def draws_global(ds, epoch):  # a training loop drawing from torch's global generator
+    torch.rand(3)
+
+
+def distributed(ds):
+    from torch.utils.data.distributed import DistributedSampler
+
+    return DistributedSampler(ds, num_replicas=2, rank=1, seed=9)
+
+
+# (loader kwargs from ds, between-epoch action, epochs whose batches were kept ahead, of 4)
+EPOCH_CASES = [
+    pytest.param(lambda ds: dict(shuffle=True, generator=torch.Generator().manual_seed(5)),
+                 plain, 3, id="shuffle-generator"),
+    pytest.param(lambda ds: dict(shuffle=True), plain, 3, id="shuffle-global-rng"),
+    pytest.param(lambda ds: dict(shuffle=True), draws_global, 0,
+                 id="shuffle-global-rng-drawn-between"),
+    pytest.param(lambda ds: dict(shuffle=True, generator=torch.Generator().manual_seed(5)),
+                 draws_global, 3, id="shuffle-generator-global-drawn-between"),
+    pytest.param(lambda ds: dict(shuffle=False), plain, 3, id="sequential"),
+    pytest.param(lambda ds: dict(sampler=distributed(ds)), "set_epoch", 3,
+                 id="distributed-set-epoch"),
+    pytest.param(lambda ds: dict(sampler=distributed(ds)), plain, 0,
+                 id="distributed-without-set-epoch"),
+    pytest.param(lambda ds: dict(sampler=Counted(ds, 15)), "recount", 2,
+                 id="sampler-changed-between-epochs"),
+    pytest.param(lambda ds: dict(shuffle=True, collate_fn=fd.collate), plain, 3,
+                 id="no-ring"),
+]
+
+
+def epochs_of(make, between, stops=(None,) * 4):
+    """Batches of 4 epochs of a persistent 2-worker loader (an epoch left
+    after ``stops[e]`` batches), the global RNG state after them, the
+    loader, and (FastLoader) how many of each epoch's batches were made ahead."""
+    torch.manual_seed(11)
+    loader = make()
+    sampler = loader.sampler
+    out, ahead = [], []
+    for epoch, stop in enumerate(stops):
+        if between == "set_epoch":
+            sampler.set_epoch(epoch)
+        elif between == "recount":
+            sampler.count = 15 if epoch < 2 else 12
+        else:
+            between(loader.dataset, epoch)
+        got = []
+        for x, y in loader:
+            got.append((x.clone(), y.clone()))
+            if len(got) == 1:
+                ahead.append(getattr(loader, "made_ahead", 0))
+            if len(got) == stop:
+                break
+        out.append(got)
+    return out, torch.get_rng_state(), loader, ahead
+
+
+@pytest.mark.parametrize("stops", [pytest.param((None,) * 4, id="whole-epochs"),
+                                   pytest.param((None, 1, 5, None), id="epochs-left-early")])
+@pytest.mark.parametrize("kwargs, between, kept", EPOCH_CASES)
+def test_persistent_epochs_are_dataloaders_with_the_next_drawn_ahead(tree, kwargs, between,
+                                                                     kept, stops):
+    """Same batches, same global RNG state after, as DataLoader's persistent
+    workers; the next epoch's batches dispatched before it began wherever
+    its sampler's state allows. Where every prediction is kept the chain is
+    random: the workers' draws are DataLoader's too. A dropped prediction
+    cost the workers the draws of its batches (later augmentations differ
+    from DataLoader's, reproducibly: the next test), so there the chain is
+    fixed and the batches show the samples are DataLoader's."""
+    ds = fd.FastImageFolder(tree, RANDOM_UINT8 if kept == 3 else FIXED_UINT8)
+    common = dict(batch_size=3, num_workers=2, persistent_workers=True)
+    ours, ours_rng, loader, ahead = epochs_of(
+        lambda: fd.FastLoader(ds, **kwargs(ds), **common), between, stops)
+    theirs, their_rng, _, _ = epochs_of(lambda: torch.utils.data.DataLoader(
+        ds, **{"collate_fn": fd.collate, **kwargs(ds)}, **common), between, stops)
+    assert [len(e) for e in ours] == [len(e) for e in theirs]
+    for a, b in zip(ours, theirs):
+        for (x, y), (u, v) in zip(a, b, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
+    assert torch.equal(ours_rng, their_rng)
+    it = (loader._ring_loader or loader)._iterator
+    # an epoch left after 1 of its 5+ batches never ran its sampler out (2 x 2 primed,
+    # 1 more): nothing drawn ahead
+    expect = min(kept, 2) if stops[1] == 1 and len(ours[0]) > 4 else kept
+    assert it.ahead_kept == expect and sum(n > 0 for n in ahead) == expect
+    assert all(n <= 4 for n in ahead)  # never more than DataLoader primes (2 x 2 workers)
+    if kept == 3 and stops[1] is None:
+        assert ahead == [0] + [min(4, len(e)) for e in ours[1:]]
+    if loader._cpu_ring is not None:
+        assert loader._cpu_ring.fresh == 0  # every batch written into a slot
+
+
+def test_dropped_predictions_are_reproducible_and_free_their_slots(tree):
+    """The batches drawn ahead and dropped (the sampler changed) free their
+    ring slots, later epochs still write every batch into the ring, and two
+    runs give the same batches."""
+    ds = fd.FastImageFolder(tree, RANDOM_UINT8)
+
+    def run():
+        sampler = Counted(ds, 15)
+        loader = fd.FastLoader(ds, batch_size=3, sampler=sampler, num_workers=2,
+                               persistent_workers=True, generator=torch.Generator().manual_seed(2))
+        out = []
+        for epoch in range(6):
+            sampler.count = 15 if epoch % 2 else 12  # changed every epoch: always dropped
+            out += [x.clone() for x, _ in loader]
+            # in flight: the next epoch's, drawn ahead (2 x 2 at most), none left over
+            assert len(loader._cpu_ring.in_flight) <= 4
+        it = loader._ring_loader._iterator
+        assert it.ahead_kept == 0 and it.ahead_dropped == 5
+        assert loader._cpu_ring.fresh == 0
+        return out
+
+    first, second = run(), run()
+    assert len(first) == 3 * (5 + 4)
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+# -- in-process batches taken whole: a 2-deep pool, reused when proven free --
+
+
+@pytest.fixture
+def taken_whole_fresh(monkeypatch):
+    """This thread has not seen fastdecode.collate take a batch whole."""
+    from fastdecode.data import _batches
+
+    monkeypatch.setattr(_batches._taken_whole, "flag", False, raising=False)
+
+
+IN_PROCESS = [
+    pytest.param(lambda ds: torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=fd.collate),
+                 id="dataloader-collate"),
+    pytest.param(lambda ds: fd.FastLoader(ds, batch_size=4, num_workers=0), id="fastloader"),
+]
+
+
+@pytest.mark.parametrize("make", IN_PROCESS)
+@pytest.mark.parametrize("chain", RING_CHAINS)
+def test_in_process_batches_taken_whole_are_reused_once_dropped(tree, chain, make,
+                                                                taken_whole_fresh):
+    """A training loop holds one batch while the next is made: after the
+    first, every batch is one of two buffers, with the right values."""
+    ds = fd.FastImageFolder(tree, chain())
+    expected = in_process(ds, 4)
+    loader = make(ds)
+    storages = []
+    for _ in range(3):
+        for (x, y), (u, v) in zip(loader, expected, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
+            storages.append(x.untyped_storage().data_ptr())
+    pool = ds._batch_buffers().pools["batch"]  # alive all along: no fresh batch has their address
+    assert len(pool) == 2
+    # the first batch came before collate said it takes them whole
+    assert set(storages[1:]) == {buf.untyped_storage().data_ptr() for buf, _ in pool}
+
+
+@pytest.mark.parametrize("chain", RING_CHAINS)
+def test_in_process_pool_never_writes_over_a_batch_still_held(tree, chain, taken_whole_fresh):
+    ds = fd.FastImageFolder(tree, chain())
+    expected = in_process(ds, 4)
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=fd.collate)
+    for _ in range(2):
+        held = list(loader)  # every batch kept: the pool's two are held, the rest fresh
+        assert len({x.untyped_storage().data_ptr() for x, _ in held}) == len(held)
+        for (x, y), (u, v) in zip(held, expected, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
+    sample = held[1][0][2]  # a view of one sample outlives its batch
+    snapshot = sample.clone()
+    del held
+    for _ in range(2):
+        for (x, y), (u, v) in zip(loader, expected, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
+    assert torch.equal(sample, snapshot)
+
+
+def test_a_pooled_batch_sent_to_another_process_is_never_reused(tree, taken_whole_fresh):
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401  (registers the tensor reductions)
+
+    ds = fd.FastImageFolder(tree, RING_CHAINS[1].values[0]())
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=fd.collate)
+    it = iter(loader)
+    next(it), next(it)  # the second comes from the pool
+    x, _ = next(it)
+    ForkingPickler.dumps(x)  # moves its storage to shared memory, in place
+    ptr = x.untyped_storage().data_ptr()
+    del x
+    later = [x.untyped_storage().data_ptr() for x, _ in it]
+    assert ptr not in later
+
+
+class Uncopyable(torch.utils.data.RandomSampler):
+    def __copy__(self):
+        raise TypeError("this sampler cannot be copied")
+
+
+def test_a_prediction_that_fails_warns_once_and_changes_nothing(tree, monkeypatch):
+    from fastdecode.data import _workers
+
+    monkeypatch.setattr(_workers, "_warned_unpredicted", False)
+    ds = fd.FastImageFolder(tree, FIXED_UINT8)
+    common = dict(batch_size=3, num_workers=2, persistent_workers=True)
+    expected, _, _, _ = epochs_of(lambda: torch.utils.data.DataLoader(
+        ds, sampler=Uncopyable(ds), collate_fn=fd.collate, **common), plain)
+    with pytest.warns(RuntimeWarning, match=r"could not draw the next epoch's batches ahead "
+                                            r"\(TypeError\('this sampler cannot be copied'\)\)"
+                      ) as record:
+        got, _, loader, ahead = epochs_of(lambda: fd.FastLoader(ds, sampler=Uncopyable(ds),
+                                                                **common), plain)
+    assert len(record) == 1 and ahead == [0, 0, 0, 0]
+    for a, b in zip(got, expected, strict=True):
+        for (x, y), (u, v) in zip(a, b, strict=True):
+            assert torch.equal(x, u) and torch.equal(y, v)
