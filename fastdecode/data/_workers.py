@@ -158,6 +158,23 @@ def _warn_unpredicted(exc: BaseException) -> None:
                       stacklevel=3)
 
 
+_warned_dropped = False
+
+
+def _warn_dropped() -> None:
+    global _warned_dropped
+    if not _warned_dropped:
+        _warned_dropped = True
+        warnings.warn("FastLoader dropped the next epoch's batches it had drawn ahead: the "
+                      "sampler, or the random state it draws from, changed between epochs (a "
+                      "changed sampler, no set_epoch on a DistributedSampler, the training loop "
+                      "drawing from torch's global generator with shuffle=True). The workers' "
+                      "random augmentations from here on differ from what DataLoader's "
+                      "persistent workers would draw (reproducibly, run to run); give the "
+                      "loader its own generator (generator=torch.Generator().manual_seed(s)) "
+                      "to keep them. Said once.", RuntimeWarning, stacklevel=4)
+
+
 class WorkerIter(_MultiProcessingDataLoaderIter):
     """DataLoader's multi-process iterator, except that a dead worker is
     always reported as "DataLoader worker (pid(s) N) exited unexpectedly",
@@ -191,6 +208,8 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
         self._drop_tasks(below=end)  # an epoch left before its end: its last batches
         if ahead.failed or not ahead.holds(self._index_sampler):
             self.ahead_dropped += 1
+            if ahead.items:  # the workers drew for them: their random streams moved on
+                _warn_dropped()
             self._drop_tasks(below=self._send_idx)
             super()._reset(loader, first_iter)
             return

@@ -6,6 +6,7 @@ import gc
 import os
 import signal
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -401,7 +402,7 @@ def epochs_of(make, between, stops=(None,) * 4):
                                    pytest.param((None, 1, 5, None), id="epochs-left-early")])
 @pytest.mark.parametrize("kwargs, between, kept", EPOCH_CASES)
 def test_persistent_epochs_are_dataloaders_with_the_next_drawn_ahead(tree, kwargs, between,
-                                                                     kept, stops):
+                                                                     kept, stops, monkeypatch):
     """Same batches, same global RNG state after, as DataLoader's persistent
     workers; the next epoch's batches dispatched before it began wherever
     its sampler's state allows. Where every prediction is kept the chain is
@@ -409,10 +410,15 @@ def test_persistent_epochs_are_dataloaders_with_the_next_drawn_ahead(tree, kwarg
     cost the workers the draws of its batches (later augmentations differ
     from DataLoader's, reproducibly: the next test), so there the chain is
     fixed and the batches show the samples are DataLoader's."""
+    from fastdecode.data import _workers
+
+    monkeypatch.setattr(_workers, "_warned_dropped", False)
     ds = fd.FastImageFolder(tree, RANDOM_UINT8 if kept == 3 else FIXED_UINT8)
     common = dict(batch_size=3, num_workers=2, persistent_workers=True)
-    ours, ours_rng, loader, ahead = epochs_of(
-        lambda: fd.FastLoader(ds, **kwargs(ds), **common), between, stops)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        ours, ours_rng, loader, ahead = epochs_of(
+            lambda: fd.FastLoader(ds, **kwargs(ds), **common), between, stops)
     theirs, their_rng, _, _ = epochs_of(lambda: torch.utils.data.DataLoader(
         ds, **{"collate_fn": fd.collate, **kwargs(ds)}, **common), between, stops)
     assert [len(e) for e in ours] == [len(e) for e in theirs]
@@ -421,6 +427,9 @@ def test_persistent_epochs_are_dataloaders_with_the_next_drawn_ahead(tree, kwarg
             assert torch.equal(x, u) and torch.equal(y, v)
     assert torch.equal(ours_rng, their_rng)
     it = (loader._ring_loader or loader)._iterator
+    dropped = [str(w.message) for w in record if "dropped the next epoch" in str(w.message)]
+    assert len(record) == len(dropped) == (it.ahead_dropped > 0)  # said once, if at all
+    assert (it.ahead_dropped > 0) == (kept < 3 and stops[1] is None) or stops[1] == 1
     # an epoch left after 1 of its 5+ batches never ran its sampler out (2 x 2 primed,
     # 1 more): nothing drawn ahead
     expect = min(kept, 2) if stops[1] == 1 and len(ours[0]) > 4 else kept
@@ -432,13 +441,16 @@ def test_persistent_epochs_are_dataloaders_with_the_next_drawn_ahead(tree, kwarg
         assert loader._cpu_ring.fresh == 0  # every batch written into a slot
 
 
-def test_dropped_predictions_are_reproducible_and_free_their_slots(tree):
+def test_dropped_predictions_are_reproducible_and_free_their_slots(tree, monkeypatch):
     """The batches drawn ahead and dropped (the sampler changed) free their
     ring slots, later epochs still write every batch into the ring, and two
     runs give the same batches."""
+    from fastdecode.data import _workers
+
     ds = fd.FastImageFolder(tree, RANDOM_UINT8)
 
     def run():
+        monkeypatch.setattr(_workers, "_warned_dropped", False)
         sampler = Counted(ds, 15)
         loader = fd.FastLoader(ds, batch_size=3, sampler=sampler, num_workers=2,
                                persistent_workers=True, generator=torch.Generator().manual_seed(2))
@@ -453,7 +465,11 @@ def test_dropped_predictions_are_reproducible_and_free_their_slots(tree):
         assert loader._cpu_ring.fresh == 0
         return out
 
-    first, second = run(), run()
+    with pytest.warns(RuntimeWarning, match=r"dropped the next epoch's batches it had drawn "
+                                            r"ahead.*differ from what DataLoader's persistent "
+                                            r"workers would draw.*own generator") as record:
+        first, second = run(), run()
+    assert len(record) == 2  # once per run (the flag is reset between them)
     assert len(first) == 3 * (5 + 4)
     assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
 
