@@ -70,11 +70,15 @@ def fusion(transform) -> dict[str, Any]:
     and which run unfused after it; its repr says the same in words."""
     fused = fd.fuse(transform)
 
-    def names(steps) -> list[str]:
-        return [type(getattr(s, "transform", s)).__name__ for s in steps or ()]
+    def names(steps) -> list[str]:  # transforms
+        return [type(s).__name__ for s in steps or ()]
+
+    def op_names(ops) -> list[str]:  # the fused ops, each holding its transform
+        return names(op.transform for op in ops or ())
 
     tail = getattr(fused, "tail", None)
-    return {"decode": names(getattr(fused, "geo_ops", ())) + names(getattr(fused, "color_ops", ())),
+    return {"decode": op_names(getattr(fused, "geo_ops", ()))
+            + op_names(getattr(fused, "color_ops", ())),
             "tensor": names(getattr(tail, "steps", ())) if tail is not None else [],
             "unfused": names(getattr(fused, "trailing", ())), "repr": repr(fused)}
 

@@ -32,6 +32,17 @@ def test_a_plain_train_chain_fuses_its_geometry_and_tail():
     assert report["tensor"] == ["ToTensor"] and report["unfused"] == []
 
 
+def test_a_v2_chain_names_its_tail_steps():
+    import torch
+    from torchvision.transforms import v2 as T2
+
+    chain = T2.Compose([T2.RandomResizedCrop(224), T2.ToImage(),
+                        T2.ToDtype(torch.float32, scale=True), T2.ToPureTensor()])
+    report = bench.fusion(chain)  # v2 transforms have a .transform method: not their name
+    assert report["decode"] == ["RandomResizedCrop"]
+    assert report["tensor"] == ["ToImage", "ToDtype", "ToPureTensor"]
+
+
 @pytest.mark.slow
 @pytest.mark.no_sanitize
 def test_quick_run_reports_each_recipe_per_setting(tmp_path, capsys):
