@@ -3,8 +3,9 @@
 torchvision runs ColorJitter on a PIL image as Pillow's ImageEnhance
 (brightness, contrast, saturation: each ``Image.blend(degenerate, image,
 factor)``), in the order of ``torch.randperm(4)``. Here the parameters are
-drawn by torchvision's own ``ColorJitter.get_params`` in the same order and
-with the same RNG calls, and the blends run in one native call on the
+drawn as torchvision's ``ColorJitter.get_params`` draws them (the same RNG
+calls in the same order: :func:`jitter_params`, tested against it), so a plan
+unpickled without torchvision (``detached``) draws them too, and the blends run in one native call on the
 rendered uint8 pixels with Pillow's float32 arithmetic
 (``_native.adjust_colors``, src_c/fd_color.c): bit-identical to torchvision
 on the same pixels. Hue is Pillow's RGB -> HSV, torchvision's uint8 shift of
@@ -16,16 +17,15 @@ very expression), Pillow's HSV -> RGB. RandomGrayscale is Pillow's
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
-from torchvision import transforms as T
-from torchvision.transforms import v2 as T2
 
 from fastdecode import _native
 
-__all__ = ["ColorOp", "Steps", "apply", "color_op", "why_not"]
+__all__ = ["ColorOp", "Steps", "apply", "color_op", "jitter_params", "why_not"]
 
 Steps = tuple[tuple[int, float], ...]  # (op, factor) pairs for _native.adjust_colors
 
@@ -33,9 +33,28 @@ Steps = tuple[tuple[int, float], ...]  # (op, factor) pairs for _native.adjust_c
 _OPS = (_native.COLOR_BRIGHTNESS, _native.COLOR_CONTRAST, _native.COLOR_SATURATION,
         _native.COLOR_HUE)
 _GRAY: Steps = ((_native.COLOR_SATURATION, 0.0),)
-_JITTERS = {T.ColorJitter: False, T2.ColorJitter: True}
-_GRAYSCALES = {T.RandomGrayscale: False, T2.RandomGrayscale: True}
-_APPLIES = {T.RandomApply: False, T2.RandomApply: True}
+
+
+@functools.cache
+def _classes() -> tuple[dict, dict, dict]:
+    """The transform classes fuse knows -> whether v2 (torchvision loads only
+    when a chain is fused, never when a fused plan is unpickled)."""
+    from torchvision import transforms as T
+    from torchvision.transforms import v2 as T2
+
+    return ({T.ColorJitter: False, T2.ColorJitter: True},
+            {T.RandomGrayscale: False, T2.RandomGrayscale: True},
+            {T.RandomApply: False, T2.RandomApply: True})
+
+
+def jitter_params(ranges: Sequence[Optional[Sequence[float]]]):
+    """torchvision's ``ColorJitter.get_params(brightness, contrast,
+    saturation, hue)``: ``torch.randperm(4)``, then one ``uniform_`` per range
+    that is not None, in that order, each as a Python float of the float32
+    draw (v2's ``make_params`` draws the same)."""
+    order = torch.randperm(4)
+    factors = [None if r is None else float(torch.empty(1).uniform_(r[0], r[1])) for r in ranges]
+    return (order, *factors)
 
 
 class ColorOp:
@@ -57,9 +76,7 @@ class _Jitter(ColorOp):
                        transform.hue)
 
     def draw(self) -> Steps:
-        # v2's make_params draws the same: randperm(4), then one uniform_ per range
-        # set, float of the float32 value (``.item()`` there, ``float()`` here)
-        order, b, c, s, h = T.ColorJitter.get_params(*self.ranges)
+        order, b, c, s, h = jitter_params(self.ranges)
         factors: tuple[Optional[float], ...] = (b, c, s, None if h is None else _hue_shift(h))
         return tuple((_OPS[i], f) for i in order.tolist() if (f := factors[i]) is not None)
 
@@ -100,17 +117,18 @@ def color_op(t: Any) -> Optional[ColorOp]:
     """The colour op for ``t``, or None when it is not one fuse runs exactly
     (any other step, a subclass)."""
     cls = type(t)
+    jitters, grayscales, applies = _classes()
     try:
-        if cls in _JITTERS:
+        if cls in jitters:
             return _Jitter(t)
-        if cls in _GRAYSCALES:
+        if cls in grayscales:
             float(t.p)
-            return _Grayscale(t, _GRAYSCALES[cls])
-        if cls in _APPLIES:
+            return _Grayscale(t, grayscales[cls])
+        if cls in applies:
             float(t.p)
             inner = [color_op(s) for s in t.transforms]
             if inner and all(op is not None for op in inner):
-                return _RandomApply(t, _APPLIES[cls], [op for op in inner if op is not None])
+                return _RandomApply(t, applies[cls], [op for op in inner if op is not None])
     except (TypeError, ValueError, AttributeError):
         return None
     return None
@@ -120,8 +138,9 @@ def why_not(t: Any) -> Optional[str]:
     """Why a colour transform did not fuse (for the fusion report), or None
     when ``t`` is not a colour transform fuse knows."""
     cls = type(t)
-    inner = getattr(t, "transforms", None) if cls in _APPLIES else None
-    if inner is not None and any(type(s) in _JITTERS or type(s) in _GRAYSCALES for s in inner):
+    jitters, grayscales, applies = _classes()
+    inner = getattr(t, "transforms", None) if cls in applies else None
+    if inner is not None and any(type(s) in jitters or type(s) in grayscales for s in inner):
         return "a RandomApply of steps other than ColorJitter / RandomGrayscale: it runs unfused"
     return None
 

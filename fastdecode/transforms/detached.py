@@ -7,19 +7,21 @@ torchvision (1.2-1.8 CPU-s, most of it ``torch._dynamo`` through
 ``torchvision.ops``) before its first row. When the whole chain fused (the
 geometry ops are the four plain kinds, a tensor table, nothing trailing),
 what a worker runs per row needs none of it: the geometry ops' parameters,
-the renderer's options and the table. :func:`detach` copies those, with the
-op's source transform replaced by a stand-in that carries only what the op
-reads at draw time (RandomResizedCrop's ``scale`` and ``ratio``), and keeps
+the fused colour ops, the renderer's options and the table. :func:`detach`
+copies those, with each op's source transform replaced by a stand-in that
+carries only what the op reads at draw time (RandomResizedCrop's ``scale``
+and ``ratio``, a colour op's ``p``), and keeps
 the pickled FusedTransform as bytes for the rare image whose geometry stops
 (a second resample, a padded canvas): that image restores the RNG state and
 runs through the full transform, unpickled (and torchvision imported) then.
 
 Written again here on purpose: :meth:`DetachedPlan.decode_into` is the
-all-joined path of ``FusedTransform.decode_into`` (read the header, draw,
-render into the slot) and :meth:`DetachedPlan.finish` its ``finish`` for
-numpy batches; :func:`detach` refuses (returns None, and the caller pickles
-the FusedTransform as before) any FusedTransform whose state is not the
-fields listed in ``_FUSED_STATE`` (and the known-inert ones below), so a plan
+all-joined path of ``FusedTransform.decode_into`` (read the header, draw the
+geometry, then the colour steps, render into the slot, apply the colour) and
+:meth:`DetachedPlan.finish` its ``finish`` for numpy batches; :func:`detach`
+refuses (returns None, and the caller pickles the FusedTransform as before)
+any FusedTransform whose state is not the fields listed in ``_FUSED_STATE``
+and ``_COLOR_STATE`` (colour ops only of this package's kinds), so a plan
 that grows a new per-image step is never detached without being taught here
 (tests/transforms/test_detached.py checks the rows are the same).
 """
@@ -34,6 +36,8 @@ import numpy as np
 import torch
 
 from fastdecode import api
+from fastdecode.transforms.color import ColorOp
+from fastdecode.transforms.color import apply as apply_color
 from fastdecode.transforms.geometry import (
     CenterCropOp,
     FlipOp,
@@ -52,11 +56,9 @@ __all__ = ["DetachedPlan", "detach"]
 _FUSED_STATE = frozenset({"source", "_fingerprint", "exact", "renderer", "steps", "geo_ops",
                           "op_index", "tail", "tensor_stage", "trailing", "output_shape", "plan",
                           "last_params"})
-# Fields of the fused colour steps (#14, the jitter branch): colour ops draw per
-# image, so a plan with any stays attached; fill_end matters only on a stop (the
-# full transform's path).
-_INERT_WHEN_EMPTY = frozenset({"color_ops"})
-_ANY_VALUE = frozenset({"fill_end"})
+# The fused colour steps' fields: the ops travel with stand-in sources;
+# fill_end matters only on a stop (the full transform's path).
+_COLOR_STATE = frozenset({"color_ops", "fill_end"})
 _PLAIN_OPS = (RandomResizedCropOp, ResizeOp, CenterCropOp, FlipOp)
 
 
@@ -81,6 +83,14 @@ def _detached_op(op: GeoOp) -> GeoOp:
     return out
 
 
+def _detached_color(op: ColorOp) -> ColorOp:
+    out = copy.copy(op)
+    out.transform = _Source(repr(op.transform), p=getattr(op.transform, "p", None))
+    if hasattr(op, "inner"):  # RandomApply of colour ops
+        out.inner = [_detached_color(inner) for inner in op.inner]  # type: ignore[attr-defined]
+    return out
+
+
 def _detached_tail(tail: TensorTail) -> TensorTail:
     out = copy.copy(tail)
     out.steps = []  # the torchvision converter and per-pixel steps: the table has them
@@ -95,10 +105,9 @@ def detach(fused: Any) -> Optional[DetachedPlan]:
     from fastdecode.transforms.fused import FusedTransform
 
     state = vars(fused)
-    extra = set(state) - _FUSED_STATE
     if (type(fused) is not FusedTransform or not _FUSED_STATE <= set(state)
-            or extra - _INERT_WHEN_EMPTY - _ANY_VALUE
-            or any(state[k] for k in extra & _INERT_WHEN_EMPTY)
+            or set(state) - _FUSED_STATE - _COLOR_STATE
+            or not all(isinstance(op, ColorOp) for op in state.get("color_ops", ()))
             or fused.output_shape is None or fused.trailing or fused.tail is None
             or type(fused.tail) is not TensorTail or fused.tail.numpy
             or type(fused.renderer) is not Renderer
@@ -116,6 +125,7 @@ class DetachedPlan:
         self.output_shape = tuple(fused.output_shape)
         self.exact = fused.exact
         self.geo_ops = [_detached_op(op) for op in fused.geo_ops]
+        self.color_ops = [_detached_color(op) for op in getattr(fused, "color_ops", ())]
         self.renderer = copy.copy(fused.renderer)
         self.tail = _detached_tail(fused.tail)
         self.text = repr(fused)
@@ -144,7 +154,9 @@ class DetachedPlan:
             torch.set_rng_state(state)
             self.full().decode_into(data, out)
             return
+        color = tuple(step for op in self.color_ops for step in op.draw())
         self.renderer.render(data, geo, "CHW", out=out, fmt=info.format)
+        apply_color(out, "CHW", color)
 
     def finish(self, pixels: np.ndarray, out: Any = None) -> Any:
         """The tensor table over a uint8 (N, C, H, W) batch, into ``out``."""

@@ -341,3 +341,27 @@ def test_a_tensor_stage_geometry_after_colour_is_not_joined():
     data = IMAGES["jpeg-420-500x375"]()
     for seed in (0, 1, 2):
         check_parity(transform, data, seed, exact=True, min_psnr=float("inf"))
+
+
+@pytest.mark.parametrize("settings", [
+    pytest.param(dict(brightness=0.4, contrast=0.4, saturation=0.4), id="timm-default"),
+    pytest.param(dict(brightness=(0.2, 1.7), hue=0.3), id="tuples-and-hue"),
+    pytest.param(dict(saturation=0.5), id="saturation-only"),
+    pytest.param(dict(), id="nothing"),
+])
+@pytest.mark.parametrize("seed", [0, 7, 2**31 + 3])
+def test_jitter_params_are_torchvisions_draws(settings, seed):
+    """fastdecode draws ColorJitter's parameters itself (so a detached plan
+    needs no torchvision): the same values and the same RNG state after as
+    torchvision's get_params."""
+    from fastdecode.transforms.color import jitter_params
+
+    t = T.ColorJitter(**settings)
+    ranges = (t.brightness, t.contrast, t.saturation, t.hue)
+    torch.manual_seed(seed)
+    theirs = T.ColorJitter.get_params(*ranges)
+    after = torch.get_rng_state()
+    torch.manual_seed(seed)
+    ours = jitter_params(ranges)
+    assert torch.equal(ours[0], theirs[0]) and ours[1:] == theirs[1:]
+    assert torch.equal(torch.get_rng_state(), after)

@@ -35,6 +35,18 @@ FULLY_FUSED = {
     "padded-then-crop": lambda: T.Compose([T.CenterCrop(420), T.RandomResizedCrop(32),
                                            T.ToTensor(), T.Normalize(MEAN, STD)]),
 }
+COLOUR = {
+    "train-jitter": lambda: T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(),
+                                       T.ColorJitter(0.4, 0.4, 0.4), T.ToTensor(),
+                                       T.Normalize(MEAN, STD)]),
+    "v2-jitter-hue-grayscale": lambda: T2.Compose([
+        T2.RandomResizedCrop(40), T2.ColorJitter(0.3, 0.2, 0.5, 0.1), T2.RandomGrayscale(0.5),
+        T2.PILToTensor(), T2.ToDtype(torch.float32, scale=True)]),
+    "random-apply": lambda: T.Compose([T.Resize(40), T.CenterCrop(32),
+                                       T.RandomApply([T.ColorJitter(0.5, 0.5)], p=0.5),
+                                       T.PILToTensor()]),
+}
+FULLY_FUSED.update(COLOUR)
 IMAGES = {**SAMPLES, **TINY}
 SEEDS = np.array([3, 17, 2**40 + 5, 99], dtype=np.int64)
 
@@ -84,8 +96,8 @@ def test_timm_ops_are_not_detached():
 @pytest.mark.parametrize("extra, detached", [
     ({"something_new": 1}, False),  # a field detach() was not taught: it must refuse
     ({"color_ops": [], "fill_end": 2}, True),  # the fused colour steps' fields, none drawn
-    ({"color_ops": ["a colour op"], "fill_end": 3}, False),  # colour drawn per image
-], ids=["unknown-field", "no-colour-ops", "colour-ops"])
+    ({"color_ops": ["not a colour op"], "fill_end": 3}, False),  # only fastdecode's ColorOps
+], ids=["unknown-field", "no-colour-ops", "unknown-colour-op"])
 def test_detach_refuses_state_it_does_not_know(extra, detached):
     f = fuse(CHAINS["train-v1"]())
     assert detach(f) is not None
@@ -93,7 +105,7 @@ def test_detach_refuses_state_it_does_not_know(extra, detached):
     assert (detach(f) is not None) is detached
 
 
-@pytest.mark.parametrize("chain", ["train-v1", "eval-v2", "train-uint8"])
+@pytest.mark.parametrize("chain", ["train-v1", "eval-v2", "train-uint8", *COLOUR])
 def test_unpickling_and_decoding_import_no_torchvision(chain, tmp_path):
     blob = tmp_path / "decoder.pkl"
     blob.write_bytes(pickle.dumps(BatchDecoder(FULLY_FUSED[chain]())))
