@@ -35,8 +35,11 @@ def children() -> list[int]:
     """This process's child processes that may be loader workers."""
     pids = []
     for tid in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{tid}/children") as f:
-            pids += [int(p) for p in f.read().split()]
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids += [int(p) for p in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended since the listing
+            pass
     return [p for p in pids if not _is_helper(p)]
 
 
