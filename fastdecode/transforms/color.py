@@ -25,7 +25,7 @@ import torch
 
 from fastdecode import _native
 
-__all__ = ["ColorOp", "Steps", "apply", "color_op", "jitter_params", "why_not"]
+__all__ = ["ColorOp", "Steps", "apply", "color_op", "draw", "jitter_params", "why_not"]
 
 Steps = tuple[tuple[int, float], ...]  # (op, factor) pairs for _native.adjust_colors
 
@@ -110,7 +110,13 @@ class _RandomApply(ColorOp):
         skip = bool(torch.rand(1) >= p) if self.v2 else bool(p < torch.rand(1))
         if skip:
             return ()
-        return tuple(step for op in self.inner for step in op.draw())
+        return draw(self.inner)
+
+
+def draw(ops: Sequence[ColorOp]) -> Steps:
+    """The native steps of ``ops`` in chain order, each op drawing from
+    torch's RNG as its transform would."""
+    return tuple(step for op in ops for step in op.draw())
 
 
 def color_op(t: Any) -> Optional[ColorOp]:

@@ -38,6 +38,7 @@ import torch
 from fastdecode import api
 from fastdecode.transforms.color import ColorOp
 from fastdecode.transforms.color import apply as apply_color
+from fastdecode.transforms.color import draw as draw_color
 from fastdecode.transforms.geometry import (
     CenterCropOp,
     FlipOp,
@@ -154,7 +155,7 @@ class DetachedPlan:
             torch.set_rng_state(state)
             self.full().decode_into(data, out)
             return
-        color = tuple(step for op in self.color_ops for step in op.draw())
+        color = draw_color(self.color_ops)
         self.renderer.render(data, geo, "CHW", out=out, fmt=info.format)
         apply_color(out, "CHW", color)
 

@@ -40,6 +40,7 @@ from fastdecode import api
 from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.color import ColorOp, Steps, color_op
 from fastdecode.transforms.color import apply as apply_color
+from fastdecode.transforms.color import draw as draw_color
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.fingerprint import fingerprint
 from fastdecode.transforms.geometry import (
@@ -357,7 +358,7 @@ class FusedTransform:
             rng = None  # a PIL-stage stop: the rest runs unfused from there
         color: Steps = ()
         if stop == len(self.geo_ops) and self.color_ops:  # a stop: they run unfused
-            color = tuple(step for op in self.color_ops for step in op.draw())
+            color = draw_color(self.color_ops)
         return _Draw(geo, stop, replacement, info.format, rng, color)
 
     def _render_into(self, data, draw: _Draw, out: Optional[np.ndarray] = None):

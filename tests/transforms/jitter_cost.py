@@ -1,7 +1,7 @@
 """Per-image cost of timm's default training chain: fused vs timm's PIL chain
 (not a test; the commands and numbers are in DESIGN.md, "Colour steps").
 
-    python jitter_cost.py callgrind fused|pil GO_FILE   # under jitter_cost.sh
+    python jitter_cost.py callgrind fused|pil GO_FILE   # under callgrind_count.sh (20 photos)
     python jitter_cost.py time fused|pil ROUNDS         # prints the min us/image
 
 ``fused``: ``fuse(create_transform(224, is_training=True))(data)``;

@@ -1,4 +1,4 @@
-"""Counts the Python instructions of one fused call (not a test; run by percall_callgrind.sh).
+"""Counts the Python instructions of one fused call (not a test; run by callgrind_count.sh).
 
 Under ``valgrind --tool=callgrind --toggle-collect=builtin_exec``: prepares
 20 photos and the chain, prints READY, waits for the go file, then runs
