@@ -11,12 +11,15 @@ epoch of whole waves of batches, so the noise of a shared machine hits every
 row alike; after each round the benchmark waits until that row's workers are
 idle (a FastLoader's draw the next epoch's batches ahead: they run then, not
 in the next row's round). A round is timed in steady state: from the arrival
-of its first wave (one batch per worker), or of the last batch its workers
-had made before it began (FastLoader.made_ahead), whichever comes later, to
-its end, counting the batches after that point, as bench_ray leaves out each
-epoch's first batches; rounds hold enough waves that this excluded part is
-under 5 % of a round, and that the start-up is (up to a cap of seconds per
-round; a row still over is named). A row reports the median images/s of its
+of the first wave (one batch per worker) after the batches its workers had
+made before it began (FastLoader.made_ahead; none for DataLoader), to its
+end, counting the batches after that point, as bench_ray leaves out each
+epoch's first batches: the workers, idle at the round's start, start that
+wave together, so it is the round's ramp, and timed from an arrival to an
+arrival both ends are in the same phase of the waves. Rounds hold enough
+timed waves that the excluded ramp (about one wave's time) is under 5 % of
+the timed part, and that the start-up is (up to a cap of seconds per round;
+a row still over is named). A row reports the median images/s of its
 rounds, their spread ((max - min) / median; over 10 % the row is marked
 noisy), the CPU ms per image of the main process and its own workers (over
 the whole round and the wait after it: what its next round was given ahead
@@ -39,6 +42,7 @@ import gc
 import json
 import math
 import random
+import resource
 import statistics
 import sys
 import time
@@ -59,10 +63,11 @@ from . import _procs as procs
 LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 NOISY_SPREAD = 0.10  # (max - min) / median of a row's rounds above this: noisy
-STARTUP_SHARE = 0.05  # start-up, and the excluded first wave, under this share of a round
-# mode -> settings; batches per round (at least `batches`, more when the row's
-# start-up or its excluded first wave needs it, at most what `round_cap_s`
-# seconds hold at the row's rate) are rounded up to whole waves of workers.
+STARTUP_SHARE = 0.05  # start-up, and the excluded ramp wave, under this share of a round's timing
+# mode -> settings; a round's timed batches (at least `batches`, more when the
+# row's start-up or its excluded ramp wave needs it, at most what `round_cap_s`
+# seconds hold at the row's rate) are rounded up to whole waves of workers; the
+# batches made ahead and the ramp wave come on top.
 # The default's arithmetic on a quiet 2-core machine: DESIGN.md, "`fastdecode
 # bench` default".
 MODES: dict[str, dict[str, Any]] = {
@@ -112,6 +117,8 @@ class Row:
     walls: list[float] = field(default_factory=list)
     first_batch: list[float] = field(default_factory=list)  # warm rounds
     excluded: list[float] = field(default_factory=list)  # s of each round before its timing
+    ahead: int = 0  # batches its workers make ahead of each round (FastLoader's next epoch)
+    faults: list[float] = field(default_factory=list)  # workers' minor faults per batch per round
     peak_pss_mib: float = 0.0
 
 
@@ -158,6 +165,8 @@ def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: 
     start = time.perf_counter()
     loader, sampler = make_loader(kind, root, transform, workers, batch, samples)
     row = Row(chain, kind, workers, loader, sampler, build_s=time.perf_counter() - start)
+    if hasattr(loader, "made_ahead") and workers:  # FastLoader: a round starts with these made
+        row.ahead = workers * (getattr(loader, "prefetch_factor", None) or 0)
     wave = max(workers, 1)
     images, wave_end = 0, 0.0
     # the peak memory is taken here, in the untimed epoch (see procs.PeakMemory)
@@ -180,36 +189,41 @@ def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: 
 
 
 def round_batches(row: Row, batch: int, least: int, cap_s: float) -> int:
-    """Batches per round for ``row``: enough that its start-up and its
-    excluded first wave are each under STARTUP_SHARE of a round, at least
-    ``least``, at most what ``cap_s`` seconds hold at its first epoch's rate,
-    in whole waves of workers."""
+    """Batches per round for ``row``: what its workers make ahead and its
+    ramp wave (both left out of the timing), then a timed part long enough
+    that its start-up and the ramp wave are each under STARTUP_SHARE of it,
+    at least ``least``, at most what ``cap_s`` seconds hold at its first
+    epoch's rate, in whole waves of workers."""
     rate = row.first_epoch_rate
     wave = max(row.num_workers, 1)
     # a warm round's first batch costs one worker one batch: the start-up is the rest
     startup = row.build_s + row.cold_first_batch_s - batch * wave / rate
     need = max(math.ceil(max(startup, 0.0) / STARTUP_SHARE * rate / batch),
-               math.ceil(wave / STARTUP_SHARE))  # the first wave takes about one wave's time
+               math.ceil(wave / STARTUP_SHARE))  # the ramp wave takes about one wave's time
     most = math.floor(cap_s * rate / batch)
-    return math.ceil(max(least, min(need, most)) / wave) * wave
+    timed = math.ceil(max(least, min(need, most)) / wave) * wave
+    return row.ahead + wave + timed
 
 
 clock = time.perf_counter  # the rounds' clock (tests give a fake one)
 
 
 def run_round(row: Row) -> None:
-    """One epoch of ``row``, timed after its first wave or the batches made
-    before it began (see the module doc), its CPU counted until its workers
-    are idle again."""
+    """One epoch of ``row``, timed after the batches made before it began and
+    its ramp wave (see the module doc), its CPU counted until its workers are
+    idle again."""
     cpu0 = procs.cpu_seconds(row.pids)
+    faults0 = minor_faults(row.pids)
     wave = max(row.num_workers, 1)
     images, counted, skip, t0 = 0, 0, wave, None
     start = clock()
+    batches = 0
     for k, (x, _) in enumerate(row.source):
         now = clock()
+        batches += 1
         if k == 0:
             row.first_batch.append(now - start)
-            skip = max(wave, getattr(row.source, "made_ahead", 0))
+            skip = getattr(row.source, "made_ahead", 0) + wave  # made ahead, then the ramp
         images += x.shape[0]
         if k == skip - 1:
             t0 = now
@@ -223,6 +237,7 @@ def run_round(row: Row) -> None:
     row.excluded.append(t0 - start)
     wait_idle(row.pids)
     row.cpu.append((procs.cpu_seconds(row.pids) - cpu0) / max(images, 1))
+    row.faults.append((minor_faults(row.pids) - faults0) / batches)
 
 
 def _run_ns(pids: list[int]) -> tuple[int, bool]:
@@ -237,6 +252,18 @@ def _run_ns(pids: list[int]) -> tuple[int, bool]:
         except (OSError, ValueError, IndexError):
             pass
     return total, runnable
+
+
+def minor_faults(pids: list[int]) -> int:
+    """Minor page faults of this process and of the live processes ``pids``."""
+    total = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                total += int(f.read().rsplit(")", 1)[1].split()[7])  # field 10: minflt
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
 
 
 def wait_idle(pids: list[int], poll_s: float = 0.02, timeout_s: float = 20.0) -> None:
@@ -295,15 +322,15 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
         for chain, workers in group:
             wave = max(workers, 1)  # whole waves: no worker idles at the end of a round
             batches = math.ceil(settings["batches"] / wave) * wave
-            # 3 waves: the rate is read after the first; a round's timing starts after
-            # the first or what was made ahead (prefetch_factor 2: two waves)
+            # 3 waves: the rate is read after the first (a round's timing leaves out
+            # what was made ahead and the ramp wave: round_batches adds them)
             first = max(batches, 3 * wave)
-            for kind in LOADERS:
+            for kind in settings.get("loaders", LOADERS):
                 bar.set_postfix_str(f"{chain} {kind} num_workers={workers}: start-up")
                 row = open_row(chain, kind, root, all_chains[chain], workers,
                                settings["batch"], first * settings["batch"])
                 row.sampler.count = settings["batch"] * round_batches(
-                    row, settings["batch"], first, settings["round_cap_s"])
+                    row, settings["batch"], batches, settings["round_cap_s"])
                 alive.append(row)
                 bar.update()
         chains_here = list(dict.fromkeys(chain for chain, _ in group))
@@ -343,6 +370,9 @@ def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
         "startup_share_of_round": startup / statistics.median(row.walls),
         "excluded_share_of_round": statistics.median(excluded) if excluded else 0.0,
         "cpu_s_per_image": statistics.median(row.cpu),
+        "round_cpu_s_per_image": row.cpu,
+        "faults_per_batch": statistics.median(row.faults) if row.faults else None,
+        "round_faults_per_batch": row.faults,
         "efficiency": median / limit,
         "speedup": median / baseline[row.num_workers] if baseline.get(row.num_workers) else None,
         "peak_pss_mib": row.peak_pss_mib,
@@ -358,15 +388,15 @@ def chain_result(rows: list[Row], fused: list[float], usable: int) -> dict:
     counts = sorted({r["num_workers"] for r in results})
     at = usable if usable in counts else max(counts)  # the summary's num_workers
 
-    def pick(kind: str) -> dict:
-        return next(r for r in results if r["loader"] == kind and r["num_workers"] == at)
+    def pick(kind: str) -> dict:  # empty when the run left that loader out (--loaders)
+        return next((r for r in results if r["loader"] == kind and r["num_workers"] == at), {})
 
     summary = {
         "num_workers": at,
-        "speedup_fastimagefolder": pick("FastImageFolder")["speedup"],
-        "speedup_fastloader": pick("FastLoader")["speedup"],
-        "efficiency_fastimagefolder": pick("FastImageFolder")["efficiency"],
-        "efficiency_fastloader": pick("FastLoader")["efficiency"],
+        "speedup_fastimagefolder": pick("FastImageFolder").get("speedup"),
+        "speedup_fastloader": pick("FastLoader").get("speedup"),
+        "efficiency_fastimagefolder": pick("FastImageFolder").get("efficiency"),
+        "efficiency_fastloader": pick("FastLoader").get("efficiency"),
         "noisy_rows": sum(r["noisy"] for r in results),
     }
     return {"rows": results, "summary": summary,
@@ -432,19 +462,21 @@ def file_list_memory(entries: int, workers: int) -> list[dict]:
 def table(result: dict) -> str:
     limit = result["limit"]
     lines = ["| loader | workers | images/s (median) | min-max | spread | start-up s | "
-             "round s | CPU ms/image | % of limit | speedup vs ImageFolder | peak PSS MiB |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "round s | CPU ms/image | % of limit | speedup vs ImageFolder | peak PSS MiB | "
+             "faults/batch |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         speedup = "" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+        faults = "" if r.get("faults_per_batch") is None else f"{r['faults_per_batch']:,.0f}"
         lines.append(
             f"| {r['loader']} | {r['num_workers']} | {r['images_per_s']:,.0f}"
             f"{' (noisy)' if r['noisy'] else ''} | {r['min_images_per_s']:,.0f}-"
             f"{r['max_images_per_s']:,.0f} | {r['spread']:.0%} | {r['startup_s']:.2f} | "
             f"{r['round_s']:.1f} | {r['cpu_s_per_image'] * 1000:.2f} | {r['efficiency']:.0%} | {speedup} | "
-            f"{r['peak_pss_mib']:,.0f} |")
+            f"{r['peak_pss_mib']:,.0f} | {faults} |")
     lines.append(f"| **limit** | {limit['usable_cpus']} CPUs | {limit['images_per_s']:,.0f} | | "
                  f"{limit['spread']:.0%} | | | {limit['fused_ms_per_image']:.2f} (fused, 1 thread) "
-                 "| 100% | | |")
+                 "| 100% | | | |")
     return "\n".join(lines)
 
 
@@ -452,11 +484,14 @@ def chain_markdown(name: str, result: dict, settings: dict) -> str:
     s = result["summary"]
     slow = [r for r in result["rows"] if r["startup_share_of_round"] > STARTUP_SHARE]
     short = [r for r in result["rows"] if r["excluded_share_of_round"] > STARTUP_SHARE]
+    def ratio(value, spec: str, unit: str = "") -> str:
+        return "n/a" if value is None else format(value, spec) + unit
+
     notes = [f"at num_workers={s['num_workers']}: FastImageFolder "
-             f"{s['speedup_fastimagefolder']:.2f}x, FastLoader {s['speedup_fastloader']:.2f}x "
-             "ImageFolder; "
-             f"{s['efficiency_fastimagefolder']:.0%} and {s['efficiency_fastloader']:.0%} of the "
-             "limit"]
+             f"{ratio(s['speedup_fastimagefolder'], '.2f', 'x')}, FastLoader "
+             f"{ratio(s['speedup_fastloader'], '.2f', 'x')} ImageFolder; "
+             f"{ratio(s['efficiency_fastimagefolder'], '.0%')} and "
+             f"{ratio(s['efficiency_fastloader'], '.0%')} of the limit"]
     if s["noisy_rows"]:
         notes.append(f"{s['noisy_rows']} noisy row(s): spread over {NOISY_SPREAD:.0%}; rerun "
                      "on a quieter machine before trusting them")
@@ -468,9 +503,10 @@ def chain_markdown(name: str, result: dict, settings: dict) -> str:
         notes.append(f"{len(short)} row(s) spend more than {STARTUP_SHARE:.0%} of a round before "
                      f"its timing starts (rounds are capped at {settings['round_cap_s']:g} s)")
     return (f"\n### {name} chain, batch {settings['batch']}, rounds of {settings['batches']}+ "
-            f"batches (whole waves of workers, long enough that start-up and the excluded first "
-            f"wave are each under {STARTUP_SHARE:.0%} of one), timed after the first wave, "
-            f"median of {settings['rounds']} interleaved rounds\n\n" + table(result) + "\n\n"
+            f"timed batches (whole waves of workers, long enough that start-up and the excluded "
+            f"ramp wave are each under {STARTUP_SHARE:.0%} of them), timed after the batches "
+            f"made ahead and the first wave, median of {settings['rounds']} interleaved "
+            "rounds\n\n" + table(result) + "\n\n"
             + "\n".join(f"- {n}" for n in notes))
 
 
@@ -483,10 +519,14 @@ def parse_args(argv):
                              "PILToTensor)")
     parser.add_argument("--workers", type=int, nargs="+",
                         help="num_workers values (default: the usable CPUs; --full 0 1 2 4 8)")
+    parser.add_argument("--loaders", nargs="+", choices=LOADERS, default=list(LOADERS),
+                        help="loaders to measure (default: all three; speedups need "
+                             "ImageFolder+PIL)")
     parser.add_argument("--batch-size", type=int, help="default 256 (quick: 32)")
     parser.add_argument("--rounds", type=int, help="timed rounds per row (default 3, at least 3)")
     parser.add_argument("--entries", type=int,
-                        help="file-list entries (default 200,000; --full 1,000,000)")
+                        help="file-list entries (default 200,000; --full 1,000,000; 0 skips "
+                             "the file list)")
     args = parser.parse_args(argv)
     if args.quick and args.full:
         parser.error("--quick and --full exclude each other")
@@ -503,7 +543,8 @@ def main(argv=None) -> int:
     settings["workers"] = args.workers or settings["workers"] or [usable]
     settings["batch"] = args.batch_size or settings["batch"]
     settings["rounds"] = args.rounds or settings["rounds"]
-    settings["entries"] = args.entries or settings["entries"]
+    settings["entries"] = settings["entries"] if args.entries is None else args.entries
+    settings["loaders"] = [kind for kind in LOADERS if kind in args.loaders]
     data = args.data or common.default_data()
 
     all_chains = chains(args.chains)
@@ -512,7 +553,7 @@ def main(argv=None) -> int:
               "machine": common.machine_facts(), "versions": common.library_versions(),
               "chains": {}}
     layout = groups(list(all_chains), settings["workers"])
-    ticks = (sum(len(g) for g in layout) * len(LOADERS) * (1 + settings["rounds"])
+    ticks = (sum(len(g) for g in layout) * len(settings["loaders"]) * (1 + settings["rounds"])
              + sum(len({c for c, _ in g}) for g in layout) * settings["rounds"] + 1)
     with common.progress("loader", ticks) as bar:
         rows, fused = measure(data, all_chains, settings, bar)
@@ -520,14 +561,16 @@ def main(argv=None) -> int:
             result = chain_result([r for r in rows if r.chain == name], fused[name], usable)
             report["chains"][name] = result
             common.emit(chain_markdown(name, result, settings))
-        bar.set_postfix_str(f"file list of {settings['entries']:,} entries")
-        report["file_list"] = file_list_memory(settings["entries"], 8)
+        if settings["entries"]:
+            bar.set_postfix_str(f"file list of {settings['entries']:,} entries")
+            report["file_list"] = file_list_memory(settings["entries"], 8)
         bar.update()
     report["machine"]["load_average_end"] = common.load_average()
-    common.emit("\n".join([f"\n### file list of {settings['entries']:,} entries, 8 workers\n",
-                           "| dataset | peak PSS MiB (main + 8 workers) |", "|---|---:|"]
-                          + [f"| {r['dataset']} | {r['peak_pss_mib']:,.0f} |"
-                             for r in report["file_list"]]))
+    if settings["entries"]:
+        common.emit("\n".join([f"\n### file list of {settings['entries']:,} entries, 8 workers\n",
+                               "| dataset | peak PSS MiB (main + 8 workers) |", "|---|---:|"]
+                              + [f"| {r['dataset']} | {r['peak_pss_mib']:,.0f} |"
+                                 for r in report["file_list"]]))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

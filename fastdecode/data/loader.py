@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import resource
 import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -93,6 +94,30 @@ def _with_pinning(user_fn: Optional[Callable[[int], None]]) -> Callable[[int], N
     if isinstance(user_fn, functools.partial) and user_fn.func is _chained_init:
         return user_fn
     return functools.partial(_chained_init, user_fn)
+
+
+def map_ring(slots: Sequence[torch.Tensor]) -> None:
+    """Maps every page of the ring's ``slots`` into this process, reading one
+    byte per page. fork copies no page tables of a shared mapping, so each
+    worker's first write to a slot faulted once per page (one minor fault
+    per 4 KiB, ~1.2-1.6 us each on the 2-core VM: 45-60 ms for a float slot
+    of 256 x 3 x 224 x 224, and with 8 workers x 19 slots it took ~80 batches
+    until every worker had written every slot). A read fault maps the
+    neighbouring pages too (the kernel's fault-around, 64 KiB by default),
+    writable in shared memory, so this costs ~10 ms per such slot, once, at
+    the worker's start (DESIGN.md, "FastLoader at 8 workers")."""
+    page = resource.getpagesize()
+    for slot in slots:
+        whole = torch.empty(0, dtype=torch.uint8).set_(slot.untyped_storage())
+        whole[::page].max()
+
+
+def _ring_worker_init(init: Callable[[int], None], slots: Sequence[torch.Tensor],
+                      worker_id: int) -> None:
+    """A ring loader's workers: the loader's init (pinning, the user's), then
+    the ring mapped once (:func:`map_ring`)."""
+    init(worker_id)
+    map_ring(slots)
 
 
 _warned: set[str] = set()
@@ -237,6 +262,7 @@ class FastLoader(_LoaderBase):
             self._ring = CudaRing(slots, (self._batch_rows(), *shape))
             table = self.dataset.pixel_table()  # type: ignore[attr-defined]
             self._table = None if table is None else table.to(self.device)
+            inner["worker_init_fn"] = functools.partial(_ring_worker_init, init, [self._ring.ring])
             self._ring_loader = _LoaderBase(
                 RingWriter(dataset, self._ring.ring),
                 batch_sampler=SlottedSampler(self.batch_sampler, slots), pin_memory=False, **inner)
@@ -245,6 +271,8 @@ class FastLoader(_LoaderBase):
             table = self.dataset.pixel_table()  # type: ignore[attr-defined]
             dtype = torch.uint8 if table is None else table.dtype
             self._cpu_ring = CpuRing(slots + 1, (self._batch_rows(), *shape), dtype)
+            inner["worker_init_fn"] = functools.partial(_ring_worker_init, init,
+                                                        self._cpu_ring.slots)
             self._ring_loader = _LoaderBase(
                 RingFiller(dataset, self._cpu_ring, self.collate_fn),
                 batch_sampler=RingSampler(self.batch_sampler, self._cpu_ring),

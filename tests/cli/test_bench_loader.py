@@ -90,9 +90,10 @@ def test_groups_cover_every_row_once_within_the_live_worker_bound(workers):
             bench.MAX_LIVE_WORKERS, len(bench.LOADERS) * max(w for _, w in group))
 
 
-def opened(workers: int, build_s: float, cold_s: float, rate: float) -> "bench.Row":
+def opened(workers: int, build_s: float, cold_s: float, rate: float,
+           ahead: int = 0) -> "bench.Row":
     r = bench.Row("train", "FastLoader", workers, source=None, build_s=build_s,
-                  cold_first_batch_s=cold_s, first_epoch_rate=rate)
+                  cold_first_batch_s=cold_s, first_epoch_rate=rate, ahead=ahead)
     return r
 
 
@@ -102,35 +103,42 @@ STARTS = [
     pytest.param(opened(2, 0.30, 0.80, 1000.0), id="long-start-up"),
     pytest.param(opened(0, 0.01, 0.30, 900.0), id="in-process"),
     pytest.param(opened(8, 0.20, 3.0, 700.0), id="eight-workers"),
+    pytest.param(opened(2, 0.05, 0.60, 1000.0, ahead=4), id="made-ahead"),
+    pytest.param(opened(8, 0.20, 3.0, 1200.0, ahead=16), id="eight-workers-made-ahead"),
 ]
 
 
 @pytest.mark.parametrize("cap_s", [4.0, 8.0, 60.0])
 @pytest.mark.parametrize("r", STARTS)
-def test_rounds_hold_start_up_and_first_wave_under_five_percent_up_to_the_cap(r, cap_s):
+def test_rounds_hold_start_up_and_ramp_wave_under_five_percent_up_to_the_cap(r, cap_s):
+    """The timed part of a round (after what was made ahead and the ramp
+    wave) is long enough that start-up and the ramp wave are each under 5 %
+    of it, unless the cap holds it back."""
     batch, least = 256, 6
     n = bench.round_batches(r, batch, least, cap_s)
     wave = max(r.num_workers, 1)
-    assert n % wave == 0 and n >= least
+    timed = n - r.ahead - wave  # made ahead, then the ramp wave: not timed
+    assert timed % wave == 0 and timed >= least
     startup = r.build_s + r.cold_first_batch_s - batch * wave / r.first_epoch_rate
-    round_s = n * batch / r.first_epoch_rate
+    timed_s = timed * batch / r.first_epoch_rate
     capped = math.floor(cap_s * r.first_epoch_rate / batch)
 
-    def fits(batches: int) -> bool:  # start-up and the excluded first wave (~1 wave's time)
+    def fits(batches: int) -> bool:  # start-up and the excluded ramp wave (~1 wave's time)
         share = bench.STARTUP_SHARE * batches * batch / r.first_epoch_rate
         return startup <= share + 1e-9 and wave * batch / r.first_epoch_rate <= share + 1e-9
 
-    if n < capped:  # not held back by the cap: both fit
-        assert fits(n)
-        if n > math.ceil(least / wave) * wave:  # grown: one wave less would not do
-            assert not fits(n - wave)
+    if timed < capped:  # not held back by the cap: both fit
+        assert fits(timed)
+        if timed > math.ceil(least / wave) * wave:  # grown: one wave less would not do
+            assert not fits(timed - wave)
     else:  # held back: about cap_s seconds (rounded up to a whole wave)
-        assert round_s <= cap_s + wave * batch / r.first_epoch_rate
+        assert timed_s <= cap_s + wave * batch / r.first_epoch_rate
 
 
 def test_quick_rounds_never_grow():
     r = opened(2, 0.30, 0.80, 1000.0)
-    assert bench.round_batches(r, 16, 2, bench.MODES["quick"]["round_cap_s"]) == 2
+    # 2 timed batches, after the ramp wave
+    assert bench.round_batches(r, 16, 2, bench.MODES["quick"]["round_cap_s"]) == 2 + 2
 
 
 class Waves:
@@ -177,18 +185,21 @@ class Clock:
 class FakeWaves:
     """Waves of ``workers`` batches, each ``wave_s`` of fake time after the
     previous, the first ``made_ahead`` batches made before the round began
-    (a FastLoader's persistent workers): those arrive at once."""
+    (a FastLoader's persistent workers): those arrive at once. The first
+    wave after them takes ``ramp_s`` longer: the workers, idle when the
+    round began, start it together (measured on 8 workers: ~1.2x a wave)."""
 
-    def __init__(self, clock, workers, batches, wave_s, batch, made_ahead=0):
+    def __init__(self, clock, workers, batches, wave_s, batch, made_ahead=0, ramp_s=0.0):
         self.clock, self.workers, self.batches = clock, workers, batches
-        self.wave_s, self.batch, self.made_ahead = wave_s, batch, made_ahead
+        self.wave_s, self.batch, self.made_ahead, self.ramp_s = wave_s, batch, made_ahead, ramp_s
+        self.prefetch_factor = 2
 
     def __iter__(self):
         import torch
 
         for i in range(self.batches):
             if i >= self.made_ahead and (i - self.made_ahead) % max(self.workers, 1) == 0:
-                self.clock.now += self.wave_s
+                self.clock.now += self.wave_s + (self.ramp_s if i == self.made_ahead else 0.0)
             yield torch.empty(self.batch, 1), None
 
 
@@ -197,14 +208,21 @@ ROUND_SOURCES = [
     pytest.param(dict(workers=1, batches=8), id="one-worker"),
     pytest.param(dict(workers=2, batches=12, made_ahead=4), id="made-ahead-excluded"),
     pytest.param(dict(workers=8, batches=40, made_ahead=16), id="eight-workers-made-ahead"),
+    pytest.param(dict(workers=2, batches=12, made_ahead=4, ramp_s=0.01), id="ramp-excluded"),
+    pytest.param(dict(workers=8, batches=40, made_ahead=16, ramp_s=0.01),
+                 id="eight-workers-ramp-excluded"),
+    pytest.param(dict(workers=8, batches=40, ramp_s=0.01), id="eight-workers-ramp-no-made-ahead"),
 ]
 
 
 @pytest.mark.parametrize("kwargs", ROUND_SOURCES)
 def test_a_round_is_timed_in_steady_state(monkeypatch, kwargs):
-    """From the first wave, or from the last batch made before the round
-    began: counted from the first wave, a loader that made two waves ahead
-    would look 25 % faster over 12 batches."""
+    """After the batches made before the round began and the ramp wave
+    after them: counted from the first wave, a loader that made two waves
+    ahead would look 25 % faster over 12 batches; counted from the last
+    batch made ahead (the workers then start together, from idle), an
+    8-worker round of 3 timed waves looked ~7 % slower than its steady
+    state (the ramp wave took ~1.2x a wave)."""
     clock = Clock()
     monkeypatch.setattr(bench, "clock", clock)
     monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
@@ -213,16 +231,41 @@ def test_a_round_is_timed_in_steady_state(monkeypatch, kwargs):
     bench.run_round(r)
     steady = src.workers * src.batch / src.wave_s
     assert r.rates[0] == pytest.approx(steady)
-    waves_before = 0 if src.made_ahead else 1  # made ahead: no wait before the timing starts
-    assert r.excluded[0] == pytest.approx(waves_before * src.wave_s)
+    assert r.excluded[0] == pytest.approx(src.wave_s + src.ramp_s)  # the ramp wave
     assert r.walls[0] == pytest.approx(clock.now)
 
 
 def test_a_round_needs_batches_after_what_it_excludes(monkeypatch):
     monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
-    src = FakeWaves(Clock(), 2, 4, 0.0, 16, made_ahead=4)
-    with pytest.raises(ValueError, match="a round needs more than 4 batches"):
+    src = FakeWaves(Clock(), 2, 6, 0.0, 16, made_ahead=4)
+    with pytest.raises(ValueError, match="a round needs more than 6 batches"):
         bench.run_round(bench.Row("train", "FastLoader", 2, source=src))
+
+
+@pytest.mark.parametrize("workers", [2, 8])
+def test_a_fastloader_row_adds_what_it_makes_ahead_to_its_rounds(monkeypatch, workers):
+    """A FastLoader row's rounds hold the batches its workers make ahead and
+    the ramp wave on top of the timed part (a DataLoader row: the ramp wave)."""
+    monkeypatch.setattr(bench, "make_loader",
+                        lambda kind, root, chain, w, b, samples:
+                        (FakeLoader(w, samples // b, b), None))
+    monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
+    r = bench.open_row("train", "FastLoader", None, None, workers, 16, 3 * workers * 16)
+    assert r.ahead == 2 * workers
+    plain = bench.Row("train", "FastImageFolder", workers, source=None, ahead=0,
+                      first_epoch_rate=r.first_epoch_rate, build_s=r.build_s,
+                      cold_first_batch_s=r.cold_first_batch_s)
+    assert bench.round_batches(r, 16, 6, 8.0) == bench.round_batches(plain, 16, 6, 8.0) + r.ahead
+
+
+class FakeLoader(Waves):
+    """Waves with FastLoader's made_ahead and prefetch_factor."""
+
+    made_ahead = 0
+    prefetch_factor = 2
+
+    def __init__(self, workers: int, batches: int, batch: int) -> None:
+        super().__init__(workers, batches, 0.001, batch)
 
 
 def test_wait_idle_waits_for_busy_processes(tmp_path):
