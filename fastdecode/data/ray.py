@@ -102,7 +102,7 @@ except ImportError as exc:  # test_missing_ray_names_the_extra hides ray to chec
     ) from exc
 
 from fastdecode.data._listing import Listing, PathsLike, list_images
-from fastdecode.data._rows import BatchDecoder, row_seed, row_seeds
+from fastdecode.data._rows import BatchDecoder, random_seeds, row_seed, row_seeds
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
            "run_convert_jobs", "warm_up"]
@@ -131,14 +131,12 @@ def _tensor_column(batch: np.ndarray) -> Any:
 def _read_rows(decoder: BatchDecoder, filesystem: Optional[Any], paths: list[str],
                labels: np.ndarray, indices: np.ndarray, seed: Optional[int],
                include_paths: bool, block_rows: int) -> Iterator[pa.Table]:
-    if seed is None:
-        import torch
-
-        torch.seed()  # each task its own draws (a fresh worker's RNG is torch's fixed default)
     for start in range(0, len(paths), block_rows):
         rows = range(start, min(len(paths), start + block_rows))
         data = [_read_file_named(filesystem, paths[i]) for i in rows]
-        seeds = None if seed is None else row_seeds(seed, indices[rows.start:rows.stop])
+        # every row seeded (unseeded: from the OS), so a torch-free plan never imports torch
+        seeds = (random_seeds(len(rows)) if seed is None
+                 else row_seeds(seed, indices[rows.start:rows.stop]))
         images = decoder.decode(data, seeds, name=functools.partial(_path_of, paths, rows.start))
         columns = {"image": _tensor_column(images),
                    "label": pa.array(labels[rows.start:rows.stop])}
@@ -291,24 +289,14 @@ class Decode:
         self.output_column = output_column or column
         self.seed = seed
         self.seed_column = seed_column
-        self._seeded = False
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_seeded"] = False
-        return state
 
     def __call__(self, batch: Any) -> Any:
-        if self.seed is None and not self._seeded:
-            import torch
-
-            torch.seed()
-            self._seeded = True
         if isinstance(batch, pa.Table):
             return self._arrow(batch)
         columns = {k: batch[k] for k in batch}  # dict of numpy arrays or a pandas frame
         items = list(columns[self._need(columns)])
-        seeds = self._seeds(np.asarray(columns[self.seed_column]) if self.seed_column else None)
+        seeds = self._seeds(np.asarray(columns[self.seed_column]) if self.seed_column else None,
+                            len(items))
         images = self.decoder.decode(items, seeds, name=_row_names(columns.get("path")))
         if self.output_column != self.column:
             columns.pop(self.column)
@@ -327,8 +315,9 @@ class Decode:
                            f"{list(columns)}")
         return self.column
 
-    def _seeds(self, keys: Optional[np.ndarray]) -> Optional[np.ndarray]:
-        return None if keys is None else row_seeds(self.seed or 0, keys)
+    def _seeds(self, keys: Optional[np.ndarray], n: int) -> np.ndarray:
+        # unseeded rows get seeds from the OS: every row seeded, no torch RNG involved
+        return random_seeds(n) if keys is None else row_seeds(self.seed or 0, keys)
 
     def _arrow(self, table: pa.Table) -> pa.Table:
         self._need(table.column_names)
@@ -339,7 +328,7 @@ class Decode:
             items = column.to_pylist()
         keys = (table.column(self.seed_column).to_numpy() if self.seed_column else None)
         paths = table.column("path").to_pylist() if "path" in table.column_names else None
-        images = self.decoder.decode(items, self._seeds(keys), name=_row_names(paths))
+        images = self.decoder.decode(items, self._seeds(keys, len(items)), name=_row_names(paths))
         index = table.column_names.index(self.column)
         if self.output_column == self.column:
             return table.set_column(index, self.column, _tensor_column(images))
