@@ -54,12 +54,15 @@ Ray Train: give the Dataset to the trainer and iterate the worker's shard::
                  datasets={"train": ds}, scaling_config=ScalingConfig(num_workers=8)).fit()
 
 A fresh job's first batch waits for its Ray workers to start and import
-Ray Data and torch (seconds: see DESIGN.md; a fully fused chain reaches them
-without torchvision); ``fastdecode.ray.warm_up()``
-right after ``ray.init()`` starts those imports while the driver sets up.
+Ray Data (seconds: see DESIGN.md; a fully fused chain of the plain geometry
+ops, e.g. RandomResizedCrop + flip or Resize + CenterCrop, then ToTensor /
+Normalize, reaches them without torchvision or torch: its draws are torch's
+CPU draws written again, ``fastdecode.transforms.torch_draws``);
+``fastdecode.ray.warm_up()`` right after ``ray.init()`` starts those imports
+while the driver sets up.
 
-Random draws: with ``seed=None`` each task seeds torch from the OS (fresh
-augmentations every epoch, like a DataLoader). With ``seed=s``, row ``i``
+Random draws: with ``seed=None`` each row is drawn under a seed taken from
+the OS (fresh augmentations every epoch, like a DataLoader). With ``seed=s``, row ``i``
 (its ImageFolder index, or its position in the file list) is drawn from
 ``torch.manual_seed(row_seed(s, i))``: the same augmentations on any cluster
 shape, in any task, after any retry, and the same as
@@ -215,7 +218,7 @@ def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
     transform: a torchvision chain that fixes the output size (or a
       :class:`~fastdecode.transforms.FusedTransform`); fused as
       ``fuse(transform, exact=exact)``.
-    seed: None (fresh draws per task) or an int: row ``i`` is drawn from
+    seed: None (fresh draws: each row seeded from the OS) or an int: row ``i`` is drawn from
       ``row_seed(seed, i)`` (see the module docstring).
     block_rows: rows per block (iterate with a batch size that divides it).
     ray_read_args: for ``ray.data.read_datasource`` (``ray_remote_args``,
@@ -274,8 +277,8 @@ class Decode:
     buffers (no Python bytes object per row) and the result is a zero-copy
     tensor column; numpy and pandas batches work too. seed with
     ``seed_column``: row draws from ``row_seed(seed, row[seed_column])``
-    (an integer id column), reproducible on any cluster shape; otherwise from
-    the worker's RNG, seeded from the OS per process.
+    (an integer id column), reproducible on any cluster shape; otherwise each
+    row under a seed taken from the OS.
     """
 
     def __init__(self, transform: Any, column: str = "image", *, exact: bool = False,
@@ -362,13 +365,13 @@ def _binary_views(column: pa.Array) -> list[np.ndarray]:
 def warm_up(cpus: Optional[int] = None) -> list[Any]:
     """Starts one task per CPU of the cluster (or ``cpus`` tasks), spread over
     the nodes, that imports what the read and ``Decode`` tasks import (Ray
-    Data, torch, the native decoder; a fully fused chain travels without
-    torchvision: ``fastdecode.transforms.detached``), and returns their
+    Data, the native decoder, the detached plan; torch only where the chain
+    needs it: ``fastdecode.transforms.detached``), and returns their
     ObjectRefs at once (``ray.get`` them to wait; each gives its worker's
     pid).
 
     Each new Ray job starts its own worker processes, and the first task in
-    each pays these imports (about 3 CPU-s here) before its first block.
+    each pays these imports (about 1-1.5 CPU-s here) before its first block.
     Call ``warm_up()`` right after ``ray.init()``: the imports then overlap
     the driver's own set-up (building the model, the trainer) and the read
     tasks run in the warmed workers (Ray reuses a job's idle workers). It
@@ -380,7 +383,7 @@ def warm_up(cpus: Optional[int] = None) -> list[Any]:
 
 
 def _import_decode_path() -> int:
-    import fastdecode.transforms.detached  # noqa: F401  # torch, the native decoder
+    import fastdecode.transforms.detached  # noqa: F401  # the native decoder, the plan
 
     return os.getpid()
 

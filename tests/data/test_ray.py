@@ -499,6 +499,14 @@ def test_a_read_task_imports_no_torch(small_tree, tmp_path):
     assert not np.array_equal(once, again)  # unseeded rows: fresh draws from the OS each time
 
 
+def test_bench_epoch_repeat_repeats_the_loader_rows(small_tree):
+    from benchmarks import bench_ray
+    from fastdecode import FastImageFolder
+
+    make = bench_ray.dataloader(str(small_tree), chains()["float"], 0, repeat=3)
+    assert len(make().dataset) == 3 * len(FastImageFolder(str(small_tree)))
+
+
 @RAY_OWN_WARNINGS
 def test_decode_names_the_bad_row_by_path():
     pa = pytest.importorskip("pyarrow")
