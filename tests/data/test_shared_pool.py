@@ -104,6 +104,30 @@ def test_a_view_kept_outlives_its_batch_unchanged(tree, chain):
     assert torch.equal(sample, want[0][0][1])
 
 
+def test_spawned_workers_register_the_rows_at_import(tree):
+    """A spawned worker imports fastdecode when it unpickles the dataset: the
+    rows reach collate_rows there too (taken whole: pooled, not is_shared)."""
+    ds = fd.FastImageFolder(tree, CHAINS[1].values[0]())
+    want = expected(ds)
+    loader = DataLoader(ds, batch_size=BATCH, num_workers=1, multiprocessing_context="spawn",
+                        collate_fn=collate_with_counts)
+    got = list(loader)
+    assert_batches([(x, y) for x, y, _ in got], want)
+    assert got[-1][2]["made"] >= 1 and not got[-1][0].is_shared()
+
+
+def test_two_loaders_at_once_keep_their_batches_apart(tree):
+    a = fd.FastImageFolder(tree, CHAINS[0].values[0]())
+    b = fd.FastImageFolder(tree, CHAINS[1].values[0]())
+    want_a, want_b = expected(a), expected(b)
+    la = DataLoader(a, batch_size=BATCH, num_workers=1, persistent_workers=True)
+    lb = DataLoader(b, batch_size=BATCH, num_workers=2)
+    kept = [list(zip(la, lb, strict=True)) for _ in range(2)]
+    for epoch in kept:
+        assert_batches([x for x, _ in epoch], want_a)
+        assert_batches([x for _, x in epoch], want_b)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="pin_memory needs CUDA")
 @pytest.mark.parametrize("chain", CHAINS)
 def test_pinned_batches_equal_the_samples_kept_or_dropped(tree, chain):
