@@ -5,12 +5,14 @@ A fresh shared batch per batch costs a zero-fill page fault per 4 KiB (a
 float batch of 256 at 224 px: 37,600 faults, ~90 ms of CPU). So a worker
 keeps a small pool of shared storages (:class:`WorkerPool`, up to
 ``POOL_SLOTS``, grown only when none is free) and writes each batch that
-leaves ``__getitems__`` into one. Each storage has a flag word past the
-batch bytes: 1 while the batch is in the main process's hands.
+leaves ``__getitems__`` into one. Each storage has two counters past the
+batch bytes: tensors of it *sent* (written by the worker) and *released*
+(written by the main process); it is in the main process's hands while
+they differ.
 
 - In the worker, every tensor that views a slot is a :class:`SlotView`
   (torch's ops keep the subclass, so a view a collate makes is one too).
-  Pickling one (torch's queue does, in its feeder thread) sets the flag
+  Pickling one (torch's queue does, in its feeder thread) counts it sent
   and sends the slot's storage (torch's own descriptor hand-over) with the
   view's geometry to :func:`_rebuild`; pickle dispatches on the exact
   type, so torch's reduction for ``torch.Tensor`` does not apply to it.
@@ -18,14 +20,16 @@ batch bytes: 1 while the batch is in the main process's hands.
   of its own that borrows the slot's memory through a buffer export
   (``torch.frombuffer``): that storage dies exactly when the last tensor
   or view on it dies (or when torch moves it into fresh shared memory to
-  send it on), and its death releases the exporter, whose finalizer writes
-  the flag back to 0. The proof needs no use count read at an unknown
-  point of a deallocation: the storage's end *is* the release. Nothing is
-  kept in the main process beyond what the consumer holds.
+  send it on), and its death releases the exporter, whose finalizer counts
+  it released. The proof needs no use count read at an unknown point of a
+  deallocation: the storage's end *is* the release; and counting each
+  tensor (not a flag per slot) stays right when one message carries
+  several views of a slot or a collate sends the same one twice. Nothing
+  is kept in the main process beyond what the consumer holds.
 - The worker hands a slot out again only when its own use count is back
   to the pool's (the feeder thread has pickled and dropped the batch: read
-  first) and then its flag is 0. A message never unpickled leaves its slot
-  flagged: it is not reused. No slot free and the pool full: the caller
+  first) and then every tensor sent was released. A message never
+  unpickled leaves its slot counted out: it is not reused. No slot free and the pool full: the caller
   makes a fresh batch, as before the pool (correct, slower).
 """
 
@@ -40,12 +44,12 @@ from typing import Any, Optional
 import torch
 from torch.multiprocessing.reductions import reduce_tensor
 
-__all__ = ["POOL_SLOTS", "SlotView", "WorkerPool", "pool_counts", "worker_pool"]
+__all__ = ["POOL_SLOTS", "SlotView", "WorkerPool", "borrowed", "pool_counts", "worker_pool"]
 
 # Slots per worker: the batch being made, prefetch_factor (2) waiting, the
 # one the loop holds, one more for the pin-memory thread's lag.
 POOL_SLOTS = 5
-_FLAG_ALIGN = 64  # the flag word sits on its own cache line past the batch bytes
+_FLAG_ALIGN = 64  # the counters sit on their own cache line past the batch bytes
 
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
@@ -56,27 +60,33 @@ def _uses(storage: torch.UntypedStorage) -> int:
 
 
 class _Slot:
-    """One shared storage: ``capacity`` batch bytes, then the flag."""
+    """One shared storage: ``capacity`` batch bytes, then the counters
+    (tensors sent, released)."""
 
     def __init__(self, nbytes: int) -> None:
         self.capacity = -(-nbytes // _FLAG_ALIGN) * _FLAG_ALIGN
         self.storage = torch.UntypedStorage._new_shared(self.capacity + _FLAG_ALIGN)
-        self.flag = _flag_view(self.storage, self.capacity)
-        self.flag.zero_()
-        self.baseline = _uses(self.storage)  # the pool's own: this object and its flag
+        self.counters = _counters(self.storage, self.capacity)
+        self.counters.zero_()
+        self.baseline = _uses(self.storage)  # the pool's own: this object and its counters
 
     def free(self) -> bool:
-        # The use count first: the feeder thread sets the flag while it
-        # pickles, before it drops the batch.
-        return _uses(self.storage) == self.baseline and int(self.flag.item()) == 0
+        # The use count first: the feeder thread counts the batch sent while
+        # it pickles, before it drops it.
+        if _uses(self.storage) != self.baseline:
+            return False
+        sent, released = self.counters.tolist()
+        return sent == released
 
     def view(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
         return torch.empty(0, dtype=dtype).set_(self.storage, 0, shape, strides)
 
 
-def _flag_view(storage: torch.UntypedStorage, at: int) -> torch.Tensor:
-    return torch.empty(0, dtype=torch.int32).set_(storage, at // 4, (1,), (1,))
+def _counters(storage: torch.UntypedStorage, at: int) -> torch.Tensor:
+    """[sent, released] at byte ``at``: one writer each (worker, main process),
+    aligned 8-byte words."""
+    return torch.empty(0, dtype=torch.int64).set_(storage, at // 8, (2,), (1,))
 
 
 class WorkerPool:
@@ -154,51 +164,44 @@ class SlotView(torch.Tensor):
         plain = self.as_subclass(torch.Tensor)
         pool = _pool if _pool_pid == os.getpid() else None
         slot = None if pool is None else pool.slot_of(self)
-        if slot is None or self.requires_grad or self.numel() == 0:
+        if pool is None or slot is None or self.requires_grad or self.numel() == 0:
             return reduce_tensor(plain)  # not on a slot (a copy a collate made): as torch sends it
-        slot.flag.fill_(1)
+        with pool.lock:
+            slot.counters[0] += 1
         return (_rebuild, (slot.storage, slot.capacity, plain.storage_offset(),
                            tuple(plain.shape), tuple(plain.stride()), plain.dtype))
 
 
-# -- the main process: tensors borrowing a slot, the slot released at their end
+# -- the main process: tensors borrowing a slot, each counted released at its end
 
-_live: dict[int, list[Any]] = {}  # slot address -> [tensors still out, its flag]
-_live_lock = threading.RLock()  # an end may come inside a rebuild (the GC), or from the pin thread
+_release_lock = threading.Lock()  # the pin thread receives, the loop drops
+_borrowed = 0  # received tensors still alive (tests)
 
 
-def _rebuild(storage: torch.UntypedStorage, flag_at: int, offset: int,
+def _rebuild(storage: torch.UntypedStorage, counters_at: int, offset: int,
              shape: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """The received view, as a plain tensor on a storage of its own that
-    borrows the slot's bytes: its end releases the slot (module doc)."""
+    borrows the slot's bytes: its end releases it (module doc)."""
+    global _borrowed
     itemsize = torch.empty((), dtype=dtype).element_size()
     extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride))
     raw = torch.empty(0, dtype=torch.uint8).set_(storage, offset * itemsize,
                                                  (extent * itemsize,), (1,))
     exporter = raw.numpy()  # holds the slot's storage; its end is the release
-    key = storage.data_ptr()
-    with _live_lock:
-        entry = _live.get(key)
-        if entry is None:
-            entry = _live[key] = [0, _flag_view(storage, flag_at)]
-        entry[0] += 1
-    weakref.finalize(exporter, _release, key).atexit = False
+    with _release_lock:
+        _borrowed += 1
+    weakref.finalize(exporter, _release, _counters(storage, counters_at)).atexit = False
     borrowed = torch.frombuffer(exporter, dtype=dtype).untyped_storage()
     return torch.empty(0, dtype=dtype).set_(borrowed, 0, shape, stride)
 
 
-def _release(key: int) -> None:
-    with _live_lock:
-        entry = _live.get(key)
-        if entry is None:  # torn down at exit
-            return
-        entry[0] -= 1
-        if entry[0] == 0:
-            del _live[key]
-            entry[1].fill_(0)
+def _release(counters: torch.Tensor) -> None:
+    global _borrowed
+    with _release_lock:
+        counters[1] += 1
+        _borrowed -= 1
 
 
-def live_slots() -> int:
-    """Slots the main process still holds (tests)."""
-    with _live_lock:
-        return len(_live)
+def borrowed() -> int:
+    """Received tensors on worker slots still alive in this process (tests)."""
+    return _borrowed

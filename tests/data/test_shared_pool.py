@@ -166,7 +166,7 @@ def test_a_loop_that_drops_its_batches_reuses_the_slots(tree, chain):
     assert counts["reused"] + counts["made"] == 4 * len(want) and counts["reused"] >= 10
     del x, y
     gc.collect()
-    assert _shared_pool.live_slots() == 0  # the main process keeps nothing of a dropped batch
+    assert _shared_pool.borrowed() == 0  # the main process keeps nothing of a dropped batch
 
 
 @pytest.mark.parametrize("chain", CHAINS)
@@ -180,10 +180,10 @@ def test_a_consumer_keeping_every_batch_gets_fresh_ones_past_the_pool(tree, chai
     counts = kept[-1][2]
     assert counts["made"] == _shared_pool.POOL_SLOTS and counts["reused"] == 0
     assert counts["full"] == 2 * len(want) - _shared_pool.POOL_SLOTS
-    assert _shared_pool.live_slots() == _shared_pool.POOL_SLOTS
+    assert _shared_pool.borrowed() == _shared_pool.POOL_SLOTS
     del kept
     gc.collect()
-    assert _shared_pool.live_slots() == 0
+    assert _shared_pool.borrowed() == 0
 
 
 # -- collates that wrap, modify or replace the stock collate's batch ---------
@@ -347,9 +347,9 @@ def test_every_view_of_a_slot_crosses_by_the_pool_rules(as_worker, make_view):
     assert not slot.free()  # flagged: in the main process's hands
     got = ForkingPickler.loads(sent)
     assert type(got) is torch.Tensor and not got.is_shared()
-    assert _shared_pool.live_slots() == 1
+    assert _shared_pool.borrowed() == 1
     del got
-    assert slot.free() and _shared_pool.live_slots() == 0
+    assert slot.free() and _shared_pool.borrowed() == 0
 
 
 def test_a_slot_is_free_only_when_every_received_view_is_gone(as_worker):
@@ -362,6 +362,35 @@ def test_a_slot_is_free_only_when_every_received_view_is_gone(as_worker):
     assert not slot.free()
     assert torch.equal(row, torch.arange(8.0, 12.0))
     del row
+    assert slot.free()
+
+
+def test_a_batch_sent_twice_is_free_only_once_both_messages_are_dropped(as_worker):
+    """A collate that sends the same batch again (a cache): the counters
+    count each tensor, so releasing the first does not free the slot while
+    the second is still in flight."""
+    x = slot_batch(as_worker)
+    first, second = ForkingPickler.dumps(x), ForkingPickler.dumps(x)
+    del x
+    slot = as_worker.slots[0]
+    got = ForkingPickler.loads(first)
+    del got
+    assert not slot.free()  # the second is in flight
+    got = ForkingPickler.loads(second)
+    assert torch.equal(got, torch.arange(12.0).view(3, 4))
+    del got
+    assert slot.free()
+
+
+def test_two_messages_both_received_release_the_slot(as_worker):
+    x = slot_batch(as_worker)
+    a = ForkingPickler.loads(ForkingPickler.dumps(x))
+    b = ForkingPickler.loads(ForkingPickler.dumps(x[1:]))
+    del x
+    slot = as_worker.slots[0]
+    del a
+    assert not slot.free() and torch.equal(b[0], torch.arange(4.0, 8.0))
+    del b
     assert slot.free()
 
 
@@ -413,5 +442,5 @@ def test_a_copy_a_collate_made_crosses_as_torch_sends_it(as_worker):
     copy = slot_batch(as_worker) * 2  # a SlotView not on a slot
     assert type(copy) is SlotView
     got = ForkingPickler.loads(ForkingPickler.dumps(copy))
-    assert type(got) is torch.Tensor and got.is_shared() and _shared_pool.live_slots() == 0
+    assert type(got) is torch.Tensor and got.is_shared() and _shared_pool.borrowed() == 0
     assert torch.equal(got, torch.arange(12.0).view(3, 4) * 2)
