@@ -49,7 +49,7 @@ __all__ = ["POOL_SLOTS", "SlotView", "WorkerPool", "borrowed", "pool_counts", "w
 # Slots per worker: the batch being made, prefetch_factor (2) waiting, the
 # one the loop holds, one more for the pin-memory thread's lag.
 POOL_SLOTS = 5
-_FLAG_ALIGN = 64  # the counters sit on their own cache line past the batch bytes
+_TAIL = 64  # the counters sit on their own cache line past the batch bytes
 
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
@@ -64,8 +64,8 @@ class _Slot:
     (tensors sent, released)."""
 
     def __init__(self, nbytes: int) -> None:
-        self.capacity = -(-nbytes // _FLAG_ALIGN) * _FLAG_ALIGN
-        self.storage = torch.UntypedStorage._new_shared(self.capacity + _FLAG_ALIGN)
+        self.capacity = -(-nbytes // _TAIL) * _TAIL
+        self.storage = torch.UntypedStorage._new_shared(self.capacity + _TAIL)
         self.counters = _counters(self.storage, self.capacity)
         self.counters.zero_()
         self.baseline = _uses(self.storage)  # the pool's own: this object and its counters
