@@ -8,13 +8,17 @@ up, with what it cost: worker processes started and CPU-seconds by role)
 apart from the first batch of each steady row.
 
     python -m benchmarks.bench_ray [--data PATH] [--quick] [--json PATH] [--cpus N]
-                                   [--no-wds] [--warm-up] [--fresh N]
+                                   [--no-wds] [--warm-up] [--fresh N] [--epoch-repeat K]
 
 The DataLoader rows (the ratios' reference) run in the local cluster's
 driver, in the same rounds as the Ray rows (each round one epoch of every
 row, in turn), so that a ratio compares moments of the same load; the
 WebDataset rows run after. ``--fresh N`` starts N more local clusters that
-measure only their first batch, for a median.
+measure only their first batch, for a median. ``--epoch-repeat K`` makes
+each steady epoch of the Ray and DataLoader rows K times the file list (the
+generated set is 1,000 images, 15 batches: each epoch's start and the
+batches a pipeline holds in flight when the timed window opens weigh on so
+short an epoch).
 
 The Ray rows run in a driver that is the first process of a network + PID
 namespace with only loopback up (``unshare``, as tests/data/test_ray.py
@@ -113,12 +117,14 @@ def measure_rounds(makes: dict[str, Callable[[], Iterable]], repeats: int) -> di
 # The pipelines
 
 
-def dataloader(root: str, chain, workers: int):
-    from torch.utils.data import DataLoader
+def dataloader(root: str, chain, workers: int, repeat: int = 1):
+    from torch.utils.data import ConcatDataset, DataLoader
 
     from fastdecode import FastImageFolder
 
-    ds = FastImageFolder(root, chain)
+    ds: Any = FastImageFolder(root, chain)
+    if repeat > 1:
+        ds = ConcatDataset([ds] * repeat)
     return lambda: DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers,
                               drop_last=True)
 
@@ -138,11 +144,15 @@ class _TorchvisionRows:
         return batch
 
 
-def ray_pipelines(root: str, c: dict[str, Any], nodes: int) -> dict[str, Callable[[], Iterable]]:
+def ray_pipelines(root: str, c: dict[str, Any], nodes: int,
+                  repeat: int = 1) -> dict[str, Callable[[], Iterable]]:
     import ray.data
 
     import fastdecode.ray as fray
     from fastdecode.data._listing import list_images
+
+    files = list_images(root).paths
+    source: Any = root if repeat == 1 else files * repeat  # (the labels are then -1)
 
     def batches(ds, batch_size=BATCH):
         return lambda: ds.iter_torch_batches(batch_size=batch_size)
@@ -152,21 +162,21 @@ def ray_pipelines(root: str, c: dict[str, Any], nodes: int) -> dict[str, Callabl
 
     if nodes > 1:
         where = f", {nodes} nodes x 1 CPU"
-        return {f"{FLOAT_ROW}{where}": blocks(fray.read_images(root, c["float"])),
-                f"fastdecode.ray.read_images, uint8{where}": blocks(fray.read_images(root,
+        return {f"{FLOAT_ROW}{where}": blocks(fray.read_images(source, c["float"])),
+                f"fastdecode.ray.read_images, uint8{where}": blocks(fray.read_images(source,
                                                                                     c["uint8"]))}
-    baseline = ray.data.read_images(root, mode="RGB", file_extensions=EXTENSIONS).map_batches(
+    baseline = ray.data.read_images(source, mode="RGB", file_extensions=EXTENSIONS).map_batches(
         _TorchvisionRows(c["float"]), batch_size=BATCH)
     # blocks of a batch and no batch_size: the decode runs fused in the read tasks
-    files = len(list_images(root).paths)
     decode = ray.data.read_binary_files(
-        root, file_extensions=EXTENSIONS, override_num_blocks=max(1, -(-files // BATCH))
+        source, file_extensions=EXTENSIONS,
+        override_num_blocks=max(1, -(-len(files) * repeat // BATCH))
     ).map_batches(fray.Decode(c["float"], column="bytes", output_column="image"),
                   batch_format="pyarrow")
     return {
-        FLOAT_ROW: blocks(fray.read_images(root, c["float"])),
+        FLOAT_ROW: blocks(fray.read_images(source, c["float"])),
         RAY_BASELINE: batches(baseline),
-        "fastdecode.ray.read_images, uint8": blocks(fray.read_images(root, c["uint8"])),
+        "fastdecode.ray.read_images, uint8": blocks(fray.read_images(source, c["uint8"])),
         "read_binary_files + fastdecode.ray.Decode, float": blocks(decode),
     }
 
@@ -225,7 +235,7 @@ def fresh_first_batch(root: str, chain, up_at: float, warm: bool) -> dict[str, A
 
 
 def ray_section(root: str, repeats: int, cpus: int, nodes: int,
-                warm: bool = False) -> dict[str, Any]:
+                warm: bool = False, epoch_repeat: int = 1) -> dict[str, Any]:
     """The Ray rows on a fresh cluster of ``nodes`` nodes (1: a local cluster
     of ``cpus`` CPUs; more: ``ray start`` nodes of 1 CPU), always stopped."""
     import ray
@@ -252,22 +262,24 @@ def ray_section(root: str, repeats: int, cpus: int, nodes: int,
         fresh = fresh_first_batch(root, c["float"], up_at, warm)
         # the DataLoader rows (the ratios' reference) in the same rounds as the Ray rows
         loaders = ({} if nodes > 1 else
-                   {f"DataLoader(FastImageFolder), {kind}": dataloader(root, c[kind], cpus)
+                   {f"DataLoader(FastImageFolder), {kind}": dataloader(root, c[kind], cpus,
+                                                                       epoch_repeat)
                     for kind in ("float", "uint8")})
-        rows = (measure_rounds({**loaders, **ray_pipelines(root, c, nodes)}, repeats)
+        rows = (measure_rounds({**loaders, **ray_pipelines(root, c, nodes, epoch_repeat)},
+                               repeats)
                 if repeats else {})  # 0: the first batch of a fresh cluster only
         return {"cluster_up_s": cluster_up, "fresh": fresh, "rows": rows}
 
 
 def ray_in_namespace(prefix: list[str], root: str, repeats: int, cpus: int, nodes: int,
-                     warm: bool) -> dict[str, Any]:
+                     warm: bool, epoch_repeat: int = 1) -> dict[str, Any]:
     """:func:`ray_section` run by this module as the namespace's first process."""
     spec = globals().get("__spec__")
     module = spec.name if spec is not None else __name__
     parent = common.package_parent(__file__, __package__ or "benchmarks")
     return cluster.run_in_namespace(prefix, module, parent, [
         "--data", root, "--repeats", str(repeats), "--cpus", str(cpus), "--nodes", str(nodes),
-        *(["--warm-up"] if warm else [])], RAY_TIMEOUT)
+        "--epoch-repeat", str(epoch_repeat), *(["--warm-up"] if warm else [])], RAY_TIMEOUT)
 
 
 def ray_driver(argv: list[str]) -> int:
@@ -276,14 +288,15 @@ def ray_driver(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser()
     for name, kind in (("--ray-driver", Path), ("--data", str), ("--repeats", int),
-                       ("--cpus", int), ("--nodes", int)):
+                       ("--cpus", int), ("--nodes", int), ("--epoch-repeat", int)):
         parser.add_argument(name, type=kind, required=True)
     parser.add_argument("--warm-up", action="store_true")
     args = parser.parse_args(argv)
     rc = 0
     try:
         cluster.loopback_up()
-        result = ray_section(args.data, args.repeats, args.cpus, args.nodes, args.warm_up)
+        result = ray_section(args.data, args.repeats, args.cpus, args.nodes, args.warm_up,
+                             args.epoch_repeat)
         args.ray_driver.write_text(json.dumps(result))
     except BaseException:
         import traceback
@@ -360,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", type=int, default=0, metavar="N", help="N more fresh local "
                         "clusters that measure only their first batch (the fresh table's "
                         "median is then over N + 1)")
+    parser.add_argument("--epoch-repeat", type=int, default=1, metavar="K", help="steady "
+                        "epochs of the Ray and DataLoader rows K times the file list "
+                        "(default 1)")
     args = parser.parse_args(argv)
     try:
         import ray  # noqa: F401
@@ -377,16 +393,18 @@ def main(argv: list[str] | None = None) -> int:
     if prefix is None:
         notes.append("no network namespace could be made (unshare --net needs CAP_SYS_ADMIN): "
                      "the local cluster ran on the host's 127.0.0.1, the 2-node rows skipped")
-        clusters[name] = ray_section(root, args.repeats, args.cpus, 1, args.warm_up)
+        clusters[name] = ray_section(root, args.repeats, args.cpus, 1, args.warm_up,
+                                     args.epoch_repeat)
     else:
-        clusters[name] = ray_in_namespace(prefix, root, args.repeats, args.cpus, 1, args.warm_up)
+        clusters[name] = ray_in_namespace(prefix, root, args.repeats, args.cpus, 1, args.warm_up,
+                                          args.epoch_repeat)
     bar.update()
     for i in range(args.fresh if prefix is not None else 0):
         clusters[f"{name}, fresh #{i + 2}"] = ray_in_namespace(
             prefix, root, 0, args.cpus, 1, args.warm_up)
     if not args.quick and prefix is not None:
         clusters["2 nodes x 1 CPU (ray start head + worker)"] = ray_in_namespace(
-            prefix, root, args.repeats, args.cpus, 2, args.warm_up)
+            prefix, root, args.repeats, args.cpus, 2, args.warm_up, args.epoch_repeat)
         bar.update()
     for sec in clusters.values():
         rows.update(sec["rows"])
@@ -400,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     common.emit(
         f"{common.command_line(__name__, argv)}\n\nbatch {BATCH}, {args.cpus} CPUs; steady "
         f"state: the first {WARM_BATCHES} batches of each epoch left out, median of "
-        f"{args.repeats}; Ray rows on a cluster that has run a dataset\n\n"
+        f"{args.repeats}; epochs of {args.epoch_repeat} x the file list (Ray and DataLoader "
+        f"rows); Ray rows on a cluster that has run a dataset\n\n"
         f"{report(rows, DL_FLOAT, DL_UINT8)}\n\n"
         + "\n".join(f"- {k}: **{v:.2f}x**" for k, v in targets.items())
         + "\n\nFirst batch of the first dataset on a fresh cluster (fastdecode.ray.read_images, "

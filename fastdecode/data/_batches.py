@@ -12,16 +12,24 @@ consumer (a collate function, ``fastdecode.collate``):
   outside the pool still views its storage (the storage's use count is back
   to what it was when the pool made it) and it was never moved to shared
   memory (pickling a tensor to another process does that in place).
+- The samples are :class:`BatchRow` views of the batch (in a worker, when
+  the batch is on a slot of the worker's pool, :class:`~fastdecode.data.
+  _shared_pool.SlotView`), registered in torch's ``default_collate_fn_map``
+  at import: the stock ``default_collate`` reaches :func:`collate_rows`,
+  which takes the rows whole when they are one batch in order (as
+  ``fastdecode.collate`` does) and otherwise stacks them as torch does.
+  ``ds[i]`` (``__getitem__``) stays a plain tensor.
 - A consumer that hands the batch on as it is, without a copy, calls
   :func:`note_batch_taken_whole` in the producing thread, and hands on a view
   of the batch, never the tensor the producer was given (a new view shows in
   the storage's use count; a Python reference to the pool's own tensor would
-  not). From then on, in a DataLoader worker, that thread's batches are
-  fresh shared memory, never reused: the main process, not the pool, owns
-  what it took. In the consumer's own process (``num_workers=0``) they come
+  not). In the consumer's own process (``num_workers=0``) later batches come
   from a pool of ``POOL_DEPTH`` buffers, each handed out (as a view) only
   when proven free: the consumer holds the previous batch while the next is
   made, and drops it after; when every buffer is held the batch is fresh.
+- In a DataLoader worker every batch that leaves is written into a slot of
+  the worker's shared pool (``_shared_pool``: released by the main process
+  when it drops what it received); none free, a fresh shared batch.
 - A loader that owns the memory the batch must land in (a slot of its
   :class:`CpuRing`) wraps the producer's call in :func:`batches_into`: the
   next batch handed out is that slot, when its shape and dtype are the ones
@@ -40,12 +48,16 @@ from __future__ import annotations
 import math
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
+from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
 
-__all__ = ["POOL_DEPTH", "BatchBuffers", "CpuRing", "RingFiller", "RingSampler", "batches_into",
-           "holders", "new_batch", "note_batch_taken_whole", "storage_use_count"]
+from fastdecode.data._shared_pool import SlotView, worker_pool
+
+__all__ = ["POOL_DEPTH", "BatchBuffers", "BatchRow", "CpuRing", "RingFiller", "RingSampler",
+           "batches_into", "collate_rows", "holders", "note_batch_taken_whole",
+           "storage_use_count", "whole_batch"]
 
 # In-process batches taken whole: the one the consumer holds, the one being made.
 POOL_DEPTH = 2
@@ -53,19 +65,6 @@ POOL_DEPTH = 2
 
 def _in_worker() -> bool:
     return torch.utils.data.get_worker_info() is not None
-
-
-def new_batch(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """A batch tensor; in a DataLoader worker it is born in shared memory so
-    sending it to the main process copies nothing.
-
-    The tensor is its storage's own (set to the shape, not a view of a flat
-    tensor): its samples' ``_base`` must be the batch itself, or
-    ``fastdecode.collate`` cannot see that they are one batch and copies it
-    (a second fresh batch per batch, every page faulted twice)."""
-    if not _in_worker():
-        return torch.empty(shape, dtype=dtype)
-    return _shared_empty(shape, dtype)
 
 
 def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
@@ -92,8 +91,53 @@ _taken_whole = threading.local()
 
 def note_batch_taken_whole() -> None:
     """Called by a collate that hands this thread's batch on as it is: the
-    next batches must be fresh (in shared memory, in a worker), never reused."""
+    next in-process batches come from the pool, never the kept buffer."""
     _taken_whole.flag = True
+
+
+class BatchRow(torch.Tensor):
+    """A sample of a batch ``__getitems__`` made: a view of that batch, which
+    torch's ``default_collate`` hands to :func:`collate_rows`. Every op on
+    it gives a plain tensor."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+
+def whole_batch(samples: Sequence[Any]) -> Optional[torch.Tensor]:
+    """A view of the batch tensor when `samples` are its slots 0..n-1 in
+    order (its first n rows when it has more: a reused buffer holding a
+    shorter batch), else None. A view, never the tensor itself: the batch
+    buffers' proof that a buffer is free sees views, not a Python reference
+    to their own tensor. Rows on a worker's pool slot give a
+    :class:`SlotView` (it crosses to the main process by the pool's rules)."""
+    if not samples or not all(isinstance(s, torch.Tensor) for s in samples):
+        return None
+    base = samples[0]._base
+    if base is None or base.dim() != samples[0].dim() + 1 or base.shape[0] < len(samples):
+        return None
+    stride = base.stride(0)
+    for k, s in enumerate(samples):
+        if s._base is not base or s.storage_offset() != base.storage_offset() + k * stride:
+            return None
+    whole = base[:len(samples)]
+    return whole.as_subclass(SlotView) if type(samples[0]) is SlotView else whole
+
+
+def collate_rows(batch: Sequence[torch.Tensor], *,
+                 collate_fn_map: Optional[dict] = None) -> torch.Tensor:
+    """``default_collate`` for :class:`BatchRow` / :class:`SlotView` samples:
+    the batch whole when they are one batch in order, else torch's stack
+    (a collate that reorders or drops samples: the copy it always made)."""
+    whole = whole_batch(batch)
+    if whole is None:
+        return collate_tensor_fn(batch, collate_fn_map=collate_fn_map)
+    note_batch_taken_whole()
+    return whole
+
+
+# torch's documented extension point: exact types are looked up first
+default_collate_fn_map[BatchRow] = collate_rows
+default_collate_fn_map[SlotView] = collate_rows
 
 
 _destination = threading.local()
@@ -122,16 +166,18 @@ class BatchBuffers(threading.local):
     which on some VMs rivals the decode itself.
 
     A buffer is reused only when it is proven free (see the module's
-    protocol). A worker's first batch is born in shared memory, as every
-    batch was before this pool, because the collate might take it whole;
-    once a consumer has said it does, or a batch that left was sent as it
-    is, this thread hands out only such fresh batches."""
+    protocol). In a DataLoader worker the batch goes into a slot of the
+    worker's shared pool (a fresh shared batch when none is free); in the
+    consumer's process it is the kept buffer, or once a collate has taken a
+    batch whole, one of the pool of ``POOL_DEPTH``; once a batch that left
+    was sent to another process as it is, this thread's are all fresh."""
 
     def __init__(self) -> None:
         self.kept: dict[str, tuple[torch.Tensor, int]] = {}
         self.pools: dict[str, list[tuple[torch.Tensor, int]]] = {}  # taken whole, in-process
         self.sent = False
-        self.handed_out = 0
+        # what the samples of the last batch handed out are (see rows())
+        self.row_type: type = BatchRow
 
     def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype,
             leaves: bool = True) -> torch.Tensor:
@@ -140,19 +186,21 @@ class BatchBuffers(threading.local):
         dest = getattr(_destination, "tensor", None) if leaves else None
         if dest is not None and tuple(dest.shape) == shape and dest.dtype == dtype:
             _destination.tensor = None
+            self.row_type = torch.Tensor  # the loader's own slot: as it always was
             return dest
+        if leaves and _in_worker():
+            pooled = worker_pool().take(shape, dtype)
+            self.row_type = BatchRow if pooled is None else SlotView
+            return _shared_empty(shape, dtype) if pooled is None else pooled
         kept = self.kept.pop(name, None)
         if leaves:
-            self.handed_out += 1
-            taken = getattr(_taken_whole, "flag", False)
+            self.row_type = BatchRow
             self.sent = (self.sent or storage_use_count is None
                          or (kept is not None and kept[0].is_shared()))
-            in_worker = _in_worker()
-            if taken and not in_worker and not self.sent:
+            if self.sent:
+                return torch.empty(shape, dtype=dtype)
+            if getattr(_taken_whole, "flag", False):
                 return self._pooled(name, shape, dtype)
-            self.sent = self.sent or taken
-            if self.sent or (self.handed_out == 1 and in_worker):
-                return new_batch(shape, dtype)
         if kept is not None:
             buf, count = kept
             if (_holds(tuple(buf.shape), shape) and buf.dtype == dtype and not buf.is_shared()
@@ -164,6 +212,14 @@ class BatchBuffers(threading.local):
         buf = torch.empty(shape, dtype=dtype)
         self.kept[name] = (buf, holders(buf))
         return buf
+
+    def rows(self, batch: torch.Tensor) -> list[torch.Tensor]:
+        """The samples of ``batch`` (the last one handed out), as the type
+        the collate protocol needs (the module doc)."""
+        rows = batch.unbind(0)
+        if self.row_type is torch.Tensor:
+            return list(rows)
+        return [row.as_subclass(self.row_type) for row in rows]
 
     def _pooled(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """A view of a free buffer of this thread's pool for ``name`` (a

@@ -292,7 +292,9 @@ class FastDatasetFolder(DatasetFolder):
         """DataLoader's batched fetch: one uint8 batch, each sample decoded
         straight into its slot, then the chain's tensor step in one pass over
         the batch. The samples are views of that batch, so the stock collate
-        works unchanged and :func:`fastdecode.collate` takes it whole."""
+        takes it whole, as :func:`fastdecode.collate` does: the samples are a
+        ``torch.Tensor`` subclass (``BatchRow``; in a worker ``SlotView``) that
+        torch's ``default_collate`` hands to fastdecode (data/_batches.py)."""
         fused = self._batch_fused()
         if fused is None:
             return [self[i] for i in indices]
@@ -306,7 +308,7 @@ class FastDatasetFolder(DatasetFolder):
             pixels = buffers.get("pixels", shape, torch.uint8, leaves=False)
             targets = self.decode_batch_into(indices, pixels)
             batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
-        return list(zip(batch.unbind(0), targets))
+        return list(zip(buffers.rows(batch), targets))
 
     # -- FastLoader(threads=N): draws planned in one thread, rendered in others
 

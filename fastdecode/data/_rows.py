@@ -4,6 +4,10 @@ the decode core shared by the Ray Data and WebDataset integrations.
 A row's draws depend only on (seed, its key), never on which process, task or
 batch decodes it, so a dataset gives the same augmentations on any cluster
 shape, and a retried task reproduces the rows it lost.
+
+torch loads only where a draw needs it: a decoder unpickled with a
+torch-free detached plan (``transforms.detached``) decodes seeded rows
+without it, so a Ray read task never imports torch.
 """
 
 from __future__ import annotations
@@ -11,11 +15,10 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
-import torch
 
 from fastdecode.errors import FastDecodeError
 
-__all__ = ["BatchDecoder", "row_seed", "row_seeds"]
+__all__ = ["BatchDecoder", "random_seeds", "row_seed", "row_seeds"]
 
 _MASK = (1 << 64) - 1
 
@@ -68,7 +71,7 @@ class BatchDecoder:
             )
         self.shape = tuple(self.fused.output_shape)
         self.identity = self.fused.tail.identity
-        self.dtype = np.dtype(torch.empty((), dtype=self.fused.tail.dtype).numpy().dtype)
+        self.dtype = _numpy_dtype(self.fused.tail.dtype)
         self._scratch: Optional[np.ndarray] = None
         self._sent: Any = None
 
@@ -103,6 +106,11 @@ class BatchDecoder:
         """
         n = len(items)
         pixels = self._pixels(n)
+        if seeds is not None and getattr(self.fused, "torch_free", False):
+            self._decode_seeded(items, seeds, name, pixels)
+            return self._finish(pixels)
+        import torch
+
         state = torch.get_rng_state() if seeds is not None else None
         generator = torch.default_generator
         try:
@@ -117,8 +125,35 @@ class BatchDecoder:
         finally:
             if state is not None:
                 torch.set_rng_state(state)
+        return self._finish(pixels)
+
+    def _decode_seeded(self, items: Sequence[Any], seeds: np.ndarray,
+                       name: Optional[Callable[[int], str]], pixels: np.ndarray) -> None:
+        for j in range(len(items)):
+            try:
+                self.fused.decode_seeded(items[j], pixels[j], int(seeds[j]))
+            except FastDecodeError as exc:
+                where = name(j) if name is not None else f"row {j}"
+                raise type(exc)(exc.reason, path=where) from exc
+
+    def _finish(self, pixels: np.ndarray) -> np.ndarray:
         if self.identity:
             return pixels
-        out = np.empty((n, *self.shape), self.dtype)
+        out = np.empty((len(pixels), *self.shape), self.dtype)
         self.fused.finish(pixels, out=out)
         return out
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    """A tail's result dtype as numpy's (a detached plan's is numpy's already)."""
+    if isinstance(dtype, np.dtype):
+        return dtype
+    import torch
+
+    return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
+
+
+def random_seeds(n: int) -> np.ndarray:
+    """``n`` row seeds from the OS's entropy: fresh draws for unseeded rows
+    (the Ray paths always seed each row, so no process's RNG state matters)."""
+    return np.random.default_rng().integers(0, 2**63, size=n, dtype=np.int64)

@@ -30,7 +30,13 @@ from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
 
 from fastdecode._system import limit_threads_to_one, shm_budget, usable_cpus
-from fastdecode.data._batches import CpuRing, RingFiller, RingSampler, note_batch_taken_whole
+from fastdecode.data._batches import (
+    CpuRing,
+    RingFiller,
+    RingSampler,
+    note_batch_taken_whole,
+    whole_batch,
+)
 from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
 from fastdecode.data._rows import row_seed
 from fastdecode.data._workers import WorkerIter
@@ -42,30 +48,14 @@ __all__ = ["FastLoader", "collate", "worker_init_fn"]
 # collate
 
 
-def _whole_base(samples: Sequence[Any]) -> Optional[torch.Tensor]:
-    """A view of the batch tensor when `samples` are its slots 0..n-1 in
-    order (its first n rows when it has more: a reused buffer holding a
-    shorter batch). A view, never the tensor itself: the batch buffers'
-    proof that a buffer is free (data/_batches.py) sees views, not a Python
-    reference to their own tensor."""
-    if not samples or not all(isinstance(s, torch.Tensor) for s in samples):
-        return None
-    base = samples[0]._base
-    if base is None or base.dim() != samples[0].dim() + 1 or base.shape[0] < len(samples):
-        return None
-    stride = base.stride(0)
-    for k, s in enumerate(samples):
-        if s._base is not base or s.storage_offset() != base.storage_offset() + k * stride:
-            return None
-    return base[:len(samples)]
-
-
 def collate(batch: Sequence[Any]) -> Any:
     """default_collate, except that samples which are the slots of one batch
     tensor (what FastImageFolder.__getitems__ returns) are handed on as that
-    tensor, with no copy."""
+    tensor, with no copy (in a worker, on a slot of its shared pool: see
+    data/_shared_pool.py). The stock ``default_collate`` now does the same
+    for FastImageFolder's samples (``collate_rows``)."""
     if batch and isinstance(batch[0], tuple) and len(batch[0]) == 2:
-        base = _whole_base([b[0] for b in batch])
+        base = whole_batch([b[0] for b in batch])
         if base is not None:
             note_batch_taken_whole()
             return [base, default_collate([b[1] for b in batch])]

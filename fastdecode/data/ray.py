@@ -54,12 +54,15 @@ Ray Train: give the Dataset to the trainer and iterate the worker's shard::
                  datasets={"train": ds}, scaling_config=ScalingConfig(num_workers=8)).fit()
 
 A fresh job's first batch waits for its Ray workers to start and import
-Ray Data and torch (seconds: see DESIGN.md; a fully fused chain reaches them
-without torchvision); ``fastdecode.ray.warm_up()``
-right after ``ray.init()`` starts those imports while the driver sets up.
+Ray Data (seconds: see DESIGN.md; a fully fused chain of the plain geometry
+ops, e.g. RandomResizedCrop + flip or Resize + CenterCrop, then ToTensor /
+Normalize, reaches them without torchvision or torch: its draws are torch's
+CPU draws written again, ``fastdecode.transforms.torch_draws``);
+``fastdecode.ray.warm_up()`` right after ``ray.init()`` starts those imports
+while the driver sets up.
 
-Random draws: with ``seed=None`` each task seeds torch from the OS (fresh
-augmentations every epoch, like a DataLoader). With ``seed=s``, row ``i``
+Random draws: with ``seed=None`` each row is drawn under a seed taken from
+the OS (fresh augmentations every epoch, like a DataLoader). With ``seed=s``, row ``i``
 (its ImageFolder index, or its position in the file list) is drawn from
 ``torch.manual_seed(row_seed(s, i))``: the same augmentations on any cluster
 shape, in any task, after any retry, and the same as
@@ -102,7 +105,7 @@ except ImportError as exc:  # test_missing_ray_names_the_extra hides ray to chec
     ) from exc
 
 from fastdecode.data._listing import Listing, PathsLike, list_images
-from fastdecode.data._rows import BatchDecoder, row_seed, row_seeds
+from fastdecode.data._rows import BatchDecoder, random_seeds, row_seed, row_seeds
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
            "run_convert_jobs", "warm_up"]
@@ -131,14 +134,12 @@ def _tensor_column(batch: np.ndarray) -> Any:
 def _read_rows(decoder: BatchDecoder, filesystem: Optional[Any], paths: list[str],
                labels: np.ndarray, indices: np.ndarray, seed: Optional[int],
                include_paths: bool, block_rows: int) -> Iterator[pa.Table]:
-    if seed is None:
-        import torch
-
-        torch.seed()  # each task its own draws (a fresh worker's RNG is torch's fixed default)
     for start in range(0, len(paths), block_rows):
         rows = range(start, min(len(paths), start + block_rows))
         data = [_read_file_named(filesystem, paths[i]) for i in rows]
-        seeds = None if seed is None else row_seeds(seed, indices[rows.start:rows.stop])
+        # every row seeded (unseeded: from the OS), so a torch-free plan never imports torch
+        seeds = (random_seeds(len(rows)) if seed is None
+                 else row_seeds(seed, indices[rows.start:rows.stop]))
         images = decoder.decode(data, seeds, name=functools.partial(_path_of, paths, rows.start))
         columns = {"image": _tensor_column(images),
                    "label": pa.array(labels[rows.start:rows.stop])}
@@ -217,7 +218,7 @@ def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
     transform: a torchvision chain that fixes the output size (or a
       :class:`~fastdecode.transforms.FusedTransform`); fused as
       ``fuse(transform, exact=exact)``.
-    seed: None (fresh draws per task) or an int: row ``i`` is drawn from
+    seed: None (fresh draws: each row seeded from the OS) or an int: row ``i`` is drawn from
       ``row_seed(seed, i)`` (see the module docstring).
     block_rows: rows per block (iterate with a batch size that divides it).
     ray_read_args: for ``ray.data.read_datasource`` (``ray_remote_args``,
@@ -276,8 +277,8 @@ class Decode:
     buffers (no Python bytes object per row) and the result is a zero-copy
     tensor column; numpy and pandas batches work too. seed with
     ``seed_column``: row draws from ``row_seed(seed, row[seed_column])``
-    (an integer id column), reproducible on any cluster shape; otherwise from
-    the worker's RNG, seeded from the OS per process.
+    (an integer id column), reproducible on any cluster shape; otherwise each
+    row under a seed taken from the OS.
     """
 
     def __init__(self, transform: Any, column: str = "image", *, exact: bool = False,
@@ -291,24 +292,14 @@ class Decode:
         self.output_column = output_column or column
         self.seed = seed
         self.seed_column = seed_column
-        self._seeded = False
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_seeded"] = False
-        return state
 
     def __call__(self, batch: Any) -> Any:
-        if self.seed is None and not self._seeded:
-            import torch
-
-            torch.seed()
-            self._seeded = True
         if isinstance(batch, pa.Table):
             return self._arrow(batch)
         columns = {k: batch[k] for k in batch}  # dict of numpy arrays or a pandas frame
         items = list(columns[self._need(columns)])
-        seeds = self._seeds(np.asarray(columns[self.seed_column]) if self.seed_column else None)
+        seeds = self._seeds(np.asarray(columns[self.seed_column]) if self.seed_column else None,
+                            len(items))
         images = self.decoder.decode(items, seeds, name=_row_names(columns.get("path")))
         if self.output_column != self.column:
             columns.pop(self.column)
@@ -327,8 +318,9 @@ class Decode:
                            f"{list(columns)}")
         return self.column
 
-    def _seeds(self, keys: Optional[np.ndarray]) -> Optional[np.ndarray]:
-        return None if keys is None else row_seeds(self.seed or 0, keys)
+    def _seeds(self, keys: Optional[np.ndarray], n: int) -> np.ndarray:
+        # unseeded rows get seeds from the OS: every row seeded, no torch RNG involved
+        return random_seeds(n) if keys is None else row_seeds(self.seed or 0, keys)
 
     def _arrow(self, table: pa.Table) -> pa.Table:
         self._need(table.column_names)
@@ -339,7 +331,7 @@ class Decode:
             items = column.to_pylist()
         keys = (table.column(self.seed_column).to_numpy() if self.seed_column else None)
         paths = table.column("path").to_pylist() if "path" in table.column_names else None
-        images = self.decoder.decode(items, self._seeds(keys), name=_row_names(paths))
+        images = self.decoder.decode(items, self._seeds(keys, len(items)), name=_row_names(paths))
         index = table.column_names.index(self.column)
         if self.output_column == self.column:
             return table.set_column(index, self.column, _tensor_column(images))
@@ -373,13 +365,13 @@ def _binary_views(column: pa.Array) -> list[np.ndarray]:
 def warm_up(cpus: Optional[int] = None) -> list[Any]:
     """Starts one task per CPU of the cluster (or ``cpus`` tasks), spread over
     the nodes, that imports what the read and ``Decode`` tasks import (Ray
-    Data, torch, the native decoder; a fully fused chain travels without
-    torchvision: ``fastdecode.transforms.detached``), and returns their
+    Data, the native decoder, the detached plan; torch only where the chain
+    needs it: ``fastdecode.transforms.detached``), and returns their
     ObjectRefs at once (``ray.get`` them to wait; each gives its worker's
     pid).
 
     Each new Ray job starts its own worker processes, and the first task in
-    each pays these imports (about 3 CPU-s here) before its first block.
+    each pays these imports (about 1-1.5 CPU-s here) before its first block.
     Call ``warm_up()`` right after ``ray.init()``: the imports then overlap
     the driver's own set-up (building the model, the trainer) and the read
     tasks run in the warmed workers (Ray reuses a job's idle workers). It
@@ -391,7 +383,7 @@ def warm_up(cpus: Optional[int] = None) -> list[Any]:
 
 
 def _import_decode_path() -> int:
-    import fastdecode.transforms.detached  # noqa: F401  # torch, the native decoder
+    import fastdecode.transforms.detached  # noqa: F401  # the native decoder, the plan
 
     return os.getpid()
 

@@ -33,12 +33,9 @@ import pickle
 from typing import Any, Optional
 
 import numpy as np
-import torch
 
-from fastdecode import api
-from fastdecode.transforms.color import ColorOp
-from fastdecode.transforms.color import apply as apply_color
-from fastdecode.transforms.color import draw as draw_color
+from fastdecode import _native, api
+from fastdecode.transforms import torch_draws
 from fastdecode.transforms.geometry import (
     CenterCropOp,
     FlipOp,
@@ -48,7 +45,6 @@ from fastdecode.transforms.geometry import (
     draw_geometry,
 )
 from fastdecode.transforms.render import Renderer
-from fastdecode.transforms.tensor import TensorTail
 
 __all__ = ["DetachedPlan", "detach"]
 
@@ -84,26 +80,47 @@ def _detached_op(op: GeoOp) -> GeoOp:
     return out
 
 
-def _detached_color(op: ColorOp) -> ColorOp:
+def _detached_color(op: Any) -> Any:
     out = copy.copy(op)
     out.transform = _Source(repr(op.transform), p=getattr(op.transform, "p", None))
     if hasattr(op, "inner"):  # RandomApply of colour ops
-        out.inner = [_detached_color(inner) for inner in op.inner]  # type: ignore[attr-defined]
+        out.inner = [_detached_color(inner) for inner in op.inner]
     return out
 
 
-def _detached_tail(tail: TensorTail) -> TensorTail:
-    out = copy.copy(tail)
-    out.steps = []  # the torchvision converter and per-pixel steps: the table has them
-    out.wrap = False  # batches are numpy arrays: no tv_tensors.Image (torchvision) around them
-    return out
+class ArrayTail:
+    """A TensorTail's table over numpy batches, without torch: what a detached
+    plan's ``finish`` applies (the converter and per-pixel steps are in the
+    table; batches are numpy arrays, so no tv_tensors.Image around them).
+    ``dtype`` is the numpy dtype of the result."""
+
+    def __init__(self, tail: Any) -> None:
+        import torch
+
+        self.dtype = np.dtype(torch.empty((), dtype=tail.dtype).numpy().dtype)
+        self.identity = tail.identity
+        self.table = tail.table
+
+    def apply(self, chw: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """uint8 (N, C, H, W) -> the chain's values, into ``out`` (the same
+        computation as TensorTail.apply's numpy paths)."""
+        if self.identity:
+            np.copyto(out, chw)
+        elif self.dtype == np.float32:
+            _native.lut_to_float(chw, self.table, out)
+        else:
+            channels = np.arange(chw.shape[-3]).reshape((-1, 1, 1))
+            np.copyto(out, self.table[channels, chw])
+        return out
 
 
 def detach(fused: Any) -> Optional[DetachedPlan]:
     """The torchvision-free form of ``fused`` for batch decoding, or None when
     its chain is not fully fused into the four plain geometry ops and a
     tensor table (then pickle ``fused`` itself)."""
+    from fastdecode.transforms.color import ColorOp
     from fastdecode.transforms.fused import FusedTransform
+    from fastdecode.transforms.tensor import TensorTail
 
     state = vars(fused)
     if (type(fused) is not FusedTransform or not _FUSED_STATE <= set(state)
@@ -120,7 +137,10 @@ def detach(fused: Any) -> Optional[DetachedPlan]:
 class DetachedPlan:
     """A fully fused chain's ``decode_into`` / ``finish`` for batches (see the
     module docstring); built by :func:`detach`. ``full()`` is the
-    FusedTransform (unpickled on first use)."""
+    FusedTransform (unpickled on first use). ``torch_free``: the geometry
+    ops' draws have a torch-free form (``transforms.torch_draws``: no colour
+    steps, every uniform range exact), so :meth:`decode_seeded` never
+    imports torch."""
 
     def __init__(self, fused: Any) -> None:
         self.output_shape = tuple(fused.output_shape)
@@ -128,14 +148,21 @@ class DetachedPlan:
         self.geo_ops = [_detached_op(op) for op in fused.geo_ops]
         self.color_ops = [_detached_color(op) for op in getattr(fused, "color_ops", ())]
         self.renderer = copy.copy(fused.renderer)
-        self.tail = _detached_tail(fused.tail)
+        self.tail = ArrayTail(fused.tail)
         self.text = repr(fused)
         self._pickled = pickle.dumps(fused)
         self._full: Any = None
+        self.ranges = [_crop_ranges(op) for op in self.geo_ops]
+        self.torch_free = not self.color_ops and all(
+            r is None or (torch_draws.exact_uniform(*r[3]) and torch_draws.exact_uniform(*r[4]))
+            for r in self.ranges)
+        self.ranges = [None if r is None else r[:3] for r in self.ranges]
+        self._draws: Any = None
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_full"] = None
+        state["_draws"] = None
         return state
 
     def full(self) -> Any:
@@ -148,6 +175,11 @@ class DetachedPlan:
         """``FusedTransform.decode_into(data, out)`` for a writable C-contiguous
         uint8 slot of :attr:`output_shape` and bytes-like ``data``: the same
         draws from torch's RNG, the same pixels."""
+        import torch
+
+        from fastdecode.transforms.color import apply as apply_color
+        from fastdecode.transforms.color import draw as draw_color
+
         info = api.read_header(data)
         state = torch.get_rng_state()
         geo, stop, _ = draw_geometry(self.geo_ops, info.height, info.width)
@@ -159,9 +191,52 @@ class DetachedPlan:
         self.renderer.render(data, geo, "CHW", out=out, fmt=info.format)
         apply_color(out, "CHW", color)
 
-    def finish(self, pixels: np.ndarray, out: Any = None) -> Any:
+    def decode_seeded(self, data: Any, out: np.ndarray, seed: int) -> None:
+        """:meth:`decode_into` under ``torch.manual_seed(seed)``, leaving torch's
+        RNG as it was; without torch when :attr:`torch_free` (an image whose
+        geometry stops imports it: the full transform's path)."""
+        if not self.torch_free:
+            return self._under_seed(data, out, seed)
+        if self._draws is None:
+            self._draws = torch_draws.Draws()
+        self._draws.manual_seed(seed)
+        info = api.read_header(data)
+        geo, stop = torch_draws.draw_geometry(self.geo_ops, self.ranges, self._draws,
+                                              info.height, info.width)
+        if stop < len(self.geo_ops):
+            return self._under_seed(data, out, seed)
+        self.renderer.render(data, geo, "CHW", out=out, fmt=info.format)
+
+    def _under_seed(self, data: Any, out: np.ndarray, seed: int) -> None:
+        import torch
+
+        state = torch.get_rng_state()
+        try:
+            torch.manual_seed(seed)
+            self.decode_into(data, out)
+        finally:
+            torch.set_rng_state(state)
+
+    def finish(self, pixels: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         """The tensor table over a uint8 (N, C, H, W) batch, into ``out``."""
+        if out is None:
+            out = np.empty(pixels.shape, self.tail.dtype)
         return self.tail.apply(np.ascontiguousarray(pixels), out)
 
     def __repr__(self) -> str:
         return f"DetachedPlan of {self.text}"
+
+
+def _crop_ranges(op: Any) -> Optional[tuple]:
+    """A RandomResizedCrop's draw ranges as torch draws them (its float32
+    log ratio computed by torch, as geometry's op does), and the raw ranges
+    for the exactness check; None for the other ops."""
+    if type(op) is not RandomResizedCropOp:
+        return None
+    import torch
+
+    ratio = tuple(op.transform.ratio)
+    scale = tuple(op.transform.scale)
+    lo, hi = (float(v) for v in torch.log(torch.tensor(ratio)))
+    return (torch_draws.range_draw(*scale), torch_draws.range_draw(lo, hi), ratio, scale,
+            (lo, hi))

@@ -25,10 +25,9 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
-import torch
 
 from fastdecode.transforms.filters import PIL_BILINEAR, PIL_FILTER_NAMES
 
@@ -172,11 +171,20 @@ class Geometry:
         self.flip = not self.flip
 
 
+if TYPE_CHECKING:
+    import torch
+
+# torch loads on first use (a draw, a stand-in): a Ray worker running a
+# detached plan's torch-free draws (fastdecode.transforms.torch_draws) needs
+# this module's Geometry and ops but never torch.
+
 _SCRATCH = threading.local()
 
 
 def _scratch() -> tuple[torch.Tensor, torch.Tensor]:
     """This thread's 1-element tensors for the draws (default dtype, int64)."""
+    import torch
+
     pair = getattr(_SCRATCH, "pair", None)
     if pair is None or pair[0].dtype != torch.get_default_dtype():
         pair = _SCRATCH.pair = (torch.empty(1), torch.empty(1, dtype=torch.int64))
@@ -220,6 +228,8 @@ def sample_resized_crop(height: int, width: int, scale, log_ratio: tuple[float, 
 def standin(canvas: tuple[int, int]) -> torch.Tensor:
     """A zero-stride uint8 tensor of the canvas size: what torchvision's
     get_params / make_params need to know the size, without any pixel."""
+    import torch
+
     return torch.zeros(1, dtype=torch.uint8).expand(3, canvas[0], canvas[1])
 
 
@@ -256,6 +266,8 @@ class RandomResizedCropOp(GeoOp):
         ratio = tuple(t.ratio)
         cached = self._log_ratio
         if cached is None or cached[0] != ratio:
+            import torch
+
             # torch.log(torch.tensor(ratio)) as torchvision computes it (float32)
             log_ratio = torch.log(torch.tensor(ratio))
             cached = self._log_ratio = (ratio, (float(log_ratio[0]), float(log_ratio[1])))
@@ -340,6 +352,8 @@ class FlipOp(GeoOp):
         # v1: `if torch.rand(1) < p: flip`; v2: `if torch.rand(1) >= p: skip`.
         # torch.rand(1) is empty(1).uniform_(0, 1): the same draw into this
         # thread's scratch tensor, compared as torch compares it (6x cheaper).
+        import torch
+
         uniform = _scratch()[0]
         if uniform.dtype == torch.float32:
             flip = uniform.uniform_(0, 1).item() < self.p32

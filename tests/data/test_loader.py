@@ -86,8 +86,9 @@ def test_worker_batches_arrive_in_shared_memory_without_copy(tree):
     ds = fd.FastImageFolder(tree, TRAIN)
     loader = torch.utils.data.DataLoader(ds, batch_size=6, num_workers=1, collate_fn=fd.collate)
     images, targets = next(iter(loader))
-    assert images.shape == (6, 3, 48, 48) and images.is_shared()
-    assert targets.dtype == torch.int64
+    # on a slot of the worker's shared pool, borrowed (not shared: sending it on copies it)
+    assert images.shape == (6, 3, 48, 48) and type(images) is torch.Tensor
+    assert not images.is_shared() and targets.dtype == torch.int64
 
 
 class ThreadProbe(torch.utils.data.Dataset):
@@ -296,8 +297,8 @@ def test_ring_never_writes_over_a_batch_still_held(tree, chain):
 
 def test_ring_workers_do_not_fault_on_each_batch(tree):
     """Minor page faults (counts, repeatable under load): a batch written into
-    the ring costs its workers far fewer than it has pages, and fewer than
-    the stock collate's fresh shared memory."""
+    the ring costs its workers far fewer than it has pages, as does the stock
+    collate's batch on the worker's shared pool (data/_shared_pool.py)."""
     from helpers.faults_per_batch import faults_per_batch
 
     chain = T.Compose([T.RandomResizedCrop(128), T.ToTensor(), T.Normalize(MEAN, STD)])
@@ -307,7 +308,7 @@ def test_ring_workers_do_not_fault_on_each_batch(tree):
     stock = faults_per_batch(lambda: torch.utils.data.DataLoader(
         ds, batch_size=6, num_workers=2, persistent_workers=True), epochs=4)
     assert ring["batch_pages"] == stock["batch_pages"] == 6 * 3 * 128 * 128 * 4 // 4096
-    assert stock["worker_faults_per_batch"] >= ring["batch_pages"]
+    assert stock["worker_faults_per_batch"] < stock["batch_pages"] / 2
     # what remains is the decoder's per-image scratch, not the batch
     assert ring["worker_faults_per_batch"] < ring["batch_pages"] / 2
     assert ring["main_faults_per_batch"] < stock["main_faults_per_batch"]

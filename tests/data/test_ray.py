@@ -464,6 +464,50 @@ def test_decode_on_an_arrow_batch_in_process(small_tree):
 
 
 @RAY_OWN_WARNINGS
+def test_a_read_task_imports_no_torch(small_tree, tmp_path):
+    """What a Ray worker runs for a read task (the datasource's task
+    function, unpickled in a fresh process, seeded and unseeded): the rows,
+    and no torch module loaded (the detached plan's draws are torch-free)."""
+    pytest.importorskip("ray.data")
+    import pickle
+
+    import fastdecode.ray as fray
+    from fastdecode.data._listing import list_images
+    from fastdecode.data._rows import BatchDecoder
+
+    ds = fray.ImageDatasource(list_images(small_tree), BatchDecoder(chains()["float"]),
+                              seed=SEED, include_paths=False)
+    unseeded = fray.ImageDatasource(ds.listing, ds.decoder, seed=None, include_paths=False)
+    blob = tmp_path / "tasks.pkl"
+    blob.write_bytes(pickle.dumps([t.read_fn for t in (ds.get_read_tasks(1)[0],
+                                                       unseeded.get_read_tasks(1)[0])]))
+    code = (
+        "import pickle, sys, numpy as np\n"
+        f"seeded, unseeded = pickle.loads(open({str(blob)!r}, 'rb').read())\n"
+        "rows = [np.concatenate([t.column('image').chunks[0].to_numpy() for t in f()]) for f in\n"
+        "        (seeded, unseeded, unseeded)]\n"
+        f"np.save({str(tmp_path / 'rows.npy')!r}, np.stack(rows))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=180, check=True).stdout
+    assert out.split() == ["False"]
+    seeded, once, again = np.load(tmp_path / "rows.npy")
+    want = np.stack([image.numpy() for image, _ in _expected(small_tree, chains()["float"])
+                     .values()])
+    np.testing.assert_array_equal(seeded, want)
+    assert not np.array_equal(once, again)  # unseeded rows: fresh draws from the OS each time
+
+
+def test_bench_epoch_repeat_repeats_the_loader_rows(small_tree):
+    from benchmarks import bench_ray
+    from fastdecode import FastImageFolder
+
+    make = bench_ray.dataloader(str(small_tree), chains()["float"], 0, repeat=3)
+    assert len(make().dataset) == 3 * len(FastImageFolder(str(small_tree)))
+
+
+@RAY_OWN_WARNINGS
 def test_decode_names_the_bad_row_by_path():
     pa = pytest.importorskip("pyarrow")
     pytest.importorskip("ray.data")
