@@ -57,6 +57,18 @@ def test_each_row_is_the_median_with_its_spread_and_efficiency(result, kind):
 def test_only_the_wide_row_is_noisy(result):
     assert [r["loader"] for r in result["rows"] if r["noisy"]] == ["FastImageFolder"]
     assert result["summary"]["noisy_rows"] == 1
+    assert not result["limit"]["noisy"]
+
+
+@pytest.mark.parametrize("fused, noisy", [([0.0020, 0.0021, 0.0019], False),
+                                          ([0.0020, 0.0024, 0.0019], True)],
+                         ids=["limit-steady", "limit-wide"])
+def test_a_wide_limit_is_noisy_and_counted(fused, noisy):
+    rows = [row(kind, 2, [600.0, 601.0, 602.0]) for kind in ROUNDS]
+    result = bench.chain_result(rows, fused=fused, usable=2)
+    assert result["limit"]["noisy"] is noisy
+    assert result["summary"]["noisy_rows"] == int(noisy)
+    assert ("(noisy)" in bench.table(result)) is noisy
 
 
 def test_summary_is_at_the_usable_cpus(result):
