@@ -41,13 +41,15 @@ DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 OPTIONAL = {"ray": "ray"}  # section -> the package it needs
 # Each section's arguments per run mode. The default's sizes keep the whole
 # run under four minutes on 2 cores (DESIGN.md, "CLI and benchmarks"): measured
-# on 1 December with decode 300 / transforms 150 images, the sections took
-# 61 s, 58 s and 132 s (251 s); at 200 / 100 images they take ~41 s and ~39 s.
+# on 1 December with decode 200 / transforms 100 images and the loader's train
+# and eval chains, the sections took ~47 s, ~47 s and 183 s (284 s); the
+# default's loader runs the train chain only (the summary's), eval in --full.
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
               "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"]},
     "default": {"decode": ["--limit", "200", "--rounds", "3"],
-                "transforms": ["--limit", "100", "--rounds", "3"], "loader": [], "recipes": [],
+                "transforms": ["--limit", "100", "--rounds", "3"], "loader": ["--chains", "train"],
+                "recipes": [],
                 "ray": []},
     "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
              "ray": []},
