@@ -32,7 +32,7 @@ import numpy as np
 from fastdecode.transforms.filters import PIL_BILINEAR, PIL_FILTER_NAMES
 
 __all__ = ["CenterCropOp", "FlipOp", "GeoOp", "Geometry", "PilResize", "RandomResizedCropOp",
-           "ResizeOp", "Stop", "draw_geometry", "resized_output_size", "round_box",
+           "ResizeOp", "Stop", "central_crop", "draw_geometry", "resized_output_size", "round_box",
            "sample_resized_crop", "standin", "static_output_size"]
 
 
@@ -213,7 +213,13 @@ def sample_resized_crop(height: int, width: int, scale, log_ratio: tuple[float, 
             i = integer.random_(0, height - h + 1).item()
             j = integer.random_(0, width - w + 1).item()
             return int(i), int(j), h, w
-    in_ratio = float(width) / float(height)  # fallback: a central crop
+    return central_crop(height, width, ratio)
+
+
+def central_crop(height: int, width: int, ratio) -> tuple[int, int, int, int]:
+    """RandomResizedCrop's fallback after ten rejected draws: the central crop
+    of the aspect ratio clamped to ``ratio`` (no draw; torch_draws uses it too)."""
+    in_ratio = float(width) / float(height)
     if in_ratio < min(ratio):
         w = width
         h = int(round(w / min(ratio)))

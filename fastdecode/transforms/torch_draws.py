@@ -36,6 +36,7 @@ from fastdecode.transforms.geometry import (
     Geometry,
     RandomResizedCropOp,
     Stop,
+    central_crop,
 )
 
 __all__ = ["Draws", "RangeDraw", "draw_geometry", "exact_uniform", "range_draw"]
@@ -135,16 +136,7 @@ def sample_resized_crop(draws: Draws, height: int, width: int, scale: RangeDraw,
             i = draws.randint(height - h + 1)
             j = draws.randint(width - w + 1)
             return i, j, h, w
-    in_ratio = float(width) / float(height)  # fallback: a central crop
-    if in_ratio < min(ratio):
-        w = width
-        h = int(round(w / min(ratio)))
-    elif in_ratio > max(ratio):
-        h = height
-        w = int(round(h * max(ratio)))
-    else:
-        w, h = width, height
-    return (height - h) // 2, (width - w) // 2, h, w
+    return central_crop(height, width, ratio)
 
 
 _FLIP = RangeDraw(0.0, 1.0)  # torch.rand(1)
