@@ -1,13 +1,16 @@
 """Facts about the machine the loader runs on, each computed in one place:
 usable CPUs, the /dev/shm budget and its advice, the thread pools loaded into
-this process, and pinning those pools to one thread. Shared by the loader's
-guards and by the ``fastdecode`` tools (doctor, tune, convert, datagen)."""
+this process, pinning those pools to one thread, and a worker's scheduler
+time slice. Shared by the loader's guards and by the ``fastdecode`` tools
+(doctor, tune, convert, datagen)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
+import platform
 import shutil
 import sys
 from dataclasses import dataclass
@@ -16,9 +19,9 @@ from typing import Iterator, Literal, Optional
 
 __all__ = [
     "CGROUP_ROOT", "OPENCV_RUNTIMES", "OPENMP_RUNTIMES", "POOL_RUNTIMES", "THREAD_ENV_VARS",
-    "THREAD_RUNTIMES", "CpuBudget", "ShmBudget", "cgroup_cpu_limit", "cpu_budget",
-    "limit_threads_to_one", "loaded_thread_runtimes", "one_thread_per_pool", "shm_budget",
-    "shm_free_bytes", "usable_cpus",
+    "THREAD_RUNTIMES", "WORKER_SLICE_NS", "CpuBudget", "ShmBudget", "cgroup_cpu_limit",
+    "cpu_budget", "lengthen_time_slice", "limit_threads_to_one", "loaded_thread_runtimes",
+    "one_thread_per_pool", "shm_budget", "shm_free_bytes", "time_slice_ns", "usable_cpus",
 ]
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -196,3 +199,78 @@ def limit_threads_to_one() -> None:
     with contextlib.ExitStack() as stack:
         _pin_pools(stack)
         stack.pop_all()  # keep the limits: nothing is undone
+
+
+# --------------------------------------------------------------------------
+# a worker's time slice
+
+# The scheduler time slice a worker process asks for. Linux >= 6.12 (EEVDF)
+# takes sched_attr.sched_runtime of a SCHED_OTHER / SCHED_BATCH task as the
+# slice it runs before the next runnable task of its CPU gets a turn; its
+# default is 0.7 ms x (1 + log2 CPUs), 1.4 ms on 2 CPUs, about one decoded
+# image: 8 workers on 2 cores took turns image by image, each turn on caches
+# the others had filled, and paid ~6 % more CPU per image than 2 workers;
+# with 20 ms, ~1 % (DESIGN.md, "A worker's time slice"). A shorter slice still
+# preempts a longer one on wake-up, so the trainer's process, which keeps the
+# default, is not made to wait. Earlier kernels ignore the field.
+WORKER_SLICE_NS = 20_000_000
+_SCHED_SYSCALLS = {"x86_64": (314, 315), "amd64": (314, 315), "aarch64": (274, 275),
+                   "arm64": (274, 275)}  # sched_setattr, sched_getattr
+_FAIR_POLICIES = (0, 3)  # SCHED_OTHER, SCHED_BATCH: the fair class, which has slices
+
+
+class _SchedAttr(ctypes.Structure):
+    """struct sched_attr, its first version (48 bytes)."""
+
+    _fields_ = [("size", ctypes.c_uint32), ("sched_policy", ctypes.c_uint32),
+                ("sched_flags", ctypes.c_uint64), ("sched_nice", ctypes.c_int32),
+                ("sched_priority", ctypes.c_uint32), ("sched_runtime", ctypes.c_uint64),
+                ("sched_deadline", ctypes.c_uint64), ("sched_period", ctypes.c_uint64)]
+
+
+def _sched_attr() -> Optional[tuple[_SchedAttr, ctypes.CDLL, int]]:
+    """This thread's sched_attr, the C library and sched_setattr's number;
+    None off Linux, on an architecture without the numbers here, or when
+    the call fails (a seccomp filter, say)."""
+    numbers = _SCHED_SYSCALLS.get(platform.machine().lower())
+    if not sys.platform.startswith("linux") or numbers is None:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    attr = _SchedAttr()
+    if libc.syscall(numbers[1], 0, ctypes.byref(attr), ctypes.sizeof(attr), 0) != 0:
+        return None
+    return attr, libc, numbers[0]
+
+
+def time_slice_ns() -> Optional[int]:
+    """The calling thread's time slice in ns, as the kernel reports it; None
+    when it reports none (a kernel before 6.12, another scheduling class,
+    not Linux)."""
+    got = _sched_attr()
+    if got is None or got[0].sched_policy not in _FAIR_POLICIES:
+        return None
+    return int(got[0].sched_runtime) or None
+
+
+def lengthen_time_slice(ns: int = WORKER_SLICE_NS) -> bool:
+    """Asks for a time slice of at least ``ns`` for the calling thread (and
+    the threads it starts later), keeping its policy and nice value; True when
+    the kernel now reports one that long. For worker processes only: never
+    called in the trainer's own process."""
+    got = _sched_attr()
+    if got is None or got[0].sched_policy not in _FAIR_POLICIES:
+        return False
+    attr, libc, setattr_nr = got
+    if attr.sched_runtime >= ns:
+        return True
+    if attr.sched_runtime == 0:  # the kernel reports no slice: it would ignore ours
+        return False
+    attr.size = ctypes.sizeof(attr)
+    attr.sched_flags &= 0x01  # SCHED_FLAG_RESET_ON_FORK kept; nothing else asked
+    attr.sched_runtime = ns
+    if libc.syscall(setattr_nr, 0, ctypes.byref(attr), 0) != 0:
+        return False
+    return (time_slice_ns() or 0) >= ns

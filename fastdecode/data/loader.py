@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
 
-from fastdecode._system import limit_threads_to_one, shm_budget, usable_cpus
+from fastdecode._system import lengthen_time_slice, limit_threads_to_one, shm_budget, usable_cpus
 from fastdecode.data._batches import (
     CpuRing,
     RingFiller,
@@ -68,8 +68,11 @@ def collate(batch: Sequence[Any]) -> Any:
 
 def worker_init_fn(worker_id: int) -> None:
     """One thread per library in a DataLoader worker (OpenMP, MKL, OpenBLAS,
-    OpenCV, torch): workers are the parallelism, nested pools only fight."""
+    OpenCV, torch): workers are the parallelism, nested pools only fight; and
+    the worker's longer time slice (``_system.lengthen_time_slice``: more
+    workers than CPUs take turns every 20 ms, not every image)."""
     limit_threads_to_one()
+    lengthen_time_slice()
 
 
 def _chained_init(user_fn: Optional[Callable[[int], None]], worker_id: int) -> None:
