@@ -129,16 +129,28 @@ def check_num_workers(facts: dict, opts: JobOptions, recommended: int) -> Check:
         return Check("num_workers", "fail",
                      f"num_workers={asked} is more than {OVERSUBSCRIPTION_FAIL}x the {usable} "
                      "usable CPU(s): the workers time-slice, every batch arrives late and "
-                     "memory grows with each worker", f"use {why}")
+                     "memory grows with each worker" + _turns(facts), f"use {why}")
     if asked > usable:
         return Check("num_workers", "warn",
-                     f"num_workers={asked} exceeds the {usable} usable CPU(s)", f"use {why}")
+                     f"num_workers={asked} exceeds the {usable} usable CPU(s)" + _turns(facts),
+                     f"use {why}")
     if asked == 0:
         return Check("num_workers", "warn",
                      "num_workers=0 decodes in the training process, between steps",
                      f"use {why}, or FastLoader(threads=N)")
     return Check("num_workers", "ok", f"num_workers={asked} fits the {usable} usable CPU(s)",
                  "nothing to change" if asked >= recommended else f"up to {why}")
+
+
+def _turns(facts: dict) -> str:
+    """How often workers sharing a CPU take turns (``_system.lengthen_time_slice``)."""
+    if facts["time_slice_ns"] is None:
+        return ("; this kernel reports no scheduler time slice (Linux < 6.12), so fastdecode's "
+                "workers cannot ask for 20 ms turns and take turns every few ms, on caches the "
+                "others filled")
+    return (f"; fastdecode's workers take {_system.WORKER_SLICE_NS / 1e6:g} ms turns (this "
+            f"process's slice: {facts['time_slice_ns'] / 1e6:g} ms), which keeps most of the "
+            "cost of sharing a CPU away")
 
 
 def check_shm(facts: dict, opts: JobOptions, workers: int) -> Check:
@@ -267,6 +279,7 @@ def gather(torch) -> dict[str, Any]:
         "shm_free_bytes": _system.shm_free_bytes(),
         "thread_env": {k: os.environ[k] for k in _system.THREAD_ENV_VARS if k in os.environ},
         "thread_runtimes": _system.loaded_thread_runtimes(),
+        "time_slice_ns": _system.time_slice_ns(),
         "opencv": cv2,
         "start_method": start_method(),
         "libjpeg_turbo": library["libjpeg_turbo"],

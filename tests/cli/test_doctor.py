@@ -4,6 +4,7 @@ JSON and the exit codes."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,20 @@ def test_cgroup_quota_limits_workers(capsys, healthy, num_workers, status):
     assert report["recommended_num_workers"] == 1
     assert by_name(report)["num_workers"]["status"] == status
     assert code == (1 if status == "fail" else 0)
+
+
+@pytest.mark.parametrize("slice_ns, says", [
+    pytest.param(1_400_000, r"workers take 20 ms turns \(this process's slice: 1\.4 ms\)",
+                 id="kernel-with-slices"),
+    pytest.param(None, r"reports no scheduler time slice \(Linux < 6\.12\)", id="older-kernel"),
+])
+def test_oversubscribed_workers_say_how_they_take_turns(capsys, monkeypatch, slice_ns, says):
+    monkeypatch.setattr(_system, "time_slice_ns", lambda: slice_ns)
+    monkeypatch.setattr(_system, "cpu_budget", lambda root: _system.CpuBudget(2, 2, None, 2))
+    code, report = run_doctor(capsys, "--num-workers", "3")
+    check = by_name(report)["num_workers"]
+    assert check["status"] == "warn" and report["facts"]["time_slice_ns"] == slice_ns
+    assert re.search(says, check["finding"])
 
 
 def test_unset_thread_variables_with_openmp_loaded_warn(capsys, monkeypatch):
