@@ -120,8 +120,7 @@ class BatchDecoder:
                 try:
                     self.fused.decode_into(items[j], pixels[j])
                 except FastDecodeError as exc:
-                    where = name(j) if name is not None else f"row {j}"
-                    raise type(exc)(exc.reason, path=where) from exc
+                    raise _named(exc, name, j) from exc
         finally:
             if state is not None:
                 torch.set_rng_state(state)
@@ -133,8 +132,7 @@ class BatchDecoder:
             try:
                 self.fused.decode_seeded(items[j], pixels[j], int(seeds[j]))
             except FastDecodeError as exc:
-                where = name(j) if name is not None else f"row {j}"
-                raise type(exc)(exc.reason, path=where) from exc
+                raise _named(exc, name, j) from exc
 
     def _finish(self, pixels: np.ndarray) -> np.ndarray:
         if self.identity:
@@ -142,6 +140,12 @@ class BatchDecoder:
         out = np.empty((len(pixels), *self.shape), self.dtype)
         self.fused.finish(pixels, out=out)
         return out
+
+
+def _named(exc: FastDecodeError, name: Optional[Callable[[int], str]],
+           row: int) -> FastDecodeError:
+    """``exc`` again, of its type, naming row ``row`` (its path or key)."""
+    return type(exc)(exc.reason, path=name(row) if name is not None else f"row {row}")
 
 
 def _numpy_dtype(dtype: Any) -> np.dtype:

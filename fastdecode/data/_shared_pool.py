@@ -44,7 +44,8 @@ from typing import Any, Optional
 import torch
 from torch.multiprocessing.reductions import reduce_tensor
 
-__all__ = ["POOL_SLOTS", "SlotView", "WorkerPool", "borrowed", "pool_counts", "worker_pool"]
+__all__ = ["POOL_SLOTS", "SlotView", "WorkerPool", "borrowed", "pool_counts", "this_process_pool",
+           "worker_pool"]
 
 # Slots per worker: the batch being made, prefetch_factor (2) waiting, the
 # one the loop holds, one more for the pin-memory thread's lag.
@@ -144,10 +145,16 @@ def worker_pool() -> WorkerPool:
         return _pool
 
 
+def this_process_pool() -> Optional[WorkerPool]:
+    """This process's pool if it made one (a forked child's inherited one is
+    its parent's), without making one."""
+    return _pool if _pool_pid == os.getpid() else None
+
+
 def pool_counts() -> dict[str, int]:
     """This process's batches into a reused slot, a new slot, and none (the
     pool full): for tests and the fault helper."""
-    pool = _pool if _pool_pid == os.getpid() else None
+    pool = this_process_pool()
     if pool is None:
         return {"reused": 0, "made": 0, "full": 0, "slots": 0}
     return {"reused": pool.reused, "made": pool.made, "full": pool.full,
@@ -162,7 +169,7 @@ class SlotView(torch.Tensor):
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         plain = self.as_subclass(torch.Tensor)
-        pool = _pool if _pool_pid == os.getpid() else None
+        pool = this_process_pool()
         slot = None if pool is None else pool.slot_of(self)
         if pool is None or slot is None or self.requires_grad or self.numel() == 0:
             return reduce_tensor(plain)  # not on a slot (a copy a collate made): as torch sends it
