@@ -89,7 +89,7 @@ def default_data() -> Path:
 # Machine facts and versions.
 
 def machine_facts() -> dict[str, Any]:
-    from fastdecode._system import usable_cpus
+    from fastdecode._system import time_slice_ns, usable_cpus
 
     return {
         "cpu_model": cpu_model(),
@@ -99,6 +99,9 @@ def machine_facts() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "load_average_start": load_average(),
+        # this process's scheduler slice; fastdecode's workers ask for 20 ms
+        # (None: a kernel before 6.12, which takes no such request)
+        "time_slice_ns": time_slice_ns(),
     }
 
 
