@@ -21,7 +21,8 @@ __all__ = [
     "CGROUP_ROOT", "OPENCV_RUNTIMES", "OPENMP_RUNTIMES", "POOL_RUNTIMES", "THREAD_ENV_VARS",
     "THREAD_RUNTIMES", "WORKER_SLICE_NS", "CpuBudget", "ShmBudget", "cgroup_cpu_limit",
     "cpu_budget", "lengthen_time_slice", "limit_threads_to_one", "loaded_thread_runtimes",
-    "one_thread_per_pool", "shm_budget", "shm_free_bytes", "time_slice_ns", "usable_cpus",
+    "one_thread_per_pool", "settle_in_worker", "shm_budget", "shm_free_bytes", "time_slice_ns",
+    "usable_cpus",
 ]
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -274,3 +275,21 @@ def lengthen_time_slice(ns: int = WORKER_SLICE_NS) -> bool:
     if libc.syscall(setattr_nr, 0, ctypes.byref(attr), 0) != 0:
         return False
     return (time_slice_ns() or 0) >= ns
+
+
+_settled_pid = -1
+
+
+def settle_in_worker() -> None:
+    """Once per process: in a DataLoader worker, the longer time slice that
+    ``fastdecode.worker_init_fn`` asks for, called by what decodes there
+    (FastDatasetFolder, the WebDataset handler and collation), since the
+    stock DataLoader runs no init of ours. Never in the trainer's process;
+    torch is looked up, not imported (a process without it runs no workers)."""
+    global _settled_pid
+    pid = os.getpid()
+    if pid != _settled_pid:
+        _settled_pid = pid
+        data = sys.modules.get("torch.utils.data")
+        if data is not None and data.get_worker_info() is not None:
+            lengthen_time_slice()

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from fastdecode._options import DEFAULTS as _D
-from fastdecode._system import lengthen_time_slice
+from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits, decode_image
 from fastdecode.data import _planned
 from fastdecode.data._base import (
@@ -43,22 +43,6 @@ ON_ERROR = ("raise", "skip", "warn")
 # Attempts at another index before 'skip'/'warn' give up (never a hang on a
 # dataset that is mostly broken).
 MAX_SKIPS = 16
-
-_settled_pid = -1
-
-
-def _settle_in_worker() -> None:
-    """Once per process: in a DataLoader worker, the longer time slice that
-    ``fastdecode.worker_init_fn`` asks for (the stock DataLoader runs no init
-    of ours; more workers than CPUs then take turns every 20 ms, not every
-    image: ``_system.lengthen_time_slice``). Never in the trainer's process."""
-    global _settled_pid
-    pid = os.getpid()
-    if pid != _settled_pid:
-        _settled_pid = pid
-        if torch.utils.data.get_worker_info() is not None:
-            lengthen_time_slice()
-
 
 class FastDatasetFolder(DatasetFolder):
     """torchvision's ``DatasetFolder`` with fused decoding; with torchvision
@@ -247,7 +231,7 @@ class FastDatasetFolder(DatasetFolder):
             warnings.warn(f"skipping unreadable sample: {exc}", RuntimeWarning, stacklevel=4)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
-        _settle_in_worker()
+        settle_in_worker()
         index = range(len(self))[index]  # negative indices, bounds, as a list
         sample, target = self._with_policy(index, self._load)
         if self.target_transform is not None:
@@ -312,7 +296,7 @@ class FastDatasetFolder(DatasetFolder):
         takes it whole, as :func:`fastdecode.collate` does: the samples are a
         ``torch.Tensor`` subclass (``BatchRow``; in a worker ``SlotView``) that
         torch's ``default_collate`` hands to fastdecode (data/_batches.py)."""
-        _settle_in_worker()
+        settle_in_worker()
         fused = self._batch_fused()
         if fused is None:
             return [self[i] for i in indices]

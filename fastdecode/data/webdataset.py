@@ -50,6 +50,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from fastdecode._system import settle_in_worker
 from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
 __all__ = ["ShardSummary", "collate", "handler", "plan_shards", "write_shards"]
@@ -79,6 +80,7 @@ class handler:  # noqa: N801 - used like webdataset's own handler functions
     def __call__(self, key: str, data: bytes) -> Any:
         if key.rsplit(".", 1)[-1].lower() not in self.keys:
             return None
+        settle_in_worker()
         return self.fused(data)
 
 
@@ -99,6 +101,7 @@ class collate:  # noqa: N801 - used like a function: collation_fn=collate(t)
         import torch
         from webdataset.filters import default_collation_fn
 
+        settle_in_worker()
         images = self.decoder.decode([s[self.image] for s in samples],
                                      name=lambda j: f"sample {j} of the batch")
         rest = [tuple(_plain(v) for i, v in enumerate(s) if i != self.image) for s in samples]

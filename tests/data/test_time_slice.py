@@ -96,6 +96,36 @@ def test_every_worker_asks_for_the_longer_slice(slices, tree, make, chain):
     assert ds[0][1] == before == _system.time_slice_ns()  # in-process: untouched
 
 
+def _slice_of(sample: tuple) -> tuple:
+    """A webdataset map stage after the decode: (image, this process's slice)."""
+    return sample[0], slice_of_this_process(0)
+
+
+@pytest.fixture(scope="module")
+def shards(tree, tmp_path_factory):
+    import fastdecode.webdataset as fwds
+
+    dst = tmp_path_factory.mktemp("slicewds")
+    fwds.write_shards(tree, dst, shard_count=2, workers=1)
+    return sorted(str(p) for p in dst.glob("*.tar"))
+
+
+@pytest.mark.parametrize("per", ["sample", "batch"])
+def test_webdataset_workers_ask_for_the_longer_slice(slices, shards, per):
+    wds = pytest.importorskip("webdataset")
+    import fastdecode.webdataset as fwds
+
+    ds = wds.WebDataset(shards, shardshuffle=False)  # one shard per worker
+    if per == "sample":
+        ds = ds.decode(fwds.handler(TRAIN)).to_tuple("jpg;png", "cls").map(_slice_of)
+    else:
+        ds = ds.to_tuple("jpg;png", "cls").batched(2, collation_fn=fwds.collate(TRAIN)) \
+            .map(_slice_of)
+    seen = {int(target) for _, target in torch.utils.data.DataLoader(ds, batch_size=None,
+                                                                      num_workers=2)}
+    assert seen == {_system.WORKER_SLICE_NS}
+
+
 @pytest.mark.parametrize("machine", ["sparc64", ""])
 def test_an_unknown_architecture_asks_nothing(monkeypatch, machine):
     monkeypatch.setattr(_system.platform, "machine", lambda: machine)
