@@ -44,6 +44,7 @@ ON_ERROR = ("raise", "skip", "warn")
 # dataset that is mostly broken).
 MAX_SKIPS = 16
 
+
 class FastDatasetFolder(DatasetFolder):
     """torchvision's ``DatasetFolder`` with fused decoding; with torchvision
     installed it is a ``torchvision.datasets.DatasetFolder``.

@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
 
-from fastdecode._system import lengthen_time_slice, limit_threads_to_one, shm_budget, usable_cpus
+from fastdecode._system import limit_threads_to_one, settle_in_worker, shm_budget, usable_cpus
 from fastdecode.data._batches import (
     CpuRing,
     RingFiller,
@@ -69,10 +69,11 @@ def collate(batch: Sequence[Any]) -> Any:
 def worker_init_fn(worker_id: int) -> None:
     """One thread per library in a DataLoader worker (OpenMP, MKL, OpenBLAS,
     OpenCV, torch): workers are the parallelism, nested pools only fight; and
-    the worker's longer time slice (``_system.lengthen_time_slice``: more
-    workers than CPUs take turns every 20 ms, not every image)."""
+    the worker's longer time slice (``_system.settle_in_worker``, which the
+    datasets also call, once per process: more workers than CPUs take turns
+    every 20 ms, not every image)."""
     limit_threads_to_one()
-    lengthen_time_slice()
+    settle_in_worker()
 
 
 def _chained_init(user_fn: Optional[Callable[[int], None]], worker_id: int) -> None:
