@@ -12,20 +12,29 @@ row alike; after each round the benchmark waits until that row's workers are
 idle (a FastLoader's draw the next epoch's batches ahead: they run then, not
 in the next row's round). A round is timed in steady state: from the arrival
 of the first wave (one batch per worker) after the batches its workers had
-made before it began (FastLoader.made_ahead; none for DataLoader), to its
-end, counting the batches after that point, as bench_ray leaves out each
-epoch's first batches: the workers, idle at the round's start, start that
-wave together, so it is the round's ramp, and timed from an arrival to an
-arrival both ends are in the same phase of the waves. Rounds hold enough
-timed waves that the excluded ramp (about one wave's time) is under 5 % of
-the timed part, and that the start-up is (up to a cap of seconds per round;
-a row still over is named). A row reports the median images/s of its
-rounds, their spread ((max - min) / median; over 10 % the row is marked
-noisy), the CPU ms per image of the main process and its own workers (over
+made before it began (FastLoader.made_ahead; none for DataLoader), to the
+arrival of the wave before its last, counting the batches in between, as
+bench_ray leaves out each epoch's first batches. The workers, idle at the
+round's start, start the first wave together, so it is the round's ramp. In
+the last wave the loaders part: a DataLoader's workers that are done go
+idle and hand their CPU to those still working, which then finish sooner
+than in steady state, while a FastLoader's start the next epoch's batches
+and keep it; timed to the end, the same work looked 3-5 % slower on
+FastLoader at 8 workers (its workers' CPU in that window 1.43-1.45 ms per
+image delivered against 1.38-1.39, the same 1.37-1.41 over the whole round).
+Timed from an arrival to an arrival both ends are in the same phase of the
+waves. Rounds hold enough timed waves that each excluded wave (about one
+wave's time) is under 5 % of the timed part, and that the start-up is (up to
+a cap of seconds per round; a row still over is named). A row reports the
+median images/s of its rounds, their spread ((max - min) / median; over
+10 % the row is marked noisy), the CPU ms per image of the main process and its own workers (over
 the whole round and the wait after it: what its next round was given ahead
 is balanced by what this one was), and its efficiency: the share of the
 limit it reaches. The limit is usable CPUs / the single-thread cost per
 image of FastImageFolder's fused __getitem__, measured in the same rounds.
+FastLoader against DataLoader(FastImageFolder) is also read round by round
+(their rounds run back to back): the median of the per-round ratios, which
+the machine's slower drifts cancel out of, with their range.
 
 The default (``fastdecode bench`` and ``make bench``) is one worker count (the
 usable CPUs); ``--full`` sweeps num_workers 0, 1, 2, 4, 8 (about 10 minutes
@@ -118,7 +127,7 @@ class Row:
     cpu: list[float] = field(default_factory=list)  # CPU s per image per round
     walls: list[float] = field(default_factory=list)
     first_batch: list[float] = field(default_factory=list)  # warm rounds
-    excluded: list[float] = field(default_factory=list)  # s of each round before its timing
+    excluded: list[float] = field(default_factory=list)  # s of each round outside its timing
     ahead: int = 0  # batches its workers make ahead of each round (FastLoader's next epoch)
     faults: list[float] = field(default_factory=list)  # workers' minor faults per batch per round
     peak_pss_mib: float = 0.0
@@ -192,10 +201,10 @@ def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: 
 
 def round_batches(row: Row, batch: int, least: int, cap_s: float) -> int:
     """Batches per round for ``row``: what its workers make ahead and its
-    ramp wave (both left out of the timing), then a timed part long enough
-    that its start-up and the ramp wave are each under STARTUP_SHARE of it,
-    at least ``least``, at most what ``cap_s`` seconds hold at its first
-    epoch's rate, in whole waves of workers."""
+    ramp wave, then a timed part long enough that its start-up and the ramp
+    wave are each under STARTUP_SHARE of it, at least ``least``, at most what
+    ``cap_s`` seconds hold at its first epoch's rate, in whole waves of
+    workers, then the final wave (left out of the timing, as the first two)."""
     rate = row.first_epoch_rate
     wave = max(row.num_workers, 1)
     # a warm round's first batch costs one worker one batch: the start-up is the rest
@@ -204,37 +213,33 @@ def round_batches(row: Row, batch: int, least: int, cap_s: float) -> int:
                math.ceil(wave / STARTUP_SHARE))  # the ramp wave takes about one wave's time
     most = math.floor(cap_s * rate / batch)
     timed = math.ceil(max(least, min(need, most)) / wave) * wave
-    return row.ahead + wave + timed
+    return row.ahead + wave + timed + wave
 
 
 def run_round(row: Row) -> None:
     """One epoch of ``row``, timed after the batches made before it began and
-    its ramp wave (see the module doc), its CPU counted until its workers are
-    idle again."""
+    its ramp wave, and before its final wave (see the module doc), its CPU
+    counted until its workers are idle again."""
     cpu0 = procs.cpu_seconds(row.pids)
     faults0 = minor_faults(row.pids)
     wave = max(row.num_workers, 1)
-    images, counted, skip, t0 = 0, 0, wave, None
+    arrivals: list[tuple[float, int]] = []  # (time, images) of each batch
     start = clock()
-    batches = given = 0
+    given = 0
     for k, (x, _) in enumerate(row.source):
-        now = clock()
-        batches += 1
+        arrivals.append((clock(), x.shape[0]))
         if k == 0:
-            row.first_batch.append(now - start)
+            row.first_batch.append(arrivals[0][0] - start)
             given = getattr(row.source, "made_ahead", 0)  # made before the round began
-            skip = given + wave  # made ahead, then the ramp
-        images += x.shape[0]
-        if k == skip - 1:
-            t0 = now
-        elif k >= skip:
-            counted += x.shape[0]
     end = clock()
-    if t0 is None or counted == 0:
-        raise ValueError(f"{row.loader}: a round needs more than {skip} batches")
-    row.rates.append(counted / (end - t0))
+    first, last = given + wave - 1, len(arrivals) - 1 - wave  # made ahead + the ramp; the final wave
+    if last <= first:
+        raise ValueError(f"{row.loader}: a round needs more than {given + 2 * wave} batches")
+    counted = sum(images for _, images in arrivals[first + 1:last + 1])
+    row.rates.append(counted / (arrivals[last][0] - arrivals[first][0]))
     row.walls.append(end - start)
-    row.excluded.append(t0 - start)
+    row.excluded.append(arrivals[first][0] - start + end - arrivals[last][0])
+    batches, images = len(arrivals), sum(images for _, images in arrivals)
     wait_idle(row.pids)
     # the work of the round and the wait after it: its batches, less those it
     # was given, plus those its workers made for the next round (row.ahead; a
@@ -395,6 +400,21 @@ def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
     }
 
 
+def paired(rows: list[Row], kind: str, against: str) -> dict[int, dict]:
+    """Per num_workers: ``kind``'s rate / ``against``'s, round by round (the
+    two rows' rounds ran back to back), their median and range."""
+    out = {}
+    for row in rows:
+        other = next((r for r in rows if r.loader == against and r.chain == row.chain
+                      and r.num_workers == row.num_workers), None)
+        if row.loader != kind or other is None:
+            continue
+        ratios = [a / b for a, b in zip(row.rates, other.rates)]
+        out[row.num_workers] = {"median": statistics.median(ratios), "min": min(ratios),
+                                "max": max(ratios), "rounds": ratios}
+    return out
+
+
 def chain_result(rows: list[Row], fused: list[float], usable: int) -> dict:
     cost = statistics.median(fused)
     limit = usable / cost
@@ -415,6 +435,7 @@ def chain_result(rows: list[Row], fused: list[float], usable: int) -> dict:
         "efficiency_fastimagefolder": pick("FastImageFolder").get("efficiency"),
         "efficiency_fastloader": pick("FastLoader").get("efficiency"),
         "noisy_rows": sum(r["noisy"] for r in results) + (spread > NOISY_SPREAD),
+        "fastloader_vs_fastimagefolder": paired(rows, "FastLoader", "FastImageFolder"),
     }
     return {"rows": results, "summary": summary,
             "limit": {"usable_cpus": usable, "fused_ms_per_image": cost * 1000,
@@ -510,6 +531,10 @@ def chain_markdown(name: str, result: dict, settings: dict) -> str:
              f"{ratio(s['speedup_fastloader'], '.2f', 'x')} ImageFolder; "
              f"{ratio(s['efficiency_fastimagefolder'], '.0%')} and "
              f"{ratio(s['efficiency_fastloader'], '.0%')} of the limit"]
+    if s["fastloader_vs_fastimagefolder"]:
+        notes.append("FastLoader / DataLoader(FastImageFolder), round by round: " + ", ".join(
+            f"num_workers={w} {p['median']:.2f}x ({p['min']:.2f}-{p['max']:.2f})"
+            for w, p in sorted(s["fastloader_vs_fastimagefolder"].items())))
     if s["noisy_rows"]:
         notes.append(f"{s['noisy_rows']} noisy row(s): spread over {NOISY_SPREAD:.0%}; rerun "
                      "on a quieter machine before trusting them")
@@ -518,12 +543,14 @@ def chain_markdown(name: str, result: dict, settings: dict) -> str:
                      f"(rounds are capped at {settings['round_cap_s']:g} s): their steady rate "
                      "stands (rounds exclude start-up), but an epoch that short would pay it")
     if short:
-        notes.append(f"{len(short)} row(s) spend more than {STARTUP_SHARE:.0%} of a round before "
-                     f"its timing starts (rounds are capped at {settings['round_cap_s']:g} s)")
+        notes.append(f"{len(short)} row(s) spend more than {STARTUP_SHARE:.0%} of a round "
+                     "outside its timing (made ahead, the ramp and final waves; rounds are "
+                     f"capped at {settings['round_cap_s']:g} s)")
     return (f"\n### {name} chain, batch {settings['batch']}, rounds of {settings['batches']}+ "
-            f"timed batches (whole waves of workers, long enough that start-up and the excluded "
-            f"ramp wave are each under {STARTUP_SHARE:.0%} of them), timed after the batches "
-            f"made ahead and the first wave, median of {settings['rounds']} interleaved "
+            f"timed batches (whole waves of workers, long enough that start-up and each excluded "
+            f"wave are under {STARTUP_SHARE:.0%} of them), timed after the batches "
+            f"made ahead and the first wave, to the last but one wave, median of "
+            f"{settings['rounds']} interleaved "
             "rounds\n\n" + table(result) + "\n\n"
             + "\n".join(f"- {n}" for n in notes))
 

@@ -129,7 +129,7 @@ def test_rounds_hold_start_up_and_ramp_wave_under_five_percent_up_to_the_cap(r, 
     batch, least = 256, 6
     n = bench.round_batches(r, batch, least, cap_s)
     wave = max(r.num_workers, 1)
-    timed = n - r.ahead - wave  # made ahead, then the ramp wave: not timed
+    timed = n - r.ahead - 2 * wave  # made ahead, the ramp and the final waves: not timed
     assert timed % wave == 0 and timed >= least
     startup = r.build_s + r.cold_first_batch_s - batch * wave / r.first_epoch_rate
     timed_s = timed * batch / r.first_epoch_rate
@@ -149,8 +149,8 @@ def test_rounds_hold_start_up_and_ramp_wave_under_five_percent_up_to_the_cap(r, 
 
 def test_quick_rounds_never_grow():
     r = opened(2, 0.30, 0.80, 1000.0)
-    # 2 timed batches, after the ramp wave
-    assert bench.round_batches(r, 16, 2, bench.MODES["quick"]["round_cap_s"]) == 2 + 2
+    # 2 timed batches, between the ramp wave and the final one
+    assert bench.round_batches(r, 16, 2, bench.MODES["quick"]["round_cap_s"]) == 2 + 2 + 2
 
 
 class Waves:
@@ -186,19 +186,26 @@ class FakeWaves:
     previous, the first ``made_ahead`` batches made before the round began
     (a FastLoader's persistent workers): those arrive at once. The first
     wave after them takes ``ramp_s`` longer: the workers, idle when the
-    round began, start it together (measured on 8 workers: ~1.2x a wave)."""
+    round began, start it together (measured on 8 workers: ~1.2x a wave).
+    The last wave takes ``tail_s`` longer: a FastLoader's workers that are
+    done start the next epoch's batches beside those still on this one's
+    (a DataLoader's go idle and hand them their CPU: shorter, < 0)."""
 
-    def __init__(self, clock, workers, batches, wave_s, batch, made_ahead=0, ramp_s=0.0):
+    def __init__(self, clock, workers, batches, wave_s, batch, made_ahead=0, ramp_s=0.0,
+                 tail_s=0.0):
         self.clock, self.workers, self.batches = clock, workers, batches
         self.wave_s, self.batch, self.made_ahead, self.ramp_s = wave_s, batch, made_ahead, ramp_s
+        self.tail_s = tail_s
         self.prefetch_factor = 2
 
     def __iter__(self):
         import torch
 
+        wave = max(self.workers, 1)
         for i in range(self.batches):
-            if i >= self.made_ahead and (i - self.made_ahead) % max(self.workers, 1) == 0:
-                self.clock.now += self.wave_s + (self.ramp_s if i == self.made_ahead else 0.0)
+            if i >= self.made_ahead and (i - self.made_ahead) % wave == 0:
+                self.clock.now += (self.wave_s + (self.ramp_s if i == self.made_ahead else 0.0)
+                                   + (self.tail_s if i == self.batches - wave else 0.0))
             yield torch.empty(self.batch, 1), None
 
 
@@ -227,6 +234,11 @@ ROUND_SOURCES = [
     pytest.param(dict(workers=8, batches=40, made_ahead=16, ramp_s=0.01),
                  id="eight-workers-ramp-excluded"),
     pytest.param(dict(workers=8, batches=40, ramp_s=0.01), id="eight-workers-ramp-no-made-ahead"),
+    pytest.param(dict(workers=8, batches=40, made_ahead=16, tail_s=0.01),
+                 id="eight-workers-final-wave-slower"),
+    pytest.param(dict(workers=8, batches=40, tail_s=-0.01), id="eight-workers-final-wave-sooner"),
+    pytest.param(dict(workers=2, batches=12, made_ahead=4, tail_s=0.01),
+                 id="final-wave-slower"),
 ]
 
 
@@ -237,7 +249,9 @@ def test_a_round_is_timed_in_steady_state(monkeypatch, kwargs):
     ahead would look 25 % faster over 12 batches; counted from the last
     batch made ahead (the workers then start together, from idle), an
     8-worker round of 3 timed waves looked ~7 % slower than its steady
-    state (the ramp wave took ~1.2x a wave)."""
+    state (the ramp wave took ~1.2x a wave). And before the final wave,
+    which the loaders spend differently (FakeWaves): timed to the end,
+    FastLoader's same work looked 3-5 % slower at 8 workers."""
     clock = Clock()
     monkeypatch.setattr(bench, "clock", clock)
     monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
@@ -246,7 +260,8 @@ def test_a_round_is_timed_in_steady_state(monkeypatch, kwargs):
     bench.run_round(r)
     steady = src.workers * src.batch / src.wave_s
     assert r.rates[0] == pytest.approx(steady)
-    assert r.excluded[0] == pytest.approx(src.wave_s + src.ramp_s)  # the ramp wave
+    # the ramp wave and the final wave
+    assert r.excluded[0] == pytest.approx(src.wave_s + src.ramp_s + src.wave_s + src.tail_s)
     assert r.walls[0] == pytest.approx(clock.now)
 
 
@@ -299,7 +314,7 @@ def test_a_rounds_cpu_is_over_the_batches_it_made(monkeypatch, made_ahead):
 def test_a_round_needs_batches_after_what_it_excludes(monkeypatch):
     monkeypatch.setattr(bench, "wait_idle", lambda pids: None)
     src = FakeWaves(Clock(), 2, 6, 0.0, 16, made_ahead=4)
-    with pytest.raises(ValueError, match="a round needs more than 6 batches"):
+    with pytest.raises(ValueError, match="a round needs more than 8 batches"):
         bench.run_round(bench.Row("train", "FastLoader", 2, source=src))
 
 
@@ -344,3 +359,21 @@ def test_wait_idle_waits_for_busy_processes(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("workers", [2, 8])
+def test_fastloader_is_read_against_fastimagefolder_round_by_round(workers):
+    """The per-round ratios of two rows whose rounds ran back to back: a host
+    that slows down between rounds moves both rows of a pair alike."""
+    def row(kind, chain, w, rates):
+        return bench.Row(chain, kind, w, source=None, rates=rates)
+
+    rows = [row("FastImageFolder", "train", workers, [1000.0, 500.0, 800.0]),
+            row("FastLoader", "train", workers, [1050.0, 520.0, 760.0]),
+            row("FastImageFolder", "eval", workers, [10.0, 10.0, 10.0]),
+            row("FastLoader", "train", workers + 1, [1.0, 1.0, 1.0])]
+    got = bench.paired(rows, "FastLoader", "FastImageFolder")
+    assert list(got) == [workers]
+    assert got[workers]["rounds"] == pytest.approx([1.05, 1.04, 0.95])
+    assert (got[workers]["median"], got[workers]["min"], got[workers]["max"]) == \
+        pytest.approx((1.04, 0.95, 1.05))
