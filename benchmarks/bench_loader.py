@@ -6,35 +6,37 @@ DataLoader) vs FastLoader, against the machine's limit, in steady state.
 Each row (chain x loader x num_workers) keeps its workers alive
 (persistent_workers) and runs an untimed first epoch, which measures its
 start-up (building the loader, worker start and the first batch) and its
-rate. Then the rows take turns, round after round (>= 3), each round one
-epoch of whole waves of batches, so the noise of a shared machine hits every
-row alike; after each round the benchmark waits until that row's workers are
-idle (a FastLoader's draw the next epoch's batches ahead: they run then, not
-in the next row's round). A round is timed in steady state: from the arrival
-of the first wave (one batch per worker) after the batches its workers had
-made before it began (FastLoader.made_ahead; none for DataLoader), to the
-arrival of the wave before its last, counting the batches in between, as
-bench_ray leaves out each epoch's first batches. The workers, idle at the
-round's start, start the first wave together, so it is the round's ramp. In
-the last wave the loaders part: a DataLoader's workers that are done go
-idle and hand their CPU to those still working, which then finish sooner
-than in steady state, while a FastLoader's start the next epoch's batches
-and keep it; timed to the end, the same work looked 3-5 % slower on
-FastLoader at 8 workers (its workers' CPU in that window 1.43-1.45 ms per
-image delivered against 1.38-1.39, the same 1.37-1.41 over the whole round).
-Timed from an arrival to an arrival both ends are in the same phase of the
-waves. Rounds hold enough timed waves that each excluded wave (about one
-wave's time) is under 5 % of the timed part, and that the start-up is (up to
-a cap of seconds per round; a row still over is named). A row reports the
-median images/s of its rounds, their spread ((max - min) / median; over
-10 % the row is marked noisy), the CPU ms per image of the main process and its own workers (over
+rate. Then the rows take turns (every other round in the reverse order),
+round after round (>= 3), each round one epoch of whole waves of batches, so
+the noise of a shared machine hits every row alike; after each round the
+benchmark waits until that row's workers are idle (a FastLoader's draw the
+next epoch's batches ahead: they run then, not in the next row's round). A
+round is timed in steady state: from the arrival of the first wave (one
+batch per worker) after the batches its workers had made before it began
+(FastLoader.made_ahead; none for DataLoader), to the arrival of the wave
+before its last, counting the batches in between, as bench_ray leaves out
+each epoch's first batches. The workers, idle at the round's start, start
+the first wave together, so it is the round's ramp. In the last wave the
+loaders part: a DataLoader's workers that are done go idle and hand their
+CPU to those still working, which then finish sooner than in steady state,
+while a FastLoader's start the next epoch's batches and keep it; timed to
+the end, the same work looked 3-5 % slower on FastLoader at 8 workers (its
+workers' CPU in that window 1.43-1.45 ms per image delivered against
+1.38-1.39, the same 1.37-1.41 over the whole round). Timed from an arrival
+to an arrival both ends are in the same phase of the waves. Rounds hold
+enough timed waves that each excluded wave (about one wave's time) is under
+5 % of the timed part, and that the start-up is (up to a cap of seconds per
+round; a row still over is named). A row reports the median images/s of its
+rounds, their spread ((max - min) / median; over 10 % the row is marked
+noisy), the CPU ms per image of the main process and its own workers (over
 the whole round and the wait after it: what its next round was given ahead
 is balanced by what this one was), and its efficiency: the share of the
 limit it reaches. The limit is usable CPUs / the single-thread cost per
 image of FastImageFolder's fused __getitem__, measured in the same rounds.
 FastLoader against DataLoader(FastImageFolder) is also read round by round
-(their rounds run back to back): the median of the per-round ratios, which
-the machine's slower drifts cancel out of, with their range.
+(their rounds run back to back, in turns in the other order every other
+round): the median of the per-round ratios, which the machine's slower
+drifts cancel out of, with their range.
 
 The default (``fastdecode bench`` and ``make bench``) is one worker count (the
 usable CPUs); ``--full`` sweeps num_workers 0, 1, 2, 4, 8 (about 10 minutes
@@ -355,7 +357,9 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
                 bar.set_postfix_str(f"{chain} fused, 1 thread, round {r + 1}")
                 fused[chain].append(fused_cost(root, all_chains[chain], settings["fused"]))
                 bar.update()
-            for row in alive:
+            # every other round in the reverse order (A B, then B A): a machine
+            # drifting within a pair of rounds favours neither row of a pair
+            for row in (alive if r % 2 == 0 else alive[::-1]):
                 bar.set_postfix_str(f"{row.chain} {row.loader} num_workers={row.num_workers}, "
                                     f"round {r + 1}")
                 with warnings.catch_warnings():

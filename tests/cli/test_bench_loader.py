@@ -377,3 +377,26 @@ def test_fastloader_is_read_against_fastimagefolder_round_by_round(workers):
     assert got[workers]["rounds"] == pytest.approx([1.05, 1.04, 0.95])
     assert (got[workers]["median"], got[workers]["min"], got[workers]["max"]) == \
         pytest.approx((1.04, 0.95, 1.05))
+
+
+def test_rows_take_turns_in_the_other_order_every_other_round(monkeypatch):
+    """A B, then B A: a machine drifting within a pair of rounds favours
+    neither row of the pair."""
+    turns = []
+
+    def opened_row(chain, kind, root, transform, workers, batch, samples):
+        return bench.Row(chain, kind, workers, source=None, sampler=bench.Draws(range(4), 4),
+                         first_epoch_rate=1000.0)
+
+    monkeypatch.setattr(bench, "open_row", opened_row)
+    monkeypatch.setattr(bench, "fused_cost", lambda root, chain, count: 0.001)
+    monkeypatch.setattr(bench, "run_round", lambda row: turns.append(row.loader))
+
+    class Bar:
+        def set_postfix_str(self, text): pass
+        def update(self): pass
+
+    settings = dict(bench.MODES["quick"], workers=[2], rounds=4,
+                    loaders=["FastImageFolder", "FastLoader"])
+    bench.measure(None, {"train": None}, settings, Bar())
+    assert turns == ["FastImageFolder", "FastLoader", "FastLoader", "FastImageFolder"] * 2
