@@ -22,7 +22,7 @@ CPU to those still working, which then finish sooner than in steady state,
 while a FastLoader's start the next epoch's batches and keep it; timed to
 the end, the same work looked 3-5 % slower on FastLoader at 8 workers (its
 workers' CPU in that window 1.43-1.45 ms per image delivered against
-1.38-1.39, the same 1.37-1.41 over the whole round). Timed from an arrival
+1.38-1.39, the same 1.35-1.41 over the whole round). Timed from an arrival
 to an arrival both ends are in the same phase of the waves. Rounds hold
 enough timed waves that each excluded wave (about one wave's time) is under
 5 % of the timed part, and that the start-up is (up to a cap of seconds per
