@@ -129,6 +129,7 @@ class Row:
     cpu: list[float] = field(default_factory=list)  # CPU s per image per round
     walls: list[float] = field(default_factory=list)
     first_batch: list[float] = field(default_factory=list)  # warm rounds
+    batch_images: float = 0.0  # images per batch, as the rounds delivered them
     excluded: list[float] = field(default_factory=list)  # s of each round outside its timing
     ahead: int = 0  # batches its workers make ahead of each round (FastLoader's next epoch)
     faults: list[float] = field(default_factory=list)  # workers' minor faults per batch per round
@@ -242,6 +243,7 @@ def run_round(row: Row) -> None:
     row.walls.append(end - start)
     row.excluded.append(arrivals[first][0] - start + end - arrivals[last][0])
     batches, images = len(arrivals), sum(images for _, images in arrivals)
+    row.batch_images = images / batches
     wait_idle(row.pids)
     # the work of the round and the wait after it: its batches, less those it
     # was given, plus those its workers made for the next round (row.ahead; a
@@ -380,8 +382,11 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
 def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
     median = statistics.median(row.rates)
     spread = (max(row.rates) - min(row.rates)) / median
-    warm_first = statistics.median(row.first_batch)
-    startup = max(0.0, row.build_s + row.cold_first_batch_s - warm_first)
+    # the cold first batch less one wave's work at the steady rate, as
+    # round_batches counts it (a warm first batch is ~0 for FastLoader, whose
+    # first batches were made ahead: subtracted, its start-up kept a wave)
+    wave_s = max(row.num_workers, 1) * row.batch_images / median
+    startup = max(0.0, row.build_s + row.cold_first_batch_s - wave_s)
     excluded = [e / w for e, w in zip(row.excluded, row.walls)]
     return {
         "loader": row.loader, "num_workers": row.num_workers,
@@ -390,6 +395,8 @@ def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
         "spread": spread, "noisy": spread > NOISY_SPREAD,
         "startup_s": startup, "build_s": row.build_s,
         "cold_first_batch_s": row.cold_first_batch_s,
+        # a round's first batch (FastLoader: made ahead, so ~0)
+        "warm_first_batch_s": statistics.median(row.first_batch) if row.first_batch else None,
         "round_s": statistics.median(row.walls),
         "round_images": row.sampler.count if row.sampler is not None else None,
         "startup_share_of_round": startup / statistics.median(row.walls),
