@@ -202,6 +202,14 @@ def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: 
     return row
 
 
+def startup_s(row: Row, batch: float, rate: float) -> float:
+    """``row``'s start-up: building it and its cold first batch, less one
+    wave's work (a batch per worker) at ``rate``. Not less a warm round's
+    first batch: FastLoader's were made ahead (~0 s), so its start-up kept a
+    whole wave that a stock row's had taken off."""
+    return max(0.0, row.build_s + row.cold_first_batch_s - max(row.num_workers, 1) * batch / rate)
+
+
 def round_batches(row: Row, batch: int, least: int, cap_s: float) -> int:
     """Batches per round for ``row``: what its workers make ahead and its
     ramp wave, then a timed part long enough that its start-up and the ramp
@@ -210,9 +218,8 @@ def round_batches(row: Row, batch: int, least: int, cap_s: float) -> int:
     workers, then the final wave (left out of the timing, as the first two)."""
     rate = row.first_epoch_rate
     wave = max(row.num_workers, 1)
-    # a warm round's first batch costs one worker one batch: the start-up is the rest
-    startup = row.build_s + row.cold_first_batch_s - batch * wave / rate
-    need = max(math.ceil(max(startup, 0.0) / STARTUP_SHARE * rate / batch),
+    startup = startup_s(row, batch, rate)
+    need = max(math.ceil(startup / STARTUP_SHARE * rate / batch),
                math.ceil(wave / STARTUP_SHARE))  # the ramp wave takes about one wave's time
     most = math.floor(cap_s * rate / batch)
     timed = math.ceil(max(least, min(need, most)) / wave) * wave
@@ -382,11 +389,7 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
 def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
     median = statistics.median(row.rates)
     spread = (max(row.rates) - min(row.rates)) / median
-    # the cold first batch less one wave's work at the steady rate, as
-    # round_batches counts it (a warm first batch is ~0 for FastLoader, whose
-    # first batches were made ahead: subtracted, its start-up kept a wave)
-    wave_s = max(row.num_workers, 1) * row.batch_images / median
-    startup = max(0.0, row.build_s + row.cold_first_batch_s - wave_s)
+    startup = startup_s(row, row.batch_images, median)  # less one wave at the steady rate
     excluded = [e / w for e, w in zip(row.excluded, row.walls)]
     return {
         "loader": row.loader, "num_workers": row.num_workers,
@@ -416,9 +419,11 @@ def paired(rows: list[Row], kind: str, against: str) -> dict[int, dict]:
     two rows' rounds ran back to back), their median and range."""
     out = {}
     for row in rows:
+        if row.loader != kind:
+            continue
         other = next((r for r in rows if r.loader == against and r.chain == row.chain
                       and r.num_workers == row.num_workers), None)
-        if row.loader != kind or other is None:
+        if other is None:
             continue
         ratios = [a / b for a, b in zip(row.rates, other.rates)]
         out[row.num_workers] = {"median": statistics.median(ratios), "min": min(ratios),
