@@ -35,8 +35,9 @@ consumer (a collate function, ``fastdecode.collate``):
   next batch handed out is that slot, when its shape and dtype are the ones
   asked for, and the producer writes the result there once.
 
-The :class:`CpuRing` is FastLoader's: shared batch slots allocated and touched
-once in the main process, inherited or mapped once by each worker, and
+The :class:`CpuRing` is FastLoader's: shared batch slots reserved once in the
+main process, each mapped by a worker (:func:`map_slot`) just before it
+first writes there (so a worker's start pays only its first slots), and
 handed to a batch only when proven free: not in flight, and no tensor
 outside the ring still views the slot (its storage's use count is back to
 what it was when the ring made it). A batch whose slot is not free (the
@@ -46,6 +47,7 @@ consumer keeps many) is made fresh, as without the ring.
 from __future__ import annotations
 
 import math
+import resource
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -56,7 +58,7 @@ from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_f
 from fastdecode.data._shared_pool import SlotView, worker_pool
 
 __all__ = ["POOL_DEPTH", "BatchBuffers", "BatchRow", "CpuRing", "RingFiller", "RingSampler",
-           "batches_into", "collate_rows", "holders", "note_batch_taken_whole",
+           "batches_into", "collate_rows", "holders", "map_slot", "note_batch_taken_whole",
            "storage_use_count", "whole_batch"]
 
 # In-process batches taken whole: the one the consumer holds, the one being made.
@@ -255,10 +257,11 @@ class CpuRing:
     loader's workers to write each batch into once (see the module doc)."""
 
     def __init__(self, slots: int, shape: tuple[int, ...], dtype: torch.dtype) -> None:
-        # born in shared memory and zeroed: touched once, here, not on every
-        # batch (zeros().share_memory_() touched each page twice: the zeros,
-        # then the copy into shared memory, a start-up of ~1 GB per float ring)
-        self.slots = [_shared_empty(shape, dtype).zero_() for _ in range(slots)]
+        # born in shared memory and not touched here: torch reserves the
+        # pages (fallocate), the kernel zeroes each at its first touch, in
+        # the worker that first maps the slot (zeroed here, the 19 float
+        # slots of 8 workers, 2.9 GB, held the workers' start 2.1-2.6 s)
+        self.slots = [_shared_empty(shape, dtype) for _ in range(slots)]
         self.baseline = [holders(s) for s in self.slots]
         self.in_flight: set[int] = set()
         self.reused = self.fresh = 0  # batches decoded into a slot / made fresh
@@ -314,6 +317,20 @@ class RingSampler:
         return len(self.batch_sampler)
 
 
+def map_slot(slot: torch.Tensor) -> None:
+    """Maps every page of a shared ``slot`` into this process, reading one
+    byte per page. fork copies no page tables of a shared mapping, so a
+    worker's first write to a slot faulted once per page (one minor fault
+    per 4 KiB, ~1.2-1.6 us each on the 2-core VM: 45-60 ms for a float slot
+    of 256 x 3 x 224 x 224). A read fault maps the neighbouring pages too
+    (the kernel's fault-around, 64 KiB by default), writable in shared
+    memory, so this costs ~10 ms for such a slot (DESIGN.md, "FastLoader at
+    8 workers"). A page no process has touched yet is zeroed by the kernel
+    at this read instead (one fault a page, as a fresh batch's write)."""
+    whole = torch.empty(0, dtype=torch.uint8).set_(slot.untyped_storage())
+    whole[::resource.getpagesize()].max()
+
+
 class RingFiller(torch.utils.data.Dataset):
     """Runs in the workers: the batch decoded into its ring slot, returned as
     ("slot", slot, rows, [target, ...]); without a slot, or when the dataset did
@@ -323,6 +340,7 @@ class RingFiller(torch.utils.data.Dataset):
         self.dataset = dataset
         self.slots = ring.slots
         self.collate = collate
+        self.mapped: set[int] = set()  # slots map_slot mapped in this worker
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -331,6 +349,9 @@ class RingFiller(torch.utils.data.Dataset):
         indices = list(batch)
         if batch.slot is None:
             return "batch", self.collate(self.dataset.__getitems__(indices))
+        if batch.slot not in self.mapped:  # its first write here: map it whole first
+            map_slot(self.slots[batch.slot])
+            self.mapped.add(batch.slot)
         dest = self.slots[batch.slot][:len(indices)]
         with batches_into(dest):
             samples = self.dataset.__getitems__(indices)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-import resource
 import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +33,7 @@ from fastdecode.data._batches import (
     CpuRing,
     RingFiller,
     RingSampler,
+    map_slot,
     note_batch_taken_whole,
     whole_batch,
 )
@@ -90,28 +90,13 @@ def _with_pinning(user_fn: Optional[Callable[[int], None]]) -> Callable[[int], N
     return functools.partial(_chained_init, user_fn)
 
 
-def map_ring(slots: Sequence[torch.Tensor]) -> None:
-    """Maps every page of the ring's ``slots`` into this process, reading one
-    byte per page. fork copies no page tables of a shared mapping, so each
-    worker's first write to a slot faulted once per page (one minor fault
-    per 4 KiB, ~1.2-1.6 us each on the 2-core VM: 45-60 ms for a float slot
-    of 256 x 3 x 224 x 224, and with 8 workers x 19 slots it took ~80 batches
-    until every worker had written every slot). A read fault maps the
-    neighbouring pages too (the kernel's fault-around, 64 KiB by default),
-    writable in shared memory, so this costs ~10 ms per such slot, once, at
-    the worker's start (DESIGN.md, "FastLoader at 8 workers")."""
-    page = resource.getpagesize()
-    for slot in slots:
-        whole = torch.empty(0, dtype=torch.uint8).set_(slot.untyped_storage())
-        whole[::page].max()
-
-
 def _ring_worker_init(init: Callable[[int], None], slots: Sequence[torch.Tensor],
                       worker_id: int) -> None:
-    """A ring loader's workers: the loader's init (pinning, the user's), then
-    the ring mapped once (:func:`map_ring`)."""
+    """The CUDA ring's workers: the loader's init (pinning, the user's), then
+    the ring (pinned, so touched already) mapped once (:func:`map_slot`)."""
     init(worker_id)
-    map_ring(slots)
+    for slot in slots:
+        map_slot(slot)
 
 
 _warned: set[str] = set()
@@ -265,8 +250,6 @@ class FastLoader(_LoaderBase):
             table = self.dataset.pixel_table()  # type: ignore[attr-defined]
             dtype = torch.uint8 if table is None else table.dtype
             self._cpu_ring = CpuRing(slots + 1, (self._batch_rows(), *shape), dtype)
-            inner["worker_init_fn"] = functools.partial(_ring_worker_init, init,
-                                                        self._cpu_ring.slots)
             self._ring_loader = _LoaderBase(
                 RingFiller(dataset, self._cpu_ring, self.collate_fn),
                 batch_sampler=RingSampler(self.batch_sampler, self._cpu_ring),

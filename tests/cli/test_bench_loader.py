@@ -414,3 +414,27 @@ def test_start_up_is_the_cold_first_batch_less_one_waves_work(warm_first_s):
     got = bench.row_result(r, limit=1000.0, baseline={})
     assert got["startup_s"] == pytest.approx(1.0 + 2.0 - 8 * 64 / 1000.0)
     assert got["warm_first_batch_s"] == warm_first_s
+
+
+@pytest.mark.parametrize("images, count", [(3, 10), (10, 10), (12, 5)],
+                         ids=["fewer-than-count", "as-many", "more-than-count"])
+def test_the_fused_cost_is_per_image_decoded(monkeypatch, images, count):
+    """The limit's single-thread cost divides by the images it decoded: a
+    dataset under ``count`` images (252 photos, 512) read as half the cost,
+    twice the limit."""
+    clock = Clock()
+
+    class Timed:
+        def __init__(self, root, transform) -> None:
+            pass
+
+        def __len__(self) -> int:
+            return images
+
+        def __getitem__(self, i: int):
+            clock.now += 0.002  # 2 ms an image
+            return None
+
+    monkeypatch.setattr(bench, "clock", clock)
+    monkeypatch.setattr(bench.fd, "FastImageFolder", Timed)
+    assert bench.fused_cost(None, None, count) == pytest.approx(0.002)

@@ -329,33 +329,100 @@ def resident_kib(pid: int, start: int, end: int) -> int:
     return total
 
 
+class WorkerTagged(fd.FastImageFolder):
+    """Each sample's target is the id of the worker that made it."""
+
+    def __getitems__(self, indices):
+        worker = torch.utils.data.get_worker_info()
+        return [(x, worker.id) for x, _ in super().__getitems__(indices)]
+
+
+FLOAT_FIXED = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(), T.Normalize(MEAN, STD)])
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc smaps")
 @pytest.mark.parametrize("persistent", [False, True], ids=["fresh-workers", "persistent"])
-def test_ring_workers_map_every_slot_at_start(tree, persistent):
-    """fork copies no page tables of a shared mapping, so each worker's first
+def test_ring_workers_map_the_slots_they_write_and_no_other(tree, persistent):
+    """fork copies no page tables of a shared mapping, so a worker's first
     write to a ring slot faulted once per page (with 8 workers x 19 slots a
-    whole batch's pages per batch for ~80 batches); every worker now maps
-    every slot once when it starts (loader.map_ring), slots it never wrote
-    included."""
-    ds = fd.FastImageFolder(tree, T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(),
-                                             T.Normalize(MEAN, STD)]))
-    loader = fd.FastLoader(ds, batch_size=4, num_workers=2, persistent_workers=persistent)
-    it = iter(loader)
-    got = [next(it), next(it)]  # each worker has made a batch: its start is done
+    whole batch's pages per batch for ~80 batches); a worker now maps a slot
+    whole before its first write there (map_slot), and only the slots it is
+    given: mapping the whole ring at each worker's start zeroed all of it
+    there (2.9 GB at 8 float workers) before a first batch."""
+    loader = fd.FastLoader(WorkerTagged(tree, FLOAT_FIXED), batch_size=4, num_workers=2,
+                           persistent_workers=persistent)
     ring = loader._cpu_ring
-    assert ring is not None and len(ring.slots) > len(got) + 2 * 2  # some slot not yet written
-    for worker in loader._ring_pass._workers:
-        for slot in ring.slots:
+    assert ring is not None
+    it = iter(loader)
+    got = [next(it), next(it)]  # each worker has made a batch
+    written: dict[int, set[int]] = {0: set(), 1: set()}
+    for x, workers in got:
+        slot = next(k for k, s in enumerate(ring.slots) if s.data_ptr() == x.data_ptr())
+        written[int(workers[0])].add(slot)
+    assert all(written.values())
+    mapped = 0
+    for worker_id, worker in enumerate(loader._ring_pass._workers):
+        whole = set()
+        for k, slot in enumerate(ring.slots):
             storage = slot.untyped_storage()
-            start = storage.data_ptr()
-            assert resident_kib(worker.pid, start, start + storage.nbytes()) * 1024 >= \
-                storage.nbytes() - 4096
+            start, size = storage.data_ptr(), storage.nbytes()
+            resident = resident_kib(worker.pid, start, start + size) * 1024
+            assert resident == 0 or resident >= size - 4096, (worker_id, k, resident)
+            if resident:
+                whole.add(k)
+        assert written[worker_id] <= whole
+        mapped += len(whole)
+    # the batches delivered (held here) and those dispatched since: each its own
+    # slot, mapped in one worker; the ring has more (mapping all: 2 x 7)
+    dispatched = len(got) + loader.prefetch_factor * loader.num_workers
+    assert mapped <= dispatched < len(ring.slots)
     del got, it
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc smaps")
+def test_ring_is_not_touched_in_the_main_process(tree):
+    """The main process only reserves the ring: its pages are zeroed where a
+    worker first maps a slot, not here before any worker starts (8 workers'
+    float ring: 2.1-2.6 s)."""
+    loader = fd.FastLoader(fd.FastImageFolder(tree, FLOAT_FIXED), batch_size=4, num_workers=2)
+    ring = loader._cpu_ring
+    assert ring is not None
+    for slot in ring.slots:
+        storage = slot.untyped_storage()
+        start = storage.data_ptr()
+        assert resident_kib(os.getpid(), start, start + storage.nbytes()) == 0
+    batches = [x for x, _ in loader]
+    assert len(batches) == len(loader) and all(torch.isfinite(x).all() for x in batches)
+
+
+def test_ring_filler_maps_each_slot_once_before_its_first_write(tree, monkeypatch):
+    """RingFiller, the workers' side, run in-process: map_slot is called for a
+    slot once, before the batch is written there."""
+    from fastdecode.data import _batches
+
+    ring = _batches.CpuRing(2, (4, 3, 32, 32), torch.float32)
+    for slot in ring.slots:
+        slot.fill_(float("nan"))
+    mapped: list[int] = []
+
+    def record(slot):
+        mapped.append(next(k for k, s in enumerate(ring.slots) if s.data_ptr() == slot.data_ptr()))
+        assert torch.isnan(slot).all()  # nothing written yet
+
+    monkeypatch.setattr(_batches, "map_slot", record)
+    filler = _batches.RingFiller(fd.FastImageFolder(tree, FLOAT_FIXED), ring, fd.collate)
+    for slot, indices in [(0, [0, 1, 2, 3]), (1, [4, 5, 6, 7]), (0, [8, 9, 10, 11])]:
+        kind, got_slot, rows, _ = filler.__getitems__(_batches.SlotBatch(indices, slot))
+        assert (kind, got_slot, rows) == ("slot", slot, 4)
+        assert torch.isfinite(ring.slots[slot]).all()
+        if slot == 1:
+            ring.slots[0].fill_(float("nan"))
+    assert mapped == [0, 1]
 
 
 def test_map_ring_maps_a_slot_forked_before_it_was_touched():
     """The mechanism alone: in a forked child a shared slot is not mapped
-    until touched; map_ring maps all of it."""
+    until touched; map_slot maps all of it."""
     slot = torch.zeros(4, 3, 64, 64).share_memory_()
     storage = slot.untyped_storage()
     start, size = storage.data_ptr(), storage.nbytes()
@@ -364,7 +431,7 @@ def test_map_ring_maps_a_slot_forked_before_it_was_touched():
     if pid == 0:  # pragma: no cover - the child reports through the pipe
         try:
             before = resident_kib(os.getpid(), start, start + size)
-            loader_mod.map_ring([slot])
+            loader_mod.map_slot(slot)
             after = resident_kib(os.getpid(), start, start + size)
             os.write(write, f"{before} {after}".encode())
         finally:
