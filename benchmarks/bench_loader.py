@@ -302,24 +302,29 @@ def wait_idle(pids: list[int], poll_s: float = 0.02, timeout_s: float = 20.0) ->
         last = now
 
 
-def fused_cost(root: Path, transform, count: int) -> float:
-    """Seconds per image of FastImageFolder's __getitem__ (read, fused decode,
-    tensor tail) in this process with one thread per pool: what one worker
-    can do at best.
+def fused_cost(root: Path, transform, count: int, batch: int) -> float:
+    """Seconds per image of FastImageFolder's ``__getitems__`` (read, fused
+    decode, the tensor tail over the batch) in batches of ``batch`` in this
+    process with one thread per pool: what one worker can do at best, by
+    the worker's own path (``ds[i]`` one image at a time read 2-5 % dearer,
+    so loaders came out at 101-104 % of that limit: 2 December).
 
     Every round decodes the same ``count`` images (the whole dataset when it
     has fewer): photos differ in size, so rounds of other random picks
     measured their picks, not the machine (1 December: 128 picks with
     replacement from 250 photos, a new draw per round, spread 26-46 %).
     Divided by the images decoded, not by ``count`` (until 2 December a
-    dataset under ``count`` images read as 2x the limit: 252 photos, 512)."""
+    dataset under ``count`` images read as 2x the limit: 252 photos, 512).
+    Once untimed first, so that the plan and the batch buffers are made."""
     ds = fd.FastImageFolder(root, transform)
     picks = random.Random(0).sample(range(len(ds)), k=min(count, len(ds)))
+    batches = [picks[k:k + batch] for k in range(0, len(picks), batch)]
     with _system.one_thread_per_pool():
-        ds[picks[0]]  # the plan is made on first use
+        for indices in batches:
+            ds.__getitems__(indices)
         start = clock()
-        for i in picks:
-            ds[i]
+        for indices in batches:
+            ds.__getitems__(indices)
         return (clock() - start) / len(picks)
 
 
@@ -366,7 +371,8 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
         for r in range(settings["rounds"]):
             for chain in chains_here:
                 bar.set_postfix_str(f"{chain} fused, 1 thread, round {r + 1}")
-                fused[chain].append(fused_cost(root, all_chains[chain], settings["fused"]))
+                fused[chain].append(fused_cost(root, all_chains[chain], settings["fused"],
+                                               settings["batch"]))
                 bar.update()
             # every other round in the reverse order (A B, then B A): a machine
             # drifting within a pair of rounds favours neither row of a pair

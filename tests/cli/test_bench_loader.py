@@ -390,7 +390,7 @@ def test_rows_take_turns_in_the_other_order_every_other_round(monkeypatch):
                          first_epoch_rate=1000.0)
 
     monkeypatch.setattr(bench, "open_row", opened_row)
-    monkeypatch.setattr(bench, "fused_cost", lambda root, chain, count: 0.001)
+    monkeypatch.setattr(bench, "fused_cost", lambda root, chain, count, batch: 0.001)
     monkeypatch.setattr(bench, "run_round", lambda row: turns.append(row.loader))
 
     class Bar:
@@ -416,13 +416,15 @@ def test_start_up_is_the_cold_first_batch_less_one_waves_work(warm_first_s):
     assert got["warm_first_batch_s"] == warm_first_s
 
 
-@pytest.mark.parametrize("images, count", [(3, 10), (10, 10), (12, 5)],
+@pytest.mark.parametrize("images, count, batch", [(3, 10, 4), (10, 10, 4), (12, 5, 2)],
                          ids=["fewer-than-count", "as-many", "more-than-count"])
-def test_the_fused_cost_is_per_image_decoded(monkeypatch, images, count):
-    """The limit's single-thread cost divides by the images it decoded: a
+def test_the_fused_cost_is_per_image_decoded_in_batches(monkeypatch, images, count, batch):
+    """The limit's single-thread cost runs the workers' path (__getitems__
+    in batches), once untimed, and divides by the images it decoded: a
     dataset under ``count`` images (252 photos, 512) read as half the cost,
     twice the limit."""
     clock = Clock()
+    calls: list[list[int]] = []
 
     class Timed:
         def __init__(self, root, transform) -> None:
@@ -431,10 +433,16 @@ def test_the_fused_cost_is_per_image_decoded(monkeypatch, images, count):
         def __len__(self) -> int:
             return images
 
-        def __getitem__(self, i: int):
-            clock.now += 0.002  # 2 ms an image
-            return None
+        def __getitems__(self, indices: list[int]):
+            calls.append(list(indices))
+            clock.now += 0.002 * len(indices)  # 2 ms an image
+            return [None] * len(indices)
 
     monkeypatch.setattr(bench, "clock", clock)
     monkeypatch.setattr(bench.fd, "FastImageFolder", Timed)
-    assert bench.fused_cost(None, None, count) == pytest.approx(0.002)
+    assert bench.fused_cost(None, None, count, batch) == pytest.approx(0.002)
+    decoded = min(images, count)
+    sizes = [min(batch, decoded - k) for k in range(0, decoded, batch)]
+    assert [len(c) for c in calls] == 2 * sizes  # untimed, then timed: the same batches
+    assert calls[:len(sizes)] == calls[len(sizes):]
+    assert len({i for c in calls for i in c}) == decoded
