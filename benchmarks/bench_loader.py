@@ -32,7 +32,8 @@ noisy), the CPU ms per image of the main process and its own workers (over
 the whole round and the wait after it: what its next round was given ahead
 is balanced by what this one was), and its efficiency: the share of the
 limit it reaches. The limit is usable CPUs / the single-thread cost per
-image of FastImageFolder's fused __getitem__, measured in the same rounds.
+image of FastImageFolder's fused __getitems__ (a worker's path, in batches
+of the row's size), measured in the same rounds.
 FastLoader against DataLoader(FastImageFolder) is also read round by round
 (their rounds run back to back, in turns in the other order every other
 round): the median of the per-round ratios, which the machine's slower
