@@ -307,8 +307,8 @@ def fused_cost(root: Path, transform, count: int, batch: int) -> float:
     """Seconds per image of FastImageFolder's ``__getitems__`` (read, fused
     decode, the tensor tail over the batch) in batches of ``batch`` in this
     process with one thread per pool: what one worker can do at best, by
-    the worker's own path (``ds[i]`` one image at a time read 2-5 % dearer,
-    so loaders came out at 101-104 % of that limit: 2 December).
+    the worker's own path (``ds[i]`` one image at a time read 2-9 % dearer,
+    so loaders came out at 100-104 % of that limit: 2 December).
 
     Every round decodes the same ``count`` images (the whole dataset when it
     has fewer): photos differ in size, so rounds of other random picks

@@ -260,7 +260,7 @@ class CpuRing:
         # born in shared memory and not touched here: torch reserves the
         # pages (fallocate), the kernel zeroes each at its first touch, in
         # the worker that first maps the slot (zeroed here, the 19 float
-        # slots of 8 workers, 2.9 GB, held the workers' start 2.1-2.6 s)
+        # slots of 8 workers, 2.9 GB, held the workers' start 2.1-4.7 s)
         self.slots = [_shared_empty(shape, dtype) for _ in range(slots)]
         self.baseline = [holders(s) for s in self.slots]
         self.in_flight: set[int] = set()

@@ -383,7 +383,7 @@ def test_ring_workers_map_the_slots_they_write_and_no_other(tree, persistent):
 def test_ring_is_not_touched_in_the_main_process(tree):
     """The main process only reserves the ring: its pages are zeroed where a
     worker first maps a slot, not here before any worker starts (8 workers'
-    float ring: 2.1-2.6 s)."""
+    float ring: 2.1-4.7 s)."""
     loader = fd.FastLoader(fd.FastImageFolder(tree, FLOAT_FIXED), batch_size=4, num_workers=2)
     ring = loader._cpu_ring
     assert ring is not None
