@@ -153,11 +153,24 @@ def run_jobs(
     chunksize = max(1, min(16, len(jobs) // (workers * 8)))
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=init_worker,
                                initargs=(os.getpid(),))
+    # Chunks submitted here, not pool.map: map's iterator cancels its futures
+    # from this thread when it stops, and when the workers stopped below
+    # break the pool, the executor's own thread marks the same futures
+    # failed: on Python < 3.12 that raised InvalidStateError in its thread (a
+    # full disk at 2 workers, seen once in CI-like runs). Only that thread
+    # cancels now (shutdown's cancel_futures).
+    futures = [pool.submit(convert_chunk, options, jobs[k:k + chunksize])
+               for k in range(0, len(jobs), chunksize)]
     try:
-        yield from pool.map(functools.partial(convert_in_worker, options), jobs,
-                            chunksize=chunksize)
+        for future in futures:
+            yield from future.result()
     except BaseException:  # Ctrl-C, a full disk: stop the workers now, not after the queue
         stop_workers(pool)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def convert_chunk(options: EncodeOptions, jobs: list[tuple[str, str]]) -> list[Outcome]:
+    """A pool worker's chunk of jobs, in order."""
+    return [convert_in_worker(options, job) for job in jobs]
