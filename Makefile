@@ -78,6 +78,11 @@ build: sysdeps $(VENV)/.test-deps
 benchmarks/c_floor: benchmarks/c_floor.c | sysdeps
 	gcc -O3 -std=c99 -Wall -Wextra -pthread -o $@ $< $$(pkg-config --cflags --libs libjpeg) -lm
 
+# The latency filesystem of bench_storage and tests/storage (a FUSE
+# passthrough with a delay per open); needs fuse3 and libfuse3-dev.
+benchmarks/latencyfs: benchmarks/latencyfs.c
+	gcc -O2 -Wall -Wextra -pthread -o $@ $< $$(pkg-config --cflags --libs fuse3)
+
 # The C core's tests (tests/core) again with ASan + UBSan, from a separate copy of the
 # package so the regular build is left alone.
 test-sanitize: sysdeps $(VENV)/.test-deps
@@ -91,7 +96,7 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	    $(abspath $(VPY)) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
 
 clean:
-	rm -rf build dist *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor
+	rm -rf build dist *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor benchmarks/latencyfs
 
 # `make wheel`: the sdist and a manylinux wheel in dist/. `python -m build`
 # makes the sdist, then a linux_* wheel from it in an isolated environment
