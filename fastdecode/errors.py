@@ -19,6 +19,7 @@ __all__ = [
     "ImageFileError",
     "UnsupportedImageFileError",
     "ImageFileTooLargeError",
+    "CacheSpaceError",
     "file_error",
 ]
 
@@ -77,6 +78,12 @@ class UnsupportedImageFileError(ImageFileError, UnsupportedFormatError):
 
 class ImageFileTooLargeError(ImageFileError, ImageTooLargeError):
     """A dataset sample's file declares an image above the size limits."""
+
+
+class CacheSpaceError(FastDecodeError, MemoryError):
+    """A dataset's ``cache=`` budget does not fit: /dev/shm or the available
+    RAM has less free than it needs (checked before anything is filled).
+    The message says how much each has and what to change."""
 
 
 def file_error(exc: BaseException, message: str, path: str) -> ImageFileError:

@@ -1,0 +1,480 @@
+"""Read-ahead: many file reads in flight per process, taken in sample order.
+
+On storage where each open costs a round trip (NFS, Lustre, FUSE mounts of
+object stores), a worker that reads one file, then decodes it, then reads
+the next idles for every round trip. A :class:`ReadAhead` window starts the
+reads of the paths it is given (a batch, the next batch) on a few read
+threads, which block in the kernel with the GIL released; the consumer
+:meth:`~ReadAhead.take`\\ s each file's bytes in sample order and decodes it
+in its own thread, as before. Reads complete in any order. The threads only
+read bytes: no decode runs in them, so a worker still decodes on one core.
+
+Bounds (``ReadAheadOptions``): at most ``depth`` reads started and not yet
+taken, and at most ``max_bytes`` of their files' bytes. The bytes of a read
+are reserved before it reads, in the order the paths were given, from the
+size the reader learns at open (``fstat``) or a size given with the path;
+a single file larger than ``max_bytes`` is read only when nothing else is
+reserved. ``stats()`` exposes the peaks, so a test can prove them.
+
+The reader protocol (internal; ``fastdecode.data._remote`` plugs in here):
+an object with ``open(path) -> opened``, where ``opened`` has ``size``
+(int, or None when unknown before reading), ``read() -> bytes`` (the
+whole file; it releases what ``open`` took, also on error) and optionally
+``close()`` (for a read dropped before it began). ``open`` and ``read`` raise
+OSError for a file that cannot be read. A plain callable ``path -> bytes``
+is accepted too (:func:`as_reader`); its size is unknown before it returns,
+so its bytes are reserved as the largest file seen so far (``max_bytes /
+depth`` before the first) and corrected when they arrive: the byte bound
+then holds for files no larger than those seen before.
+
+Fork safety: a window belongs to the process that made it. Its threads
+start lazily, at the first read; in a forked child (a DataLoader worker)
+the parent's threads do not exist, so a window first used there starts
+empty, with threads of its own (a pid check at every call).
+
+The knob: ``readahead=`` of the datasets, an int depth (0: off, every file
+read in the decoding thread as before) or a :class:`ReadAheadOptions`;
+None reads ``FASTDECODE_READAHEAD`` ("0", "16", "16,64MiB"), else the
+defaults (DESIGN.md "Slow storage: read-ahead" has the measurements).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional, Protocol, Union
+
+__all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "ENV", "LocalReader", "Opened", "ReadAhead",
+           "ReadAheadOptions", "Reader", "as_reader", "parse_bytes"]
+
+DEFAULT_DEPTH = 16
+DEFAULT_MAX_BYTES = 64 << 20
+ENV = "FASTDECODE_READAHEAD"
+
+_UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1 << 10, "M": 1000**2, "MB": 1000**2,
+          "MIB": 1 << 20, "G": 1000**3, "GB": 1000**3, "GIB": 1 << 30, "T": 1000**4,
+          "TB": 1000**4, "TIB": 1 << 40}
+
+
+def parse_bytes(value: Union[int, str]) -> int:
+    """A byte count: an int, or a string such as '64MiB', '2GiB', '1.5GB', '4096'."""
+    if isinstance(value, bool):
+        raise TypeError(f"a byte count must be an int or a string like '2GiB', got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"a byte count must be >= 0, got {value}")
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"a byte count must be an int or a string like '2GiB', got {value!r}")
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", value)
+    unit = match.group(2).upper() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(f"cannot read {value!r} as a byte count (e.g. '64MiB', '2GiB', 4096)")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class ReadAheadOptions:
+    """How many reads a process keeps in flight: ``depth`` reads started
+    and not yet taken (0: off), holding at most ``max_bytes`` of file bytes."""
+
+    depth: int = DEFAULT_DEPTH
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 0:
+            raise ValueError(f"readahead depth must be an int >= 0, got {self.depth!r}")
+        if isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int) \
+                or self.max_bytes < 1:
+            raise ValueError(f"readahead max_bytes must be an int >= 1, got {self.max_bytes!r}")
+
+    @classmethod
+    def resolve(cls, value: Union[None, int, "ReadAheadOptions"]) -> "ReadAheadOptions":
+        """The options of a ``readahead=`` argument (see the module doc)."""
+        if isinstance(value, ReadAheadOptions):
+            return value
+        if value is None:
+            text = os.environ.get(ENV, "").strip()
+            if not text:
+                return cls()
+            depth, _, cap = text.partition(",")
+            try:
+                return cls(int(depth), parse_bytes(cap) if cap.strip() else DEFAULT_MAX_BYTES)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{ENV}={text!r}: {exc} (e.g. '0', '16', '16,64MiB')") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"readahead must be None, an int depth or ReadAheadOptions, "
+                            f"got {value!r}")
+        return cls(depth=value)
+
+
+# ---------------------------------------------------------------------------
+# readers
+
+
+class Opened(Protocol):
+    """An opened file of a :class:`Reader`."""
+
+    size: Optional[int]
+
+    def read(self) -> bytes: ...
+
+
+class Reader(Protocol):
+    """What a window reads files with (see the module doc)."""
+
+    def open(self, path: str) -> Opened: ...
+
+
+class _LocalFile:
+    __slots__ = ("fd", "size")
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self.size: Optional[int] = os.fstat(self.fd).st_size
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def read(self) -> bytes:
+        # one read of size + 1 ends at EOF for a file that did not grow
+        # (buffered io's read() does the same fstat and read; DESIGN.md has
+        # preadv measured against it)
+        try:
+            size = self.size or 0
+            data = os.read(self.fd, size + 1)
+            if len(data) <= size and (len(data) == size or not data):
+                return data
+            chunks = [data]
+            while True:
+                chunk = os.read(self.fd, max(size, 1 << 16))
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        finally:
+            os.close(self.fd)
+
+
+class LocalReader:
+    """The local file system: open, fstat (the size, for the byte bound), read."""
+
+    def open(self, path: str) -> _LocalFile:
+        return _LocalFile(path)
+
+    def __repr__(self) -> str:
+        return "LocalReader()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is LocalReader
+
+    def __hash__(self) -> int:
+        return hash(LocalReader)
+
+
+class _CalledFile:
+    __slots__ = ("call", "path", "size")
+
+    def __init__(self, call: Callable[[str], bytes], path: str) -> None:
+        self.call, self.path, self.size = call, path, None
+
+    def read(self) -> bytes:
+        return bytes(self.call(self.path))
+
+
+class _CallableReader:
+    """A plain ``path -> bytes`` callable as a :class:`Reader`."""
+
+    def __init__(self, call: Callable[[str], bytes]) -> None:
+        self.call = call
+
+    def open(self, path: str) -> _CalledFile:
+        return _CalledFile(self.call, path)
+
+
+def as_reader(reader: Any) -> Reader:
+    """``reader`` as a :class:`Reader`: None is the local file system, an
+    object with ``open`` is one, a callable ``path -> bytes`` is wrapped."""
+    if reader is None:
+        return LocalReader()
+    if callable(getattr(reader, "open", None)):
+        return reader
+    if callable(reader):
+        return _CallableReader(reader)
+    raise TypeError(f"a reader is an object with open(path) or a callable path -> bytes, "
+                    f"got {reader!r}")
+
+
+# ---------------------------------------------------------------------------
+# the window
+
+_QUEUED, _STARTED, _DONE = 0, 1, 2
+
+
+class _Entry:
+    __slots__ = ("path", "size", "state", "reserved", "data", "error", "dropped")
+
+    def __init__(self, path: str, size: Optional[int]) -> None:
+        self.path = path
+        self.size = size
+        self.state = _QUEUED
+        self.reserved: Optional[int] = None  # bytes held against the cap, once reserved
+        self.data: Optional[bytes] = None
+        self.error: Optional[BaseException] = None
+        self.dropped = False  # discarded while its read ran: released when it ends
+
+
+class ReadAhead:
+    """One process's window of reads (see the module doc). ``submit`` the
+    paths in the order they will be taken; ``take`` each (a path never
+    submitted, or dropped, is read in the calling thread)."""
+
+    def __init__(self, options: Optional[ReadAheadOptions] = None,
+                 reader: Any = None) -> None:
+        self.options = options or ReadAheadOptions()
+        self.reader = as_reader(reader)
+        self._pid = -1
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._cond = threading.Condition(threading.Lock())
+        self._order: deque[_Entry] = deque()  # live entries, in submission order
+        self._by_path: dict[str, list[_Entry]] = {}
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # threads waiting for a read to start
+        self._started = 0  # reads started and not yet released (the count bound)
+        self._bytes = 0  # bytes reserved by them (the byte bound)
+        self._largest = 0  # the largest file seen (the estimate for unknown sizes)
+        self._closed = False
+        self.counters = {"submitted": 0, "started": 0, "taken": 0, "dropped": 0, "direct": 0,
+                         "failed": 0, "peak_in_flight": 0, "peak_bytes": 0}
+
+    def _here(self) -> None:
+        if self._pid != os.getpid():  # a forked child: the parent's threads are not here
+            self._reset()
+
+    # -- the consumer ------------------------------------------------------
+
+    def submit(self, paths: Iterable[str], sizes: Optional[Iterable[Optional[int]]] = None) -> None:
+        """Starts reading ``paths`` (in order, within the bounds) unless
+        already in the window; ``sizes``: their sizes when known (a listing)."""
+        self._here()
+        if self.options.depth == 0:
+            return
+        sized = list(zip(paths, sizes)) if sizes is not None else [(p, None) for p in paths]
+        with self._cond:
+            for path, size in sized:
+                if path in self._by_path:
+                    continue
+                entry = _Entry(path, size)
+                self._order.append(entry)
+                self._by_path.setdefault(path, []).append(entry)
+                self.counters["submitted"] += 1
+            self._wake()
+
+    def take(self, path: str) -> bytes:
+        """The bytes of ``path``; its read's OSError raised here. Entries
+        submitted before it and not taken are dropped (the consumer went
+        another way: a predicted batch that did not come)."""
+        self._here()
+        with self._cond:
+            entries = self._by_path.get(path)
+            entry = entries[0] if entries else None
+            if entry is not None:
+                while self._order[0] is not entry:
+                    self._drop(self._order[0])
+                if entry.state == _QUEUED:  # not started yet: read it here, now
+                    self._forget(entry)
+                    self._wake()
+                    entry = None
+                else:  # at the front, so its bytes are reserved first
+                    while entry.state != _DONE:
+                        self._cond.wait()
+                    self._forget(entry)
+                    self._release(entry)
+                    self.counters["taken"] += 1
+        if entry is None:
+            self.counters["direct"] += 1
+            return self.reader.open(path).read()
+        if entry.error is not None:
+            error, entry.error = entry.error, None
+            raise error
+        data = entry.data
+        entry.data = None
+        assert data is not None
+        return data
+
+    def clear(self) -> None:
+        """Drops every read not taken (their bytes are released as they end)."""
+        self._here()
+        with self._cond:
+            while self._order:
+                self._drop(self._order[0])
+
+    def stats(self) -> dict[str, int]:
+        """Counters: reads submitted, started, taken, dropped (not taken:
+        the consumer went another way), direct (read by the consumer),
+        failed; the peaks of reads in flight and of bytes reserved; and the
+        reads and bytes in flight now."""
+        self._here()
+        with self._cond:
+            return {**self.counters, "in_flight": self._started, "in_flight_bytes": self._bytes}
+
+    def close(self) -> None:
+        """Drops what is in flight and ends the threads (a later read starts them again)."""
+        self._here()
+        with self._cond:
+            while self._order:
+                self._drop(self._order[0])
+            self._closed = True
+            self._cond.notify_all()
+            threads, self._threads = self._threads, []
+        for t in threads:
+            t.join(timeout=5)
+        with self._cond:
+            self._closed = False
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "reader": self.reader}  # the window stays here
+
+    def __setstate__(self, state: dict) -> None:
+        self.options, self.reader = state["options"], state["reader"]
+        self._reset()
+
+    # -- bookkeeping, under the lock ----------------------------------------
+
+    def _forget(self, entry: _Entry) -> None:
+        if self._order[0] is entry:
+            self._order.popleft()
+        else:
+            self._order.remove(entry)
+        same = self._by_path[entry.path]
+        same.remove(entry)
+        if not same:
+            del self._by_path[entry.path]
+
+    def _drop(self, entry: _Entry) -> None:
+        self._forget(entry)
+        self.counters["dropped"] += 1
+        if entry.state == _DONE:
+            self._release(entry)
+        elif entry.state == _STARTED:
+            entry.dropped = True
+        self._cond.notify_all()
+
+    def _release(self, entry: _Entry) -> None:
+        self._started -= 1
+        self._bytes -= entry.reserved or 0
+        entry.reserved = 0
+        self._cond.notify_all()
+
+    def _next_queued(self) -> Optional[_Entry]:
+        if self._started >= self.options.depth:
+            return None
+        for entry in self._order:  # started entries come first
+            if entry.state == _QUEUED:
+                return entry
+        return None
+
+    def _wake(self) -> None:
+        """Starts threads for the queued reads the count bound lets start."""
+        want = sum(1 for e in self._order if e.state == _QUEUED)
+        want = min(want, self.options.depth - self._started)
+        while self._idle < want and len(self._threads) < self.options.depth:
+            t = threading.Thread(target=self._run, name="fastdecode-read", daemon=True)
+            self._threads.append(t)
+            self._idle += 1  # counted idle until it takes a read
+            want -= 1
+            t.start()
+        self._cond.notify_all()
+
+    def _oldest_unreserved(self) -> Optional[_Entry]:
+        for entry in self._order:
+            if entry.reserved is None:
+                return entry
+        return None
+
+    def _reserve(self, entry: _Entry, size: int) -> bool:
+        """Waits until ``entry`` may hold ``size`` bytes: in submission order,
+        within the cap (alone when larger than the cap). False: it was
+        dropped meanwhile, nothing reserved, not to be read."""
+        cap = self.options.max_bytes
+        while not (entry.dropped or (self._oldest_unreserved() is entry
+                                     and (self._bytes + size <= cap or self._bytes == 0))):
+            self._cond.wait()
+        if entry.dropped:
+            entry.reserved = 0
+            return False
+        entry.reserved = size
+        self._bytes += size
+        self.counters["peak_bytes"] = max(self.counters["peak_bytes"], self._bytes)
+        self._cond.notify_all()
+        return True
+
+    # -- the read threads --------------------------------------------------
+
+    def _run(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while True:
+                    if self._closed or self._pid != os.getpid():
+                        self._idle -= 1
+                        return
+                    entry = self._next_queued()
+                    if entry is not None:
+                        break
+                    cond.wait()
+                self._idle -= 1
+                entry.state = _STARTED
+                self._started += 1
+                self.counters["started"] += 1
+                self.counters["peak_in_flight"] = max(self.counters["peak_in_flight"],
+                                                      self._started)
+            self._read(entry)
+            with cond:
+                self._idle += 1
+
+    def _read(self, entry: _Entry) -> None:
+        data: Optional[bytes] = None
+        error: Optional[BaseException] = None
+        try:
+            opened = self.reader.open(entry.path)
+            size = entry.size if entry.size is not None else opened.size
+            guess = size is None
+            with self._cond:
+                if guess:
+                    size = self._largest or max(1, self.options.max_bytes // self.options.depth)
+                assert size is not None
+                wanted = self._reserve(entry, size)
+            if wanted:
+                data = opened.read()
+            else:
+                close = getattr(opened, "close", None)
+                if close is not None:
+                    close()
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer, raised in take()
+            error = exc
+        with self._cond:
+            if entry.reserved is None:
+                entry.reserved = 0
+            if data is not None:
+                self._largest = max(self._largest, len(data))
+                if len(data) > entry.reserved:  # an unknown size, or a file that grew
+                    self._bytes += len(data) - entry.reserved
+                    entry.reserved = len(data)
+                    self.counters["peak_bytes"] = max(self.counters["peak_bytes"], self._bytes)
+            if error is not None:
+                self.counters["failed"] += 1
+            entry.data, entry.error, entry.state = data, error, _DONE
+            if entry.dropped:
+                entry.data = entry.error = None
+                self._release(entry)
+            self._cond.notify_all()
