@@ -24,7 +24,7 @@ from fastdecode.errors import (
 )
 
 if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
-    from fastdecode.data.datasets import FastDatasetFolder, FastImageFolder
+    from fastdecode.data.datasets import FastDatasetFolder, FastImageFolder, FastImageList
     from fastdecode.data.loader import FastLoader, collate, worker_init_fn
     from fastdecode.transforms import fuse
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
 _LAZY = {
     "FastDatasetFolder": "fastdecode.data.datasets",
     "FastImageFolder": "fastdecode.data.datasets",
+    "FastImageList": "fastdecode.data.datasets",
     "FastLoader": "fastdecode.data.loader",
     "collate": "fastdecode.data.loader",
     "worker_init_fn": "fastdecode.data.loader",
@@ -58,6 +59,7 @@ __all__ = [
     "__version__",
     "FastDatasetFolder",
     "FastImageFolder",
+    "FastImageList",
     "FastLoader",
     "collate",
     "fuse",

@@ -7,6 +7,7 @@ ImageFolder, and importing ``torchvision.datasets`` imports PIL and tqdm)."""
 # constructors' annotations as torchvision's (objects, not strings).
 import os
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -16,7 +17,7 @@ import torch
 from fastdecode._options import DEFAULTS as _D
 from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits, decode_image
-from fastdecode.data import _planned
+from fastdecode.data import _planned, _remote
 from fastdecode.data._base import (
     TV_DEFAULT_LOADER,
     DatasetFolder,
@@ -26,6 +27,7 @@ from fastdecode.data._base import (
 )
 from fastdecode.data._batches import BatchBuffers
 from fastdecode.data._chain import LiveFused
+from fastdecode.data._remote import is_url
 from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
 from fastdecode.data.datasets import (
     IMG_EXTENSIONS,
@@ -45,53 +47,15 @@ ON_ERROR = ("raise", "skip", "warn")
 MAX_SKIPS = 16
 
 
-class FastDatasetFolder(DatasetFolder):
-    """torchvision's ``DatasetFolder`` with fused decoding; with torchvision
-    installed it is a ``torchvision.datasets.DatasetFolder``.
+class _FastDataset(VisionDataset):
+    """What the fast datasets share: the fused, followed transform, the error
+    policy, the limits, the reads (local or remote), the batch path and
+    FastLoader's planned path. A subclass's ``__init__`` calls
+    :meth:`_setup_fast`, then sets ``samples``/``targets``."""
 
-    With fastdecode's :func:`default_loader` (or torchvision's
-    ``default_loader``/``pil_loader``, or None) samples are decoded by
-    fastdecode and ``transform`` runs fused (see
-    :func:`fastdecode.transforms.fuse`); any other ``loader`` is called as
-    torchvision calls it, with no fast path.
-
-    exact: False (default) lets JPEGs decode at a reduced DCT scale when the
-      output is much smaller (within the bound :func:`~fastdecode.transforms.
-      fuse` documents); True gives tensors bit-identical to ImageFolder's.
-      A :class:`~fastdecode.transforms.FusedTransform` given as ``transform``
-      is used as it is (``exact=True`` then needs one built with exact=True).
-    on_error: 'raise' (an :class:`~fastdecode.errors.ImageFileError`, which
-      is a DecodeError and an OSError, naming the file and index), 'skip'
-      (another index, drawn deterministically, is loaded instead and
-      ``skipped`` counts it) or 'warn' (the same, with a warning).
-    max_pixels, max_work_per_byte: the limits of every decode the dataset
-      runs (fused or not, in every worker), as for
-      :func:`fastdecode.decode_image`: a file above them is an
-      :class:`~fastdecode.errors.ImageTooLargeError` naming it and its index
-      (``on_error`` applies). A custom ``loader`` is called as it is.
-
-    ``samples``, ``targets`` (and FastImageFolder's ``imgs``) are what
-    torchvision has: separate lists, ``imgs`` the same object as ``samples``;
-    items come from ``samples``. ``samples`` is kept compact until changed
-    (see :mod:`fastdecode.data._samples`). The transform chain is followed
-    live: a change to it is used from the next item on, in every process.
-    """
-
-    def __init__(
-        self,
-        root: Union[str, Path],
-        loader: Callable[[str], Any],
-        extensions: Optional[tuple[str, ...]] = None,
-        transform: Optional[Callable] = None,
-        target_transform: Optional[Callable] = None,
-        is_valid_file: Optional[Callable[[str], bool]] = None,
-        allow_empty: bool = False,
-        *,
-        exact: bool = False,
-        on_error: str = "raise",
-        max_pixels: Optional[int] = _D["max_pixels"],
-        max_work_per_byte: Optional[int] = _D["max_work_per_byte"],
-    ) -> None:
+    def _setup_fast(self, root: Any, loader: Any, transform: Optional[Callable],
+                    target_transform: Optional[Callable], exact: bool, on_error: str,
+                    max_pixels: Optional[int], max_work_per_byte: Optional[int]) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.on_error = on_error
@@ -99,35 +63,24 @@ class FastDatasetFolder(DatasetFolder):
         self._live = LiveFused(bool(exact), check_limits(max_pixels, max_work_per_byte))
         self.loader = loader  # before the transform: it decides whether the chain is fused
         VisionDataset.__init__(self, root, transform=transform, target_transform=target_transform)
-        classes, class_to_idx = self.find_classes(self.root)
-        samples = self.make_dataset(
-            self.root, class_to_idx=class_to_idx, extensions=extensions,
-            is_valid_file=is_valid_file, allow_empty=allow_empty,
-        )
-        self.extensions = extensions
-        self.classes = classes
-        self.class_to_idx = class_to_idx
-        self.targets = [s[1] for s in samples]  # ints shared with class_to_idx, as torchvision's
-        self.samples = SamplesView(SampleStore(samples))
-        self.imgs = self.samples  # ImageFolder's name (kept on DatasetFolder too, as before)
 
-    # -- torchvision's overridable hooks -----------------------------------
+    def _read(self, path: str) -> bytes:
+        """The bytes of ``path``: a local file, or through the dataset's
+        remote filesystem (fetched ahead by :meth:`_prefetch` when batched)."""
+        remote = self.__dict__.get("_remote")
+        if remote is None or not is_url(path):
+            return _read_bytes(path)
+        return _remote.take_prefetched(remote, path)
 
-    @staticmethod
-    def make_dataset(
-        directory: Union[str, Path],
-        class_to_idx: dict[str, int],
-        extensions: Optional[tuple[str, ...]] = None,
-        is_valid_file: Optional[Callable[[str], bool]] = None,
-        allow_empty: bool = False,
-    ) -> list[tuple[str, int]]:
-        if class_to_idx is None:
-            raise ValueError("The class_to_idx parameter cannot be None.")
-        return make_dataset(directory, class_to_idx, extensions=extensions,
-                            is_valid_file=is_valid_file, allow_empty=allow_empty)
-
-    def find_classes(self, directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
-        return find_classes(directory)
+    def _prefetch(self, indices: Any) -> Any:
+        """A context in which the remote files of samples ``indices`` were
+        fetched together (concurrently); nothing for local files."""
+        remote = self.__dict__.get("_remote")
+        if remote is None:
+            return nullcontext()
+        n = len(self)
+        paths = [os.fspath(self.samples[range(n)[i]][0]) for i in indices]
+        return _remote.prefetched(remote, [p for p in paths if is_url(p)])
 
     # -- the transform, fused and followed ---------------------------------
 
@@ -195,7 +148,7 @@ class FastDatasetFolder(DatasetFolder):
         fused = self._live.get(transform)
         path = os.fspath(path)
         with _naming(path, index):
-            data = _read_bytes(path)
+            data = self._read(path)
             if fused is not None:
                 return fused(data), target
             image = self._decode_whole(data)
@@ -217,24 +170,34 @@ class FastDatasetFolder(DatasetFolder):
         for attempt in range(MAX_SKIPS + 1):
             try:
                 return load(current)
-            except OSError as exc:  # ImageFileError, or a custom loader's file error
-                self._skip_or_raise(exc, attempt)
+            except Exception as exc:  # noqa: BLE001 - any failure of a sample is on_error's
+                self._skip_or_raise(exc, attempt, current)
                 current = self._replacement(index, attempt)
         raise AssertionError("unreachable")
 
-    def _skip_or_raise(self, exc: OSError, attempt: int) -> None:
-        """``exc`` (attempt ``attempt`` at a sample failed) raised, or for
-        'skip'/'warn' counted (and warned): the caller loads a replacement."""
+    def _skip_or_raise(self, exc: Exception, attempt: int, index: Optional[int] = None) -> None:
+        """``exc`` (attempt ``attempt`` at a sample, ``index``, failed)
+        raised, or for 'skip'/'warn' counted (and warned): the caller loads a
+        replacement."""
         if self.on_error == "raise" or attempt >= MAX_SKIPS:
             raise exc
         self.skipped += 1
-        if self.on_error == "warn":
-            warnings.warn(f"skipping unreadable sample: {exc}", RuntimeWarning, stacklevel=4)
+        if self.on_error != "warn":
+            return
+        if isinstance(exc, OSError) or index is None:  # names the file (an ImageFileError)
+            message = f"skipping unreadable sample: {exc}"
+        else:  # a loader's or a transform's exception: name the file here
+            message = (f"skipping sample {index} ({os.fspath(self.samples[index][0])}): "
+                       f"{type(exc).__name__}: {exc}")
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         settle_in_worker()
         index = range(len(self))[index]  # negative indices, bounds, as a list
-        sample, target = self._with_policy(index, self._load)
+        return self._with_policy(index, self._item)
+
+    def _item(self, index: int) -> tuple[Any, Any]:
+        sample, target = self._load(index)
         if self.target_transform is not None:
             target = self.target_transform(target)
         return sample, target
@@ -275,6 +238,10 @@ class FastDatasetFolder(DatasetFolder):
         planned = _planned.planned_here(indices)
         if planned is not None:  # FastLoader(threads=N): the draws were planned already
             return _planned.render_planned(self, planned, slots)
+        with self._prefetch(indices):
+            return self._decode_slots(fused, indices, slots)
+
+    def _decode_slots(self, fused: Any, indices: list[int], slots: Any) -> list[Any]:
         targets = []
         for slot, index in enumerate(indices):
             index = range(len(self))[index]
@@ -283,11 +250,10 @@ class FastDatasetFolder(DatasetFolder):
                 path, target = self.samples[i]
                 path = os.fspath(path)
                 with _naming(path, i):
-                    fused.decode_into(_read_bytes(path), slots[slot])
-                return target
+                    fused.decode_into(self._read(path), slots[slot])
+                return self.target_transform(target) if self.target_transform else target
 
-            target = self._with_policy(index, load_into)
-            targets.append(self.target_transform(target) if self.target_transform else target)
+            targets.append(self._with_policy(index, load_into))
         return targets
 
     def __getitems__(self, indices: list[int]) -> list[tuple[Any, Any]]:
@@ -336,6 +302,103 @@ class FastDatasetFolder(DatasetFolder):
         return buffers
 
 
+class FastDatasetFolder(_FastDataset, DatasetFolder):
+    """torchvision's ``DatasetFolder`` with fused decoding; with torchvision
+    installed it is a ``torchvision.datasets.DatasetFolder``.
+
+    With fastdecode's :func:`default_loader` (or torchvision's
+    ``default_loader``/``pil_loader``, or None) samples are decoded by
+    fastdecode and ``transform`` runs fused (see
+    :func:`fastdecode.transforms.fuse`); any other ``loader`` is called as
+    torchvision calls it, with no fast path.
+
+    exact: False (default) lets JPEGs decode at a reduced DCT scale when the
+      output is much smaller (within the bound :func:`~fastdecode.transforms.
+      fuse` documents); True gives tensors bit-identical to ImageFolder's.
+      A :class:`~fastdecode.transforms.FusedTransform` given as ``transform``
+      is used as it is (``exact=True`` then needs one built with exact=True).
+    on_error: 'raise' (an :class:`~fastdecode.errors.ImageFileError`, which
+      is a DecodeError and an OSError, naming the file and index), 'skip'
+      (another index, drawn deterministically, is loaded instead and
+      ``skipped`` counts it; ``len`` is unchanged) or 'warn' (the same, with
+      a warning naming the file). 'skip' and 'warn' take every failure of
+      a sample: a file that cannot be read or decoded, and any exception a
+      custom ``loader``, ``transform`` or ``target_transform`` raises for
+      it ('raise' lets those propagate as they are).
+    max_pixels, max_work_per_byte: the limits of every decode the dataset
+      runs (fused or not, in every worker), as for
+      :func:`fastdecode.decode_image`: a file above them is an
+      :class:`~fastdecode.errors.ImageTooLargeError` naming it and its index
+      (``on_error`` applies). A custom ``loader`` is called as it is.
+    storage_options, refresh_index: ``root`` may be any fsspec URL
+      (``s3://``, ``gs://``, ``http://``...; ``storage_options`` as pandas
+      takes them). It is listed once and the listing kept as a local index
+      file (re-opening lists nothing; ``refresh_index=True`` lists again);
+      files are fetched concurrently per batch, transient failures retried
+      within a bound, then an ImageFileError naming the URL (``on_error``
+      applies). Credentials stay out of errors and pickles
+      (:mod:`fastdecode.data._remote`).
+
+    ``samples``, ``targets`` (and FastImageFolder's ``imgs``) are what
+    torchvision has: separate lists, ``imgs`` the same object as ``samples``;
+    items come from ``samples``. ``samples`` is kept compact until changed
+    (see :mod:`fastdecode.data._samples`). The transform chain is followed
+    live: a change to it is used from the next item on, in every process.
+    """
+
+    def __init__(
+        self,
+        root: Union[str, Path],
+        loader: Callable[[str], Any],
+        extensions: Optional[tuple[str, ...]] = None,
+        transform: Optional[Callable] = None,
+        target_transform: Optional[Callable] = None,
+        is_valid_file: Optional[Callable[[str], bool]] = None,
+        allow_empty: bool = False,
+        *,
+        exact: bool = False,
+        on_error: str = "raise",
+        max_pixels: Optional[int] = _D["max_pixels"],
+        max_work_per_byte: Optional[int] = _D["max_work_per_byte"],
+        storage_options: Optional[dict] = None,
+        refresh_index: bool = False,
+    ) -> None:
+        if is_url(root):
+            self._remote, _ = _remote.open_root(os.fspath(root), storage_options, refresh_index)
+            root = _remote.scrub_url(os.fspath(root))
+        self._setup_fast(root, loader, transform, target_transform, exact, on_error,
+                         max_pixels, max_work_per_byte)
+        classes, class_to_idx = self.find_classes(self.root)
+        samples = self.make_dataset(
+            self.root, class_to_idx=class_to_idx, extensions=extensions,
+            is_valid_file=is_valid_file, allow_empty=allow_empty,
+        )
+        self.extensions = extensions
+        self.classes = classes
+        self.class_to_idx = class_to_idx
+        self.targets = [s[1] for s in samples]  # ints shared with class_to_idx, as torchvision's
+        self.samples = SamplesView(SampleStore(samples))
+        self.imgs = self.samples  # ImageFolder's name (kept on DatasetFolder too, as before)
+
+    # -- torchvision's overridable hooks -----------------------------------
+
+    @staticmethod
+    def make_dataset(
+        directory: Union[str, Path],
+        class_to_idx: dict[str, int],
+        extensions: Optional[tuple[str, ...]] = None,
+        is_valid_file: Optional[Callable[[str], bool]] = None,
+        allow_empty: bool = False,
+    ) -> list[tuple[str, int]]:
+        if class_to_idx is None:
+            raise ValueError("The class_to_idx parameter cannot be None.")
+        return make_dataset(directory, class_to_idx, extensions=extensions,
+                            is_valid_file=is_valid_file, allow_empty=allow_empty)
+
+    def find_classes(self, directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
+        return find_classes(directory)
+
+
 class _TARGETS_FROM_STORE:  # noqa: N801 - a marker pickled by reference (identity survives)
     """In a pickled dataset: targets equal the samples' targets (rebuilt from the store)."""
 
@@ -348,8 +411,8 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
     """torchvision's ``ImageFolder`` with fused decoding (see
     FastDatasetFolder); with torchvision installed it is a
     ``torchvision.datasets.ImageFolder``, with the same constructor plus the
-    keyword-only ``exact``, ``on_error``, ``max_pixels`` and
-    ``max_work_per_byte``."""
+    keyword-only ``exact``, ``on_error``, ``max_pixels``,
+    ``max_work_per_byte``, ``storage_options`` and ``refresh_index``."""
 
     def __init__(
         self,
@@ -364,10 +427,13 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
         on_error: str = "raise",
         max_pixels: Optional[int] = _D["max_pixels"],
         max_work_per_byte: Optional[int] = _D["max_work_per_byte"],
+        storage_options: Optional[dict] = None,
+        refresh_index: bool = False,
     ):
         super().__init__(
             root, loader, IMG_EXTENSIONS if is_valid_file is None else None,
             transform=transform, target_transform=target_transform,
             is_valid_file=is_valid_file, allow_empty=allow_empty, exact=exact, on_error=on_error,
             max_pixels=max_pixels, max_work_per_byte=max_work_per_byte,
+            storage_options=storage_options, refresh_index=refresh_index,
         )

@@ -15,6 +15,10 @@ __all__ = ["IMG_EXTENSIONS", "find_classes", "has_file_allowed_extension", "is_i
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
+def _is_url(path: object) -> bool:
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
 def has_file_allowed_extension(filename: str, extensions: Union[str, tuple[str, ...]]) -> bool:
     """True if ``filename`` ends with one of ``extensions`` (lowercase)."""
     suffixes = extensions if isinstance(extensions, str) else tuple(extensions)
@@ -26,7 +30,12 @@ def is_image_file(filename: str) -> bool:
 
 
 def find_classes(directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
-    """Class folders of ``directory``, sorted, and their indices."""
+    """Class folders of ``directory``, sorted, and their indices (a remote
+    URL: from its listing index, see :mod:`fastdecode.data._remote`)."""
+    if _is_url(directory):
+        from fastdecode.data._remote import folder_classes
+
+        return folder_classes(os.fspath(directory))
     classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
     if not classes:
         raise FileNotFoundError(f"Couldn't find any class folder in {directory}.")
@@ -41,7 +50,8 @@ def make_dataset(
     allow_empty: bool = False,
 ) -> list[tuple[str, int]]:
     """(path, class_index) pairs, walked exactly as torchvision walks them."""
-    directory = os.path.expanduser(directory)
+    if not _is_url(directory):
+        directory = os.path.expanduser(directory)
     if class_to_idx is None:
         _, class_to_idx = find_classes(directory)
     elif not class_to_idx:
@@ -55,9 +65,13 @@ def make_dataset(
             return has_file_allowed_extension(path, extensions)
     assert is_valid_file is not None  # for the type checker: one of the two is set
 
-    instances = []
-    available = set()
-    for target_class in sorted(class_to_idx):
+    instances: list[tuple[str, int]] = []
+    available: set[str] = set()
+    if _is_url(directory):
+        from fastdecode.data._remote import folder_samples
+
+        instances, available = folder_samples(os.fspath(directory), class_to_idx, is_valid_file)
+    for target_class in () if _is_url(directory) else sorted(class_to_idx):
         class_index = class_to_idx[target_class]
         target_dir = os.path.join(directory, target_class)
         if not os.path.isdir(target_dir):

@@ -20,8 +20,10 @@ batches. So nothing that draws runs in a pool thread:
   the plan (:func:`planned_here`).
 - :func:`complete` (iterating thread), only when a sample needs it: a step
   that did not fuse (a stop, a trailing RandomErasing...) runs from its
-  sample's saved RNG states; a file that failed to render is replaced under
-  ``on_error`` (drawn, then rendered, here), then the tensor table.
+  sample's saved RNG states; a sample that failed (its file, or any step of
+  its own: a draw, the render, a transform, its target_transform) is
+  replaced under ``on_error`` (drawn, then rendered, here), then the tensor
+  table.
 
 A sample's result depends only on (base seed, batch index, slot, attempt),
 never on which thread rendered it or when.
@@ -40,7 +42,7 @@ import numpy as np
 import torch
 
 from fastdecode.data._rows import row_seed
-from fastdecode.data.datasets import _naming, _read_bytes
+from fastdecode.data.datasets import _naming
 
 __all__ = ["Plan", "complete", "plan", "planned_here", "render", "render_planned"]
 
@@ -97,7 +99,7 @@ class Slot:
     draw: Any  # the FusedTransform's _Draw; None: decoded whole, the transform unfused
     after: Optional[tuple]  # RNG states after the draws, when later steps may draw
     value: Any = None  # what render left for complete
-    error: Optional[OSError] = None  # the render failed: replaced by complete
+    error: Optional[Exception] = None  # the render failed: replaced by complete
 
 
 @dataclass
@@ -122,14 +124,15 @@ def plan(ds: Any, indices: list[int], seed: int) -> Optional[Plan]:
     if fused is None:
         fused = ds._live.get(ds.transform)
     n = len(ds)
-    with kept_rngs():
+    with kept_rngs(), ds._prefetch(indices):
         slots = [_draw_slot(ds, fused, seed, k, range(n)[i], 0) for k, i in enumerate(indices)]
     return Plan(seed, fused, batched, slots)
 
 
 def _draw_slot(ds: Any, fused: Any, seed: int, k: int, original: int, attempt: int) -> Slot:
     """Slot ``k``'s draws from ``attempt`` on: a file that cannot be read or
-    whose header is bad is replaced under ``on_error``, as __getitem__ does."""
+    whose header is bad, a draw or a target_transform that raises, is
+    replaced under ``on_error``, as __getitem__ does."""
     while True:
         index = original if attempt == 0 else ds._replacement(original, attempt - 1)
         seed_rngs(row_seed(seed, k * SPAN + attempt))
@@ -137,16 +140,16 @@ def _draw_slot(ds: Any, fused: Any, seed: int, k: int, original: int, attempt: i
         path = os.fspath(path)
         try:
             with _naming(path, index):
-                data = _read_bytes(path)
+                data = ds._read(path)
                 draw = None if fused is None else fused._draw(data)
-        except OSError as exc:
-            ds._skip_or_raise(exc, attempt)
+            later = ds.transform is not None if fused is None else fused._draws_after_render(draw)
+            after = rng_states() if later else None
+            if ds.target_transform is not None:
+                target = ds.target_transform(target)
+        except Exception as exc:  # noqa: BLE001 - any failure of a sample is on_error's
+            ds._skip_or_raise(exc, attempt, index)
             attempt += 1
             continue
-        later = ds.transform is not None if fused is None else fused._draws_after_render(draw)
-        after = rng_states() if later else None
-        if ds.target_transform is not None:
-            target = ds.target_transform(target)
         return Slot(original, index, attempt, path, target, data, draw, after)
 
 
@@ -194,7 +197,7 @@ def _render_slot(ds: Any, p: Plan, s: Slot, out: Optional[np.ndarray]) -> None:
             else:
                 s.value = p.fused._render_into(s.data, s.draw, out)
         s.error = None
-    except OSError as exc:  # ImageFileError: replaced (or raised) by complete, in order
+    except Exception as exc:  # noqa: BLE001 - replaced (or raised) by complete, in order
         s.error = exc
 
 
@@ -230,20 +233,20 @@ def complete(ds: Any, p: Plan) -> list:
     out = None if p.pixels is None else p.pixels.numpy()
     with kept_rngs():
         for k in range(len(p.slots)):
-            s = p.slots[k]
-            while s.error is not None:
-                ds._skip_or_raise(s.error, s.attempt)
-                s = p.slots[k] = _draw_slot(ds, fused, p.seed, k, s.original, s.attempt + 1)
-                _render_slot(ds, p, s, None if out is None else out[k])
-            if s.after is None:
-                continue
-            set_rng_states(s.after)
-            if fused is None:
-                s.value = ds.transform(s.value)
-            elif out is not None:
-                fused._fill(out[k], fused._unfused(s.draw, s.value, fused.fill_end))
-            else:
-                s.value = fused._complete(s.draw, s.value)
+            while True:
+                s = p.slots[k]
+                while s.error is not None:
+                    ds._skip_or_raise(s.error, s.attempt, s.index)
+                    s = p.slots[k] = _draw_slot(ds, fused, p.seed, k, s.original, s.attempt + 1)
+                    _render_slot(ds, p, s, None if out is None else out[k])
+                if s.after is None:
+                    break
+                set_rng_states(s.after)
+                try:
+                    _complete_slot(ds, fused, s, None if out is None else out[k])
+                    break
+                except Exception as exc:  # noqa: BLE001 - a step of the sample's: on_error's
+                    s.error = exc
     targets = [s.target for s in p.slots]
     if p.pixels is None:
         return [(s.value, s.target) for s in p.slots]
@@ -252,3 +255,13 @@ def complete(ds: Any, p: Plan) -> list:
     else:
         batch = fused.finish(p.pixels, out=torch.empty(p.pixels.shape, dtype=fused.result_dtype))
     return list(zip(batch.unbind(0), targets))
+
+
+def _complete_slot(ds: Any, fused: Any, s: Slot, out: Optional[np.ndarray]) -> None:
+    """The steps of slot ``s`` that may draw, under its RNG states (set)."""
+    if fused is None:
+        s.value = ds.transform(s.value)
+    elif out is not None:
+        fused._fill(out, fused._unfused(s.draw, s.value, fused.fill_end))
+    else:
+        s.value = fused._complete(s.draw, s.value)

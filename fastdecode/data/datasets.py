@@ -33,11 +33,13 @@ from fastdecode.errors import FastDecodeError, file_error
 
 if TYPE_CHECKING:
     from fastdecode.data._fast_folder import FastDatasetFolder, FastImageFolder
+    from fastdecode.data._image_list import FastImageList
 
 __all__ = [
     "IMG_EXTENSIONS",
     "FastDatasetFolder",
     "FastImageFolder",
+    "FastImageList",
     "default_loader",
     "find_classes",
     "has_file_allowed_extension",
@@ -45,14 +47,15 @@ __all__ = [
     "make_dataset",
 ]
 
-_CLASSES = ("FastDatasetFolder", "FastImageFolder")
+_CLASSES = {"FastDatasetFolder": "_fast_folder", "FastImageFolder": "_fast_folder",
+            "FastImageList": "_image_list"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _CLASSES:
-        from fastdecode.data import _fast_folder
+        import importlib
 
-        value = getattr(_fast_folder, name)
+        value = getattr(importlib.import_module(f"fastdecode.data.{_CLASSES[name]}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,7 +31,7 @@ from helpers.trees import make_tree  # noqa: E402
 PAIRS = [pytest.param(fd.FastImageFolder, ImageFolder, {}, id="ImageFolder"),
          pytest.param(fd.FastDatasetFolder, DatasetFolder,
                       {"extensions": datasets.IMG_EXTENSIONS}, id="DatasetFolder")]
-EXTRAS = {"exact", "on_error", "max_pixels", "max_work_per_byte"}
+EXTRAS = {"exact", "on_error", "max_pixels", "max_work_per_byte", "storage_options", "refresh_index"}
 
 
 @pytest.fixture(scope="module")

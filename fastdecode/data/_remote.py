@@ -1,0 +1,530 @@
+"""Remote roots through fsspec: one listing kept as a local index, files read
+in batches with bounded retries, credentials kept out of errors, logs and pickles.
+
+A root such as ``s3://bucket/train`` (any fsspec URL, with ``storage_options=``
+as pandas, datasets and Ray take them) is listed once with ``fs.find(detail=
+True)``; the listing is written as an index file under :func:`cache_dir`
+(``$FASTDECODE_CACHE``, else ``~/.cache/fastdecode``), keyed by the URL and
+the public storage options, and it records a fingerprint of the listing's
+etags/mtimes/sizes. Re-opening the root reads that file and lists nothing;
+``refresh_index=True`` (or :func:`refresh_index`) lists again. A stale index
+shows as a missing key: an :class:`~fastdecode.errors.ImageFileError` naming
+the URL, which ``on_error`` handles.
+
+:class:`Remote` is what a dataset keeps: the protocol and the public options;
+the filesystem client is made lazily in each process (fsspec instances are not
+fork-safe) and is never pickled. Secrets (option keys that name a key, secret,
+token, password, credential...; a URL's user:password) never enter a pickle, a
+message or the index: they stay in a process-local registry, which forked
+workers inherit, and in an environment variable (``FASTDECODE_FS_<token>``),
+which spawned workers inherit, as they inherit ``AWS_SECRET_ACCESS_KEY``.
+
+Reads: :meth:`Remote.read_many` fetches a batch concurrently, with
+``cat_ranges`` on async filesystems (s3, gcs, http) and read threads (blocking
+in the kernel, GIL released) on sync ones. Transient failures (timeouts,
+connection resets or refusals, HTTP 5xx/408/429) are retried with exponential
+backoff within ``$FASTDECODE_RETRY_SECONDS`` (default 10 s) in all; then, or
+for a permanent failure, an ImageFileError naming the URL.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno as _errno
+import hashlib
+import json
+import os
+import pickle
+import re
+import secrets as _secrets
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Union
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from fastdecode.errors import ImageFileError
+
+__all__ = ["Remote", "TreeIndex", "cache_dir", "is_url", "refresh_index", "scrub_url"]
+
+# Option names whose values are credentials (matched anywhere in the name,
+# case-insensitive, at any depth of the options).
+_SECRET_NAME = re.compile(
+    r"key|secret|token|passw|credential|auth|session|sas|signature|cookie|private", re.I)
+# Option names that match the pattern but are no secret.
+_PUBLIC_NAMES = frozenset({"use_listings_cache", "skip_instance_cache", "requester_pays"})
+_REDACTED = "***"
+_ENV_PREFIX = "FASTDECODE_FS_"
+_SECRETS: dict[str, dict] = {}  # token -> secret options, this process
+_READ_THREADS = 8
+_INDEX_VERSION = 1
+_TRANSIENT_ERRNO = {_errno.ECONNRESET, _errno.ECONNREFUSED, _errno.ECONNABORTED, _errno.ETIMEDOUT,
+                    _errno.EPIPE, _errno.EHOSTUNREACH, _errno.ENETUNREACH, _errno.EAGAIN}
+
+
+def is_url(path: Any) -> bool:
+    """True for an fsspec URL other than a local ``file://`` one."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def scrub_url(url: str) -> str:
+    """``url`` without the user:password part of its authority."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{_REDACTED}@{parts.netloc.rsplit('@', 1)[1]}"))
+
+
+def _split(options: Any) -> tuple[Any, Any]:
+    """(public, secret) parts of nested storage options."""
+    if not isinstance(options, dict):
+        return options, None
+    public, secret = {}, {}
+    for name, value in options.items():
+        if _SECRET_NAME.search(str(name)) and name not in _PUBLIC_NAMES:
+            secret[name] = value
+            continue
+        pub, sec = _split(value)
+        public[name] = pub
+        if sec:
+            secret[name] = sec
+    return public, secret
+
+
+def _merge(public: dict, secret: dict) -> dict:
+    out = dict(public)
+    for name, value in secret.items():
+        if isinstance(value, dict) and isinstance(out.get(name), dict):
+            out[name] = _merge(out[name], value)
+        else:
+            out[name] = value
+    return out
+
+
+def _secret_strings(secret: Any) -> list[str]:
+    if isinstance(secret, dict):
+        return [s for v in secret.values() for s in _secret_strings(v)]
+    if isinstance(secret, (list, tuple)):
+        return [s for v in secret for s in _secret_strings(v)]
+    if isinstance(secret, (str, bytes)):
+        text = secret.decode("utf-8", "replace") if isinstance(secret, bytes) else secret
+        return [text] if len(text) >= 3 else []
+    return [s for v in getattr(secret, "_asdict", lambda: {})().values()
+            for s in _secret_strings(v)]
+
+
+def cache_dir() -> str:
+    """Where listing indexes are kept: ``$FASTDECODE_CACHE``, else
+    ``~/.cache/fastdecode`` (``$XDG_CACHE_HOME/fastdecode`` when set)."""
+    explicit = os.environ.get("FASTDECODE_CACHE")
+    if explicit:
+        return os.path.expanduser(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fastdecode")
+
+
+def _retry_seconds() -> float:
+    return float(os.environ.get("FASTDECODE_RETRY_SECONDS", "10"))
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure worth another attempt (the server or the network, not the key)."""
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError,
+                        NotADirectoryError)):
+        return False
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNO:
+        return True
+    status = getattr(exc, "status", None)
+    if status is None:
+        status = getattr(exc, "code", None)
+    if isinstance(status, int) and status >= 400:
+        return status >= 500 or status in (408, 429)
+    name = type(exc).__name__
+    module = type(exc).__module__ or ""
+    if module.startswith(("aiohttp", "asyncio", "botocore", "urllib3", "requests")):
+        return any(w in name for w in ("Connection", "Disconnected", "Timeout", "Payload",
+                                       "Reset", "ClientOSError", "EndpointConnection"))
+    return False
+
+
+@dataclass
+class TreeIndex:
+    """A root's listing: its files (paths relative to the root, sorted) in one
+    bytes blob, each ended by a newline, path i from ``offsets[i]`` to
+    ``offsets[i + 1] - 1``, the top-level folders, and the fingerprint of the
+    listing's etags/mtimes/sizes."""
+
+    root: str
+    blob: np.ndarray
+    offsets: np.ndarray
+    folders: list[str]
+    fingerprint: str
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def relpath(self, i: int) -> str:
+        return self.blob[self.offsets[i]:self.offsets[i + 1] - 1].tobytes().decode("utf-8")
+
+    def relpaths(self) -> list[str]:
+        return self.blob.tobytes().decode("utf-8").split("\n")[:len(self)] if len(self) else []
+
+
+class Remote:
+    """A remote filesystem by protocol and options, its client made lazily in
+    each process; picklable without its secrets (see the module doc)."""
+
+    def __init__(self, url: str, storage_options: Optional[dict] = None) -> None:
+        import fsspec.core
+
+        options = dict(storage_options or {})
+        protocol = fsspec.core.split_protocol(url)[0] or "file"
+        parts = urlsplit(url)
+        if "@" in parts.netloc:  # user:password in the URL: kept as a secret, not in the URL
+            userinfo = parts.netloc.rsplit("@", 1)[0]
+            user, _, password = userinfo.partition(":")
+            if protocol in ("http", "https"):
+                import aiohttp
+
+                client = dict(options.get("client_kwargs") or {})
+                client.setdefault("auth", aiohttp.BasicAuth(user, password))
+                options["client_kwargs"] = client
+            else:
+                cls = fsspec.get_filesystem_class(protocol)
+                options = {**cls._get_kwargs_from_urls(url), **options}
+        self.protocol = protocol
+        public, secret = _split(options)
+        self.options: dict = public
+        self._token = ""
+        if secret:
+            self._token = _secrets.token_hex(8)
+            _SECRETS[self._token] = secret
+            os.environ[_ENV_PREFIX + self._token] = base64.b64encode(
+                pickle.dumps(secret)).decode("ascii")
+        self._init_local()
+
+    def _init_local(self) -> None:
+        self._pid = -1
+        self._fs: Any = None
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._lock = threading.Lock()
+
+    # -- pickling: no client, no secret ---------------------------------------
+
+    def __getstate__(self) -> dict:
+        return {"protocol": self.protocol, "options": self.options, "_token": self._token}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._init_local()
+
+    def __repr__(self) -> str:
+        return f"Remote({self.protocol!r}, options={sorted(self.options)})"
+
+    def _secret(self) -> dict:
+        if not self._token:
+            return {}
+        secret = _SECRETS.get(self._token)
+        if secret is None:
+            encoded = os.environ.get(_ENV_PREFIX + self._token)
+            if encoded is None:
+                raise ImageFileError(f"the credentials of this {self.protocol}:// root are not "
+                                     "in this process (its environment lost "
+                                     f"{_ENV_PREFIX}{self._token})")
+            secret = _SECRETS[self._token] = pickle.loads(base64.b64decode(encoded))
+        return secret
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret value and URL userinfo replaced."""
+        for value in _secret_strings(_SECRETS.get(self._token, {})):
+            text = text.replace(value, _REDACTED)
+        return re.sub(r"(://)[^/\s@]+@", r"\1" + _REDACTED + "@", text)
+
+    @property
+    def fs(self) -> Any:
+        """This process's client (a new one after a fork)."""
+        if self._pid != os.getpid():
+            import fsspec
+
+            with self._lock:
+                options = _merge(self.options, self._secret())
+                self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=True, **options)
+                self._pool = None
+                self._pid = os.getpid()
+        return self._fs
+
+    # -- reading ----------------------------------------------------------------
+
+    def _fetch(self, urls: list[str]) -> list[Any]:
+        """One attempt at each of ``urls``: bytes or the exception."""
+        fs = self.fs
+        if getattr(fs, "async_impl", False):
+            return fs.cat_ranges(urls, None, None, on_error="return")
+        if len(urls) == 1:
+            return [_attempt(fs.cat_file, urls[0])]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="fastdecode-read")
+        return list(self._pool.map(lambda u: _attempt(fs.cat_file, u), urls))
+
+    def read_many(self, urls: Sequence[str]) -> list[Union[bytes, ImageFileError]]:
+        """The bytes of each URL, fetched concurrently, in order; a URL that
+        fails for good (or past the retry bound) gives an ImageFileError
+        naming it in its place."""
+        urls = list(urls)
+        out: list[Any] = [None] * len(urls)
+        todo = list(range(len(urls)))
+        start, delay, attempts = time.monotonic(), 0.05, 0
+        bound = _retry_seconds()
+        while todo:
+            attempts += 1
+            got = self._fetch([urls[i] for i in todo])
+            again = []
+            for i, value in zip(todo, got):
+                out[i] = value
+                if isinstance(value, BaseException) and _transient(value):
+                    again.append(i)
+            todo = again
+            elapsed = time.monotonic() - start
+            if not todo or elapsed + delay > bound:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        for i, value in enumerate(out):
+            if isinstance(value, BaseException):
+                out[i] = self._error(urls[i], value, attempts if i in todo else None,
+                                     time.monotonic() - start)
+            elif not isinstance(value, bytes):
+                out[i] = bytes(value)
+        return out
+
+    def read(self, url: str) -> bytes:
+        """The bytes at ``url`` (retried as :meth:`read_many`), or an ImageFileError."""
+        value = self.read_many([url])[0]
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def _error(self, url: str, exc: BaseException, attempts: Optional[int],
+               elapsed: float) -> ImageFileError:
+        reason = self.scrub(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        if attempts is not None:
+            reason += f" (transient; gave up after {attempts} attempts in {elapsed:.1f} s)"
+        code = exc.errno if isinstance(exc, OSError) and isinstance(exc.errno, int) else None
+        if isinstance(exc, FileNotFoundError):
+            code = _errno.ENOENT
+        err = ImageFileError(f"cannot read {scrub_url(url)}: {reason}", path=scrub_url(url),
+                             errno=code)
+        err.__suppress_context__ = True
+        return err
+
+    def open_file(self, url: str, mode: str = "rb") -> Any:
+        """``url`` opened on this filesystem (for manifests)."""
+        return self.fs.open(url, mode)
+
+    def open(self, url: str) -> "_RemoteFile":
+        """The read-ahead Reader protocol (:mod:`fastdecode.data._readahead`):
+        an opened file whose ``read()`` is :meth:`read` (size unknown before)."""
+        return _RemoteFile(self, url)
+
+    # -- listing ----------------------------------------------------------------
+
+    def tree(self, url: str, refresh: bool = False) -> TreeIndex:
+        """The listing of ``url`` from its index file, made (one ``find``) when
+        absent or when ``refresh``."""
+        key = _index_key(self.protocol, url, self.options)
+        cached = _TREES.get(key)
+        if cached is not None and not refresh:
+            return cached
+        path = os.path.join(cache_dir(), "index", key + ".npz")
+        index = None if refresh else _load_index(path, url)
+        if index is None:
+            index = self._list(url)
+            _save_index(path, index)
+        _TREES[key] = index
+        return index
+
+    def _list(self, url: str) -> TreeIndex:
+        fs = self.fs
+        root = fs._strip_protocol(url).rstrip("/")
+        try:
+            found = fs.find(url, withdirs=True, detail=True)
+        except Exception as exc:  # noqa: BLE001 - any client error, named and scrubbed
+            raise FileNotFoundError(self.scrub(f"cannot list {scrub_url(url)}: "
+                                               f"{type(exc).__name__}: {exc}")) from None
+        prefix = root + "/"
+        files, folders, stamp = [], set(), hashlib.sha256()
+        for name, info in found.items():
+            stripped = fs._strip_protocol(name).rstrip("/")
+            if not stripped.startswith(prefix):
+                continue
+            rel = stripped[len(prefix):]
+            if info.get("type") == "directory":
+                if "/" not in rel:
+                    folders.add(rel)
+                continue
+            files.append(rel)
+            if "/" in rel:
+                folders.add(rel.split("/", 1)[0])
+        files.sort()
+        for rel in files:
+            info = found.get(prefix + rel) or found.get(fs.unstrip_protocol(prefix + rel)) or {}
+            version = (info.get("ETag") or info.get("etag") or info.get("mtime")
+                       or info.get("LastModified") or info.get("updated") or info.get("created"))
+            stamp.update(f"{rel}\0{info.get('size')}\0{version}\n".encode())
+        if not files and not folders:
+            raise FileNotFoundError(f"no file under {scrub_url(url)}")
+        blob = np.frombuffer("".join(f"{rel}\n" for rel in files).encode("utf-8"), np.uint8)
+        offsets = np.zeros(len(files) + 1, np.int64)
+        np.cumsum(np.fromiter((len(r.encode("utf-8")) + 1 for r in files), np.int64,
+                              count=len(files)), out=offsets[1:])
+        return TreeIndex(scrub_url(url), blob, offsets, sorted(folders), stamp.hexdigest())
+
+
+class _RemoteFile:
+    __slots__ = ("remote", "url", "size")
+
+    def __init__(self, remote: Remote, url: str) -> None:
+        self.remote, self.url, self.size = remote, url, None
+
+    def read(self) -> bytes:
+        return self.remote.read(self.url)
+
+
+_TREES: dict[str, TreeIndex] = {}  # this process's open indexes, by key
+
+
+def _attempt(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - returned, classified by the caller
+        return exc
+
+
+def _index_key(protocol: str, url: str, options: dict) -> str:
+    text = json.dumps([_INDEX_VERSION, protocol, scrub_url(url).rstrip("/"), options],
+                      sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _save_index(path: str, index: TreeIndex) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, blob=index.blob, offsets=index.offsets,
+                     meta=np.frombuffer(json.dumps(
+                         {"root": index.root, "folders": index.folders,
+                          "fingerprint": index.fingerprint}).encode(), np.uint8))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _load_index(path: str, url: str) -> Optional[TreeIndex]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(data["meta"].tobytes())
+            if meta["root"] != scrub_url(url):
+                return None
+            return TreeIndex(meta["root"], data["blob"], data["offsets"], meta["folders"],
+                             meta["fingerprint"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def refresh_index(url: str, storage_options: Optional[dict] = None) -> TreeIndex:
+    """Lists ``url`` again and rewrites its index (what ``refresh_index=True``
+    does when a dataset opens the root)."""
+    return Remote(url, storage_options).tree(url, refresh=True)
+
+
+# -- ImageFolder over a remote tree -------------------------------------------
+
+_ROOTS: dict[str, Remote] = {}  # root URL (scrubbed) -> the Remote it was opened with
+
+
+def open_root(url: str, storage_options: Optional[dict] = None,
+              refresh: bool = False) -> tuple[Remote, TreeIndex]:
+    """The Remote for ``url`` and its listing (from the index file unless
+    ``refresh``); later :func:`folder_classes`/:func:`folder_samples` calls
+    on ``url`` in this process use the same."""
+    remote = Remote(url, storage_options)
+    index = remote.tree(url, refresh=refresh)
+    _ROOTS[scrub_url(url).rstrip("/")] = remote
+    return remote, index
+
+
+def _index_of(url: str) -> TreeIndex:
+    remote = _ROOTS.get(scrub_url(url).rstrip("/"))
+    if remote is None:
+        remote, index = open_root(url)
+        return index
+    return remote.tree(url)
+
+
+def folder_classes(url: str) -> tuple[list[str], dict[str, int]]:
+    """ImageFolder's find_classes over the remote tree ``url``."""
+    classes = sorted(_index_of(url).folders)
+    if not classes:
+        raise FileNotFoundError(f"Couldn't find any class folder in {scrub_url(url)}.")
+    return classes, {name: i for i, name in enumerate(classes)}
+
+
+def folder_samples(url: str, class_to_idx: dict[str, int],
+                   is_valid_file: Any) -> tuple[list[tuple[str, int]], set[str]]:
+    """(url, class_index) pairs in ImageFolder's walk order (class folders
+    sorted, then each file by its folder and name) and the classes seen."""
+    index = _index_of(url)
+    base = scrub_url(url).rstrip("/") + "/"
+    keyed = []
+    for rel in index.relpaths():
+        name, sep, _ = rel.partition("/")
+        if sep and name in class_to_idx:
+            folder, _, file = rel.rpartition("/")
+            keyed.append((name, folder, file, rel))
+    keyed.sort()
+    samples, seen = [], set()
+    for name, _, _, rel in keyed:
+        path = base + rel
+        if is_valid_file(path):
+            samples.append((path, class_to_idx[name]))
+            seen.add(name)
+    return samples, seen
+
+
+# -- a batch fetched together, taken one file at a time --------------------
+
+_LOCAL = threading.local()
+
+
+class prefetched:  # noqa: N801 - used as a context manager, named as one
+    """Within it, :func:`take_prefetched` gives ``urls``' bytes fetched in one
+    :meth:`Remote.read_many` (errors raised when taken)."""
+
+    def __init__(self, remote: Remote, urls: list[str]) -> None:
+        self.remote, self.urls = remote, urls
+
+    def __enter__(self) -> None:
+        self.outer = getattr(_LOCAL, "batch", None)
+        _LOCAL.batch = (self.remote, dict(zip(self.urls, self.remote.read_many(self.urls))))
+
+    def __exit__(self, *exc: Any) -> None:
+        _LOCAL.batch = self.outer
+
+
+def take_prefetched(remote: Remote, url: str) -> bytes:
+    """``url``'s bytes: from the batch this thread prefetched, else read now."""
+    batch = getattr(_LOCAL, "batch", None)
+    if batch is not None and batch[0] is remote and url in batch[1]:
+        value = batch[1].pop(url)
+        if isinstance(value, BaseException):
+            raise value
+        return value
+    return remote.read(url)
