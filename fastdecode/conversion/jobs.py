@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import functools
 import multiprocessing
 import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from fastdecode.api import decode_image, read_header
 from fastdecode.conversion.output import WRITERS, EncodeOptions, partial_path, write_atomically
+from fastdecode.data._readahead import ReadAhead, ReadAheadOptions
 
-__all__ = ["DESTINATION_ERRNOS", "Outcome", "convert_one", "fit_within", "load_pixels",
-           "run_jobs", "shrink_pixels"]
+__all__ = ["DESTINATION_ERRNOS", "Outcome", "convert_one", "converted", "fit_within",
+           "load_pixels", "run_jobs", "shrink_pixels"]
 
 # Write errors that no other file can escape: the run stops at the first.
 DESTINATION_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
@@ -70,10 +70,13 @@ class Outcome:
     destination_errno: int | None = None  # a write error in DESTINATION_ERRNOS: stop the run
 
 
-def convert_one(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
+def convert_one(options: EncodeOptions, job: tuple[str, str],
+                read: Callable[[str], bytes] | None = None) -> Outcome:
+    """One job: its source read (by ``read``: a read-ahead window's take),
+    decoded and written; any failure is the Outcome's error."""
     source, output = job
     try:
-        data = Path(source).read_bytes()
+        data = Path(source).read_bytes() if read is None else read(source)
         pixels = load_pixels(data, options.max_side)
         writer = WRITERS[options.to]
         size = write_atomically(Path(output), lambda file: writer(file, pixels, options))
@@ -104,12 +107,13 @@ def quit_on_sigterm(signum: int, frame: Any) -> None:
     os._exit(1)
 
 
-def convert_in_worker(options: EncodeOptions, job: tuple[str, str]) -> Outcome:
+def convert_in_worker(options: EncodeOptions, job: tuple[str, str],
+                      read: Callable[[str], bytes] | None = None) -> Outcome:
     """convert_one in a pool worker, telling a SIGTERM which partial file to remove."""
     global _writing
     _writing = Path(job[1])
     try:
-        return convert_one(options, job)
+        return convert_one(options, job, read)
     finally:
         _writing = None
 
@@ -143,7 +147,7 @@ def run_jobs(
     jobs: list[tuple[str, str]], options: EncodeOptions, workers: int
 ) -> Iterator[Outcome]:
     if workers == 1:
-        yield from map(functools.partial(convert_one, options), jobs)
+        yield from converted(options, jobs)
         return
     # spawn, not fork: forking a parent that runs threads (tqdm's monitor, a
     # notebook's) is unsafe, and Python 3.12+ warns about it. An executor, not
@@ -173,4 +177,20 @@ def run_jobs(
 
 def convert_chunk(options: EncodeOptions, jobs: list[tuple[str, str]]) -> list[Outcome]:
     """A pool worker's chunk of jobs, in order."""
-    return [convert_in_worker(options, job) for job in jobs]
+    return list(converted(options, jobs, convert_in_worker))
+
+
+def converted(options: EncodeOptions, jobs: list[tuple[str, str]],
+              convert: Callable[..., Outcome] = convert_one) -> Iterator[Outcome]:
+    """``convert(options, job, read)`` for each job in order, the sources
+    read ahead (``data/_readahead.py``: many reads in flight on slow storage)."""
+    window = ReadAhead(ReadAheadOptions.resolve(None))
+    try:
+        for job in window.ahead_of(jobs, _source):
+            yield convert(options, job, window.take)
+    finally:
+        window.close()
+
+
+def _source(job: tuple[str, str]) -> str:
+    return job[0]

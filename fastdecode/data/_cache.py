@@ -201,9 +201,20 @@ class SharedCache:
 
     # -- use -----------------------------------------------------------------
 
+    def holds(self, index: int, path: str) -> bool:
+        """True when sample ``index`` (at ``path``) is stored (not counted)."""
+        if not 0 <= index < self.entries:
+            return False
+        state, _, _, key = _ENTRY.unpack_from(self._mapping.map, self._entry_at(index))
+        return state == _FILLED and key == _path_hash(path)
+
     def get(self, index: int, path: str) -> Optional[bytes]:
         """The cached bytes of sample ``index`` (at ``path``), or None (a miss)."""
         m = self._mapping.map
+        if not 0 <= index < self.entries:  # samples appended after the cache was made
+            with self._locked():
+                self._add(_MISSES)
+            return None
         state, offset, length, key = _ENTRY.unpack_from(m, self._entry_at(index))
         hit = state == _FILLED and key == _path_hash(path)
         with self._locked():
@@ -217,6 +228,8 @@ class SharedCache:
         """Stores sample ``index``'s bytes unless it is stored (or being
         stored) already or the budget is spent; True when this call stored them."""
         m = self._mapping.map
+        if not 0 <= index < self.entries:
+            return False
         at = self._entry_at(index)
         n = len(data)
         with self._locked():

@@ -45,10 +45,10 @@ import re
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Protocol, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, TypeVar, Union
 
-__all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "ENV", "LocalReader", "Opened", "ReadAhead",
-           "ReadAheadOptions", "Reader", "as_reader", "parse_bytes"]
+__all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "ENV", "DatasetReads", "LocalReader", "Opened",
+           "ReadAhead", "ReadAheadOptions", "Reader", "as_reader", "parse_bytes"]
 
 DEFAULT_DEPTH = 16
 DEFAULT_MAX_BYTES = 64 << 20
@@ -215,6 +215,7 @@ def as_reader(reader: Any) -> Reader:
 # the window
 
 _QUEUED, _STARTED, _DONE = 0, 1, 2
+T = TypeVar("T")
 
 
 class _Entry:
@@ -310,6 +311,20 @@ class ReadAhead:
         entry.data = None
         assert data is not None
         return data
+
+    def ahead_of(self, items: Iterable[T], path_of: Callable[[T], str]) -> Iterator[T]:
+        """``items`` in order, each yielded once its read and those of up to
+        ``4 x depth`` items after it were submitted: the caller takes
+        ``path_of(item)`` (a long run of files never queues them all)."""
+        span = 4 * self.options.depth
+        buffer: deque[T] = deque()
+        for item in items:
+            buffer.append(item)
+            self.submit([path_of(item)])
+            if len(buffer) > span:
+                yield buffer.popleft()
+        while buffer:
+            yield buffer.popleft()
 
     def clear(self) -> None:
         """Drops every read not taken (their bytes are released as they end)."""
@@ -478,3 +493,59 @@ class ReadAhead:
                 entry.data = entry.error = None
                 self._release(entry)
             self._cond.notify_all()
+
+
+# ---------------------------------------------------------------------------
+# a dataset's reads
+
+
+class DatasetReads:
+    """A dataset's reads, in whichever process it is: its shared cache
+    (:mod:`fastdecode.data._cache`) first, then the calling thread's window,
+    else the file, read in the calling thread. Pickles as its options,
+    cache and reader (the windows stay in their process)."""
+
+    def __init__(self, options: ReadAheadOptions, cache: Any = None, reader: Any = None) -> None:
+        self.options = options
+        self.cache = cache
+        self.reader = as_reader(reader)
+        self._local = threading.local()
+
+    def window(self) -> ReadAhead:
+        """This thread's window (one per thread: a window has one consumer)."""
+        window = getattr(self._local, "window", None)
+        if window is None:
+            window = self._local.window = ReadAhead(self.options, self.reader)
+        elif window.reader is not self.reader:
+            window.clear()
+            window.reader = self.reader
+        return window
+
+    def ahead(self, items: Iterable[tuple[int, str]]) -> None:
+        """Starts the reads of samples ``items`` ((index, path), in the order
+        they will be read) that the cache does not hold."""
+        if self.options.depth == 0:
+            return
+        cache = self.cache
+        self.window().submit([path for index, path in items
+                              if cache is None or not cache.holds(index, path)])
+
+    def read(self, index: Optional[int], path: str) -> bytes:
+        """Sample ``index``'s bytes (at ``path``); stored in the cache on a
+        miss. A failed read raises its OSError."""
+        cache = self.cache
+        if cache is not None and index is not None:
+            data = cache.get(index, path)
+            if data is not None:
+                return data
+        data = self.window().take(path)
+        if cache is not None and index is not None:
+            cache.put(index, path, data)
+        return data
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "cache": self.cache, "reader": self.reader}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()

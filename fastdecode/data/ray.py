@@ -105,6 +105,7 @@ except ImportError as exc:  # test_missing_ray_names_the_extra hides ray to chec
     ) from exc
 
 from fastdecode.data._listing import Listing, PathsLike, list_images
+from fastdecode.data._readahead import ReadAhead, ReadAheadOptions
 from fastdecode.data._rows import BatchDecoder, random_seeds, row_seed, row_seeds
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
@@ -134,9 +135,23 @@ def _tensor_column(batch: np.ndarray) -> Any:
 def _read_rows(decoder: BatchDecoder, filesystem: Optional[Any], paths: list[str],
                labels: np.ndarray, indices: np.ndarray, seed: Optional[int],
                include_paths: bool, block_rows: int) -> Iterator[pa.Table]:
+    # the task's files read ahead, across its blocks (data/_readahead.py)
+    reader = None if filesystem is None else functools.partial(_read_file, filesystem)
+    window = ReadAhead(ReadAheadOptions.resolve(None), reader)
+    try:
+        yield from _read_blocks(window, decoder, paths, labels, indices, seed, include_paths,
+                                block_rows)
+    finally:
+        window.close()
+
+
+def _read_blocks(window: ReadAhead, decoder: BatchDecoder, paths: list[str],
+                 labels: np.ndarray, indices: np.ndarray, seed: Optional[int],
+                 include_paths: bool, block_rows: int) -> Iterator[pa.Table]:
+    rows_of = window.ahead_of(range(len(paths)), paths.__getitem__)
     for start in range(0, len(paths), block_rows):
         rows = range(start, min(len(paths), start + block_rows))
-        data = [_read_file_named(filesystem, paths[i]) for i in rows]
+        data = [_read_file_named(window, paths[next(rows_of)]) for _ in rows]
         # every row seeded (unseeded: from the OS), so a torch-free plan never imports torch
         seeds = (random_seeds(len(rows)) if seed is None
                  else row_seeds(seed, indices[rows.start:rows.stop]))
@@ -152,11 +167,11 @@ def _path_of(paths: list[str], start: int, row: int) -> str:
     return paths[start + row]
 
 
-def _read_file_named(filesystem: Optional[Any], path: str) -> bytes:
+def _read_file_named(window: ReadAhead, path: str) -> bytes:
     from fastdecode.errors import DecodeError
 
     try:
-        return _read_file(filesystem, path)
+        return window.take(path)
     except OSError as exc:
         raise DecodeError(f"cannot read file: {exc}", path=path) from exc
 
@@ -400,7 +415,7 @@ def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optiona
     the running cluster (``ray.init(address='auto')``) or starts a local one;
     the destination must be a filesystem every node writes to. ``workers``
     bounds the tasks in flight (default: twice the cluster's CPUs)."""
-    from fastdecode.conversion.jobs import convert_one
+    from fastdecode.conversion.jobs import converted
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
@@ -410,10 +425,10 @@ def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optiona
     running: list[Any] = []
     while pending or running:
         while pending and len(running) < limit:
-            running.append(convert.remote(convert_one, options, pending.pop()))
+            running.append(convert.remote(converted, options, pending.pop()))
         done, running = ray.wait(running, num_returns=1)
         yield from ray.get(done[0])
 
 
-def _convert_chunk(convert_one: Any, options: Any, jobs: list[tuple[str, str]]) -> list[Any]:
-    return [convert_one(options, job) for job in jobs]
+def _convert_chunk(converted: Any, options: Any, jobs: list[tuple[str, str]]) -> list[Any]:
+    return list(converted(options, jobs))  # read ahead, in order (conversion/jobs.py)
