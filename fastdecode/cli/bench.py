@@ -5,15 +5,17 @@ The sections are the modules of ``benchmarks/`` (shipped in the wheel as
 ``fastdecode.benchmarks``): decode-only per library (and BMP vs JPEG), fused
 transforms per library, the end-to-end loaders against the machine's limit
 (steady state, median of interleaved rounds) and, with --full or --sections,
-the transforms of real training recipes. Each shows a progress bar on stderr
-and prints its Markdown tables as it finishes; this command runs them in turn
+the transforms of real training recipes and the loaders on slow storage
+(a FUSE mount adding 0-20 ms per open; a skip line without FUSE). Each
+shows a progress bar on stderr and prints its Markdown tables as it finishes; this command runs them in turn
 on one dataset, ends with a five-line summary, and writes one JSON report
 (every section's numbers, the machine, the library versions) and a PNG plot
 of the loaders' images/s (medians, min-max bars, the limit as a line).
 
 The default run takes about four minutes on 2 cores (once the generated set
 exists); --full is the whole sweep (num_workers 0-8, every size, the
-recipes, and Ray Data when ray is installed; about 20 minutes), --quick a smoke run.
+recipes, slow storage, and Ray Data when ray is installed; about 20 minutes
+plus storage's), --quick a smoke run.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ SECTIONS = {
     "loader": "bench_loader",
     "recipes": "bench_recipes",
     "ray": "bench_ray",  # needs ray (fastdecode[ray]); skipped without it
+    "storage": "bench_storage",  # needs FUSE (latencyfs); prints a skip line without it
 }
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 OPTIONAL = {"ray": "ray"}  # section -> the package it needs
@@ -46,13 +49,14 @@ OPTIONAL = {"ray": "ray"}  # section -> the package it needs
 # default's loader runs the train chain only (the summary's), eval in --full.
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
-              "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"]},
+              "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"],
+              "storage": ["--quick"]},
     "default": {"decode": ["--limit", "200", "--rounds", "3"],
                 "transforms": ["--limit", "100", "--rounds", "3"], "loader": ["--chains", "train"],
                 "recipes": [],
-                "ray": []},
+                "ray": [], "storage": []},
     "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
-             "ray": []},
+             "ray": [], "storage": ["--full"]},
 }
 
 EPILOG = """\
@@ -206,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
                 report["skipped"][name] = f"failed with exit code {rc}"
                 continue
             report["sections"][name] = json.loads(json_path.read_text())
+            if "skipped" in report["sections"][name]:  # e.g. storage without FUSE
+                report["skipped"][name] = report["sections"][name]["skipped"]
             report["sections"][name]["seconds"] = time.perf_counter() - start
     report["summary"] = summary_lines(report["sections"])
     if "loader" in report["sections"] and args.plot is not None:
