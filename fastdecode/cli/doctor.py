@@ -3,7 +3,9 @@
 Each check reports a status (ok / warn / fail), what it found and one
 concrete recommendation. ``fail`` is kept for what stops or stalls training
 outright; everything that only costs speed is a ``warn``. Torch is optional:
-without it the torch checks say so and the others still run.
+without it the torch checks say so and the others still run. Given a dataset
+folder (``fastdecode doctor ROOT``) it also names the storage under it and
+measures it (``fastdecode.cli._storage``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import multiprocessing
 import os
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from fastdecode import _system
 from fastdecode.api import info
+from fastdecode.cli import _storage
 from fastdecode.cli._args import add_command, count
 
 __all__ = ["Check", "JobOptions", "Options", "diagnose", "recommended_num_workers", "register"]
@@ -50,6 +54,8 @@ class JobOptions:
     image_size: int = 224
     prefetch_factor: int = 2
     float32: bool = False
+    root: Optional[Path] = None  # a dataset folder: its storage is probed too
+    sample: int = 64  # files the storage probe reads
 
     @property
     def batch_bytes(self) -> int:
@@ -262,6 +268,28 @@ def check_torch(facts: dict) -> Check:
     return Check("torch_cuda", "ok", finding, "use pin_memory=True, or FastLoader(device='cuda')")
 
 
+def check_storage(facts: dict, opts: JobOptions, workers: int) -> Check:
+    """The storage under ``opts.root``: kind, open + first-byte latency,
+    throughput, and the read-ahead depth, cache or shards it calls for."""
+    from fastdecode.data._cache import available_ram
+    from fastdecode.data._readahead import ReadAheadOptions
+
+    assert opts.root is not None
+    try:
+        found = _storage.probe(opts.root, opts.sample)
+    except OSError as exc:
+        return Check("storage", "fail", f"{opts.root}: {exc}",
+                     "pass the dataset's root folder (an ImageFolder tree)")
+    facts["storage"] = {**asdict(found), "latency_s": found.latency_s,
+                        "latency_p90_s": found.latency_p90_s,
+                        "throughput_bytes_per_s": found.throughput_bps,
+                        "estimated_bytes": found.estimated_bytes}
+    status, finding, advice = _storage.storage_advice(
+        found, facts["usable_cpus"], workers, available_ram(), facts["shm_free_bytes"],
+        ReadAheadOptions.resolve(None).depth)
+    return Check("storage", status, finding, advice)
+
+
 # --------------------------------------------------------------------------
 # gathering the facts
 
@@ -324,6 +352,8 @@ def diagnose(opts: Optional[JobOptions] = None) -> Report:
         check_libjpeg(facts),
         check_torch(facts),
     ]
+    if opts.root is not None:
+        checks.append(check_storage(facts, opts, workers))
     return Report(checks, recommended, facts)
 
 
@@ -346,12 +376,13 @@ def print_text(report: Report) -> None:
 
 def run(args: argparse.Namespace) -> int:
     opts = JobOptions(args.num_workers, args.batch_size, args.image_size, args.prefetch_factor,
-                   args.float32)
+                      args.float32, args.root, args.sample)
     report = diagnose(opts)
     if args.json:
         out = {"status": report.status, "exit_code": report.exit_code,
                "recommended_num_workers": report.recommended_num_workers,
-               "options": {**asdict(opts), "batch_bytes": opts.batch_bytes},
+               "options": {**asdict(opts), "root": None if opts.root is None else str(opts.root),
+                           "batch_bytes": opts.batch_bytes},
                "checks": [asdict(c) for c in report.checks], "facts": report.facts}
         print(json.dumps(out, indent=2))
     else:
@@ -364,7 +395,11 @@ checks: usable CPUs (affinity, cgroup quota) and the num_workers they allow;
 /dev/shm against num_workers x prefetch_factor x batch bytes; thread
 variables and the OpenMP/BLAS runtimes torch loads; OpenCV; the
 multiprocessing start method with CUDA; libjpeg-turbo and its SIMD; torch,
-CUDA and a pinned allocation.
+CUDA and a pinned allocation. With ROOT, the storage under the dataset: its
+kind (nfs, fuse, lustre, gpfs, overlay, tmpfs, network, local), the open +
+first-byte latency and read throughput over a sample of its files, and the
+read-ahead depth (Little's law: rate x latency), the RAM cache (when the
+dataset fits) or shards it calls for.
 
 exit status: 0 when no check fails (warnings cost speed), 1 when one will
 stall or crash training (too little /dev/shm, num_workers above 2x the
@@ -373,6 +408,7 @@ usable CPUs, 'fork' with CUDA already initialized, pinned memory failing),
 
 examples:
   fastdecode doctor
+  fastdecode doctor ~/data/imagenet/train --num-workers 8   # and the storage under it
   fastdecode doctor --num-workers 16 --batch-size 512
   fastdecode doctor --batch-size 128 --image-size 384 --float   # float32 batches from workers
   fastdecode doctor --json | jq '.checks[] | select(.status != "ok")'
@@ -386,6 +422,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and says, for each finding, what to set instead.",
         epilog=EPILOG,
     )
+    parser.add_argument("root", nargs="?", type=Path, metavar="ROOT",
+                        help="a dataset folder: also name and measure the storage under it")
+    parser.add_argument("--sample", type=count(1), default=64, metavar="N",
+                        help="files the storage probe reads (default: 64)")
     parser.add_argument("--num-workers", type=count(0), metavar="N",
                         help="the num_workers the job uses (default: the recommended count)")
     parser.add_argument("--batch-size", type=count(1), default=256, metavar="B",
