@@ -2,6 +2,26 @@
 
 Pillow is imported lazily: it is only needed when a dataset mixes in such
 formats, or when a BMP is asked for at a reduced scale.
+
+What Pillow opens is not always a plain image; each case has one outcome:
+
+- a stub plugin without a registered handler (BUFR, GRIB, HDF5, WMF off
+  Windows: Pillow names the format, reports 0x0 and has no decoder) is an
+  :class:`UnsupportedFormatError` from the header on; any size that is not
+  positive is a :class:`DecodeError`;
+- an animation or a multi-page file (GIF, APNG, WebP, TIFF) gives its first
+  frame, as ``PIL.Image.open(f).convert(mode)`` does (what torchvision's
+  ImageFolder loader returns);
+- the other modes (1, L, LA, I;16, I, F, P, PA, RGBA, CMYK, LAB...) are
+  converted as ``convert(mode)`` converts them: 16- and 32-bit values are
+  clipped to 0..255, alpha and transparency are dropped (a palette whose
+  transparency is a byte string goes through RGBA, the same pixels without
+  Pillow's warning about it);
+- a truncated file, a plugin that fails (or needs a program that is not
+  installed, as EPS's Ghostscript) is a :class:`DecodeError`;
+- a decompression bomb Pillow refuses (``DecompressionBombError``, or its
+  ``DecompressionBombWarning`` when the warnings filter makes it an error)
+  is an :class:`ImageTooLargeError`, as are sizes above 32 bits.
 """
 
 from __future__ import annotations
@@ -19,6 +39,8 @@ from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormat
 
 _COLOR_SPACES = {"L": "gray", "1": "gray", "LA": "gray", "I": "gray", "F": "gray",
                  "RGB": "rgb", "RGBA": "rgb", "CMYK": "cmyk", "YCbCr": "ycbcr", "P": "palette"}
+# the largest side the C planner takes (plan_shape: a positive 32-bit size)
+_MAX_SIDE = 0xFFFFFFFF
 
 
 def _open(data: Any):
@@ -29,13 +51,38 @@ def _open(data: Any):
             "not a JPEG or BMP, and Pillow (needed for other formats) is not installed"
         ) from exc
     try:
-        return Image.open(io.BytesIO(memoryview(data).cast("B").tobytes()))
-    except UnidentifiedImageError as exc:
-        raise UnsupportedFormatError(f"unrecognized image format: {exc}") from None
-    except Image.DecompressionBombError as exc:
+        im = Image.open(io.BytesIO(memoryview(data).cast("B").tobytes()))
+    except UnidentifiedImageError:
+        raise UnsupportedFormatError(
+            "unrecognized image format: not JPEG or BMP, and Pillow cannot identify it"
+        ) from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageTooLargeError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - Pillow's plugins raise anything on bad data
         raise DecodeError(f"cannot read image header: {type(exc).__name__}: {exc}") from None
+    try:
+        _check_opened(im)
+    except BaseException:
+        im.close()
+        raise
+    return im
+
+
+def _check_opened(im: Any) -> None:
+    """What Pillow opened has pixels that can be decoded (see the module doc)."""
+    from PIL import ImageFile
+
+    fmt = im.format or "image"
+    if isinstance(im, ImageFile.StubImageFile) and getattr(im, "_handler", None) is None:
+        raise UnsupportedFormatError(
+            f"{fmt}: Pillow identifies the format but has no decoder for it (a stub "
+            f"plugin without a registered handler)"
+        )
+    width, height = im.size
+    if width <= 0 or height <= 0:
+        raise DecodeError(f"{fmt} image of {width}x{height} pixels: nothing to decode")
+    if width > _MAX_SIDE or height > _MAX_SIDE:
+        raise ImageTooLargeError(f"{fmt} image of {width}x{height} pixels: a side above 32 bits")
 
 
 def read_header(data: Any) -> ImageInfo:
@@ -78,7 +125,7 @@ def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
         im = _open(data)
         plan(im.height, im.width, crop=None)  # the options and max_pixels, before loading
         # The work budget, as the native decoders count it: 64 pixels a block.
-        # Only the first frame of an animation is ever decoded.
+        # Only the first frame of an animation is ever decoded (module doc).
         check_work(-(-im.width * im.height // 64), memoryview(data).nbytes,
                    o["max_work_per_byte"], im.format or "image")
         try:
@@ -87,8 +134,10 @@ def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
                 from PIL import ImageOps
 
                 im = ImageOps.exif_transpose(im)
+            if im.mode == "P" and isinstance(im.info.get("transparency"), bytes):
+                im = im.convert("RGBA")  # convert(mode)'s pixels, without its warning
             im = im.convert(mode)
-        except Image.DecompressionBombError as exc:
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise ImageTooLargeError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - Pillow's decoders raise anything on bad data
             raise DecodeError(f"cannot decode {im.format or 'image'}: {exc}") from None
