@@ -20,6 +20,7 @@ __all__ = [
     "UnsupportedImageFileError",
     "ImageFileTooLargeError",
     "CacheSpaceError",
+    "ResumeError",
     "file_error",
 ]
 
@@ -84,6 +85,13 @@ class CacheSpaceError(FastDecodeError, MemoryError):
     """A dataset's ``cache=`` budget does not fit: /dev/shm or the available
     RAM has less free than it needs (checked before anything is filled).
     The message says how much each has and what to change."""
+
+
+class ResumeError(FastDecodeError, ValueError):
+    """A loader state (``FastLoader.state_dict()``) does not fit the loader
+    it is loaded into: another dataset, another seed, another sampler, a
+    global batch the new world size does not divide, an unknown version.
+    The message names what differs."""
 
 
 def file_error(exc: BaseException, message: str, path: str) -> ImageFileError:
