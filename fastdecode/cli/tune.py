@@ -2,10 +2,17 @@
 measured on its own data with its own transforms.
 
 Two measurements: one worker's decode time per batch, in this process with
-every thread pool at one thread (what a worker runs under), and then the
-real FastLoader at each worker count, which shows where the machine stops
-scaling. Everything is bounded: a fixed number of batches per measurement
-and a per-batch timeout on the workers, so it never hangs.
+every thread pool at one thread (what a worker runs under), split into the
+time it ran or waited for a CPU and the time it waited on storage (from the
+thread's schedstat), and then the real FastLoader at each worker count,
+which shows where the machine stops scaling. Workers are sized by the first
+part: the wait on storage is the read-ahead's to hide, not more processes'.
+
+A recommendation off one noisy pass is not trusted: the measurements run
+twice at the same size and, while the two last recommendations differ,
+again with twice the batches (``MAX_PASSES`` in all); the result says
+whether it settled. Everything is bounded: a fixed number of batches per
+measurement and a per-batch timeout on the workers, so it never hangs.
 """
 
 from __future__ import annotations
@@ -33,6 +40,12 @@ __all__ = ["UsageError", "load_transform", "recommend_prefetch", "register", "tu
 NEAR_BEST = 0.95
 MAX_PREFETCH = 8
 SEED = 0
+# A worker waiting on storage for this share of its batch time or more is
+# sized by its CPU time alone, and told about the read-ahead.
+IO_WAIT_SHARE = 0.10
+# passes: 1 and 2 at --batches, then each with twice the last one's batches,
+# until the last two recommend the same num_workers
+MAX_PASSES = 4
 
 
 @dataclass
@@ -56,6 +69,7 @@ class Result:
     usable_cpus: int
     decode_s_per_batch: float
     decode_s_per_batch_max: float
+    io_wait_s_per_batch: float
     worker_images_per_s: float
     batch_bytes: int
     sweep: list[Row]
@@ -69,6 +83,8 @@ class Result:
     input_bound: Optional[bool] = None
     skipped_images: int = 0
     load_average: Optional[float] = None
+    stable: bool = True
+    passes: list[dict] = field(default_factory=list)  # per pass: batches, its recommendation
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -77,25 +93,42 @@ class Result:
 # measuring
 
 
-def measure_worker(ds, batch_size: int, batches: int, torch) -> tuple[list[float], int]:
+def thread_schedstat_s() -> Optional[float]:
+    """Seconds this thread has run plus waited for a CPU (``/proc/thread-self/
+    schedstat``); None where the kernel has no such file."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            ran_ns, waited_ns = f.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return (int(ran_ns) + int(waited_ns)) / 1e9
+
+
+def measure_worker(ds, batch_size: int, batches: int, torch,
+                   seed: int = SEED) -> tuple[list[float], list[float], int]:
     """Seconds per batch for one worker (decode, transforms, collate), after a
-    warm-up batch (fusing the chain, first touch of the code); and the bytes
-    of one collated batch."""
+    warm-up batch (fusing the chain, first touch of the code); of each, the
+    seconds it waited on storage (neither running nor waiting for a CPU: on
+    the files, directly or through the read-ahead; 0 where schedstat is
+    missing); and the bytes of one collated batch."""
     import numpy as np
 
     from fastdecode.data.loader import collate
 
-    rng = np.random.default_rng(SEED)
-    times = []
+    rng = np.random.default_rng(seed)
+    times, waits = [], []
     with _system.one_thread_per_pool(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SEED)
+        torch.manual_seed(seed)
         images, _ = collate(ds.__getitems__(rng.integers(0, len(ds), batch_size).tolist()))
         for _ in range(batches):
             indices = rng.integers(0, len(ds), batch_size).tolist()
-            start = time.perf_counter()
+            busy, start = thread_schedstat_s(), time.perf_counter()
             collate(ds.__getitems__(indices))
-            times.append(time.perf_counter() - start)
-    return times, images.element_size() * images.numel()
+            wall, busy_after = time.perf_counter() - start, thread_schedstat_s()
+            times.append(wall)
+            waits.append(0.0 if busy is None or busy_after is None
+                         else min(wall, max(0.0, wall - (busy_after - busy))))
+    return times, waits, images.element_size() * images.numel()
 
 
 def measure_loader(ds, workers: int, batch_size: int, batches: int, timeout: float,
@@ -159,27 +192,55 @@ def tune(data: Path, transform: Callable, description: str, batch_size: int, bat
         raise UsageError(f"--data {data}: not an ImageFolder tree: {exc}") from exc
     usable = _system.usable_cpus()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    progress(f"measuring one worker: {batches} batches of {batch_size}")
-    times, batch_bytes = measure_worker(ds, batch_size, batches, torch)
+    passes: list[dict] = []
+    size = batches
+    for n in range(MAX_PASSES):
+        result = measure_pass(ds, data, description, batch_size, size, step_time,
+                              worker_counts, usable, load, n, progress, torch)
+        passes.append({"batches": size, "recommended_num_workers":
+                       result.recommended_num_workers})
+        picks = [p["recommended_num_workers"] for p in passes]
+        if len(picks) >= 2 and picks[-1] == picks[-2]:
+            break
+        if n >= 1:
+            size *= 2  # a repeat disagreed: widen
+    result.passes, result.stable = passes, len(picks) >= 2 and picks[-1] == picks[-2]
+    result.notes.append(
+        f"recommendation per pass: {', '.join(str(p) for p in picks)} ("
+        + ("stable: the last two agree)" if result.stable else
+           f"NOT stable after {len(picks)} passes up to {passes[-1]['batches']} batches: the "
+           "machine is too noisy to tell; rerun on a quieter machine or with larger --batches)"))
+    return result
+
+
+def measure_pass(ds, data: Path, description: str, batch_size: int, batches: int,
+                 step_time: Optional[float], worker_counts: Optional[list[int]], usable: int,
+                 load: Optional[float], n: int, progress: Callable[[str], None],
+                 torch) -> Result:
+    """One pass: one worker's batches, then the loader at each worker count,
+    and the recommendation from them (pass ``n`` seeds its draws apart)."""
+    progress(f"pass {n + 1}: measuring one worker: {batches} batches of {batch_size}")
+    times, waits, batch_bytes = measure_worker(ds, batch_size, batches, torch, SEED + n)
     decode, slowest = statistics.median(times), max(times)
     result = Result(
         data=str(data), images=len(ds), classes=len(ds.classes), transform=description,
         batch_size=batch_size, batches=batches, usable_cpus=usable, decode_s_per_batch=decode,
-        decode_s_per_batch_max=slowest, worker_images_per_s=batch_size / decode,
-        batch_bytes=batch_bytes, sweep=[], max_images_per_s=0.0, max_at_num_workers=0,
-        recommended_num_workers=0, recommended_prefetch_factor=2, step_time_s=step_time,
-        load_average=load)
+        decode_s_per_batch_max=slowest, io_wait_s_per_batch=statistics.median(waits),
+        worker_images_per_s=batch_size / decode, batch_bytes=batch_bytes, sweep=[],
+        max_images_per_s=0.0, max_at_num_workers=0, recommended_num_workers=0,
+        recommended_prefetch_factor=2, step_time_s=step_time, load_average=load)
     if step_time is not None:
         result.needed_num_workers = math.ceil(decode / step_time)
-        result.recommended_num_workers = min(result.needed_num_workers, usable)
-        result.input_bound = result.needed_num_workers > usable
+        cpu_workers = math.ceil(cpu_s_per_batch(result) / step_time)
+        result.recommended_num_workers = min(cpu_workers, usable)
+        result.input_bound = cpu_workers > usable
         result.target_images_per_s = batch_size / step_time
 
     counts = list(dict.fromkeys(worker_counts)) if worker_counts else sorted(
         set(default_worker_counts(usable)) | {result.recommended_num_workers} - {0})
     caught: list[str] = []
     for workers in counts:
-        progress(f"measuring FastLoader with num_workers={workers}")
+        progress(f"pass {n + 1}: measuring FastLoader with num_workers={workers}")
         # generous: a start-up plus ten slow batches on time-shared CPUs
         timeout = 60 + 10 * slowest * max(1, workers / usable)
         rate, first, total = measure_loader(ds, workers, batch_size, batches, timeout, caught,
@@ -195,6 +256,20 @@ def tune(data: Path, transform: Callable, description: str, batch_size: int, bat
     return result
 
 
+def io_wait_share(r: Result) -> float:
+    """The share of one worker's batch time spent waiting on storage."""
+    return r.io_wait_s_per_batch / r.decode_s_per_batch if r.decode_s_per_batch > 0 else 0.0
+
+
+def cpu_s_per_batch(r: Result) -> float:
+    """One worker's batch time on a CPU (or waiting for one): what sizes the
+    workers when the wait on storage is a tenth of it or more, else the
+    whole batch time (the split is noise then)."""
+    if io_wait_share(r) >= IO_WAIT_SHARE:
+        return r.decode_s_per_batch - r.io_wait_s_per_batch
+    return r.decode_s_per_batch
+
+
 def _recommend(r: Result) -> None:
     notes = r.notes
     # the load average counts the whole machine (also in a container), so
@@ -204,6 +279,14 @@ def _recommend(r: Result) -> None:
         notes.append(f"the machine was busy (load average {r.load_average:.1f} on {cpus} CPUs "
                      "when tune started): the rates are lower than on an idle machine")
     _recommend_workers(r)
+    share = io_wait_share(r)
+    if share >= IO_WAIT_SHARE:
+        notes.append(
+            f"one worker waited on storage {r.io_wait_s_per_batch:.3f} s of its "
+            f"{r.decode_s_per_batch:.3f} s per batch ({share:.0%}): num_workers is sized by the "
+            f"other {cpu_s_per_batch(r):.3f} s; the wait is the read-ahead's to hide (readahead="
+            "or FASTDECODE_READAHEAD, `fastdecode doctor ROOT` sizes it), not more workers "
+            "than CPUs")
     shm = _system.shm_budget(r.recommended_num_workers, r.recommended_prefetch_factor,
                              r.batch_bytes)
     if shm.status == "short" and shm.free is not None:
@@ -231,9 +314,9 @@ def _recommend_workers(r: Result) -> None:
                      "your training step")
         return
     step = r.step_time_s
+    cpu = cpu_s_per_batch(r)
     notes.append(f"a step of {step:g} s consumes {r.target_images_per_s:,.0f} images/s: "
-                 f"num_workers = ceil({r.decode_s_per_batch:.3f} / {step:g}) = "
-                 f"{r.needed_num_workers}"
+                 f"num_workers = ceil({cpu:.3f} / {step:g}) = {math.ceil(cpu / step)}"
                  + (f", capped at the {r.usable_cpus} usable CPUs" if r.input_bound else ""))
     if r.input_bound:
         r.recommended_prefetch_factor = 2
@@ -265,8 +348,8 @@ def print_text(r: Result) -> None:
     print(f"data: {r.data} ({r.images} images, {r.classes} classes)")
     print(f"transform: {r.transform}")
     print(f"one worker: {r.decode_s_per_batch:.3f} s per batch of {r.batch_size} (median of "
-          f"{r.batches}, slowest {r.decode_s_per_batch_max:.3f} s) = "
-          f"{r.worker_images_per_s:,.0f} images/s")
+          f"{r.batches}, slowest {r.decode_s_per_batch_max:.3f} s; waiting on storage "
+          f"{r.io_wait_s_per_batch:.3f} s) = {r.worker_images_per_s:,.0f} images/s")
     print(f"usable CPUs: {r.usable_cpus}\n")
     print("num_workers  images/s  first batch")
     for row in r.sweep:
@@ -282,7 +365,8 @@ def print_text(r: Result) -> None:
     for message in r.warnings:
         print(f"- loader warning: {message}")
     print(f"\nrecommended: num_workers={r.recommended_num_workers}, "
-          f"prefetch_factor={r.recommended_prefetch_factor}")
+          f"prefetch_factor={r.recommended_prefetch_factor}"
+          + ("" if r.stable else " (not stable: see the passes above)"))
 
 
 def _error(message: str) -> None:
@@ -327,7 +411,10 @@ EPILOG = f"""\
 how it decides:
   num_workers     with --step-time S: ceil(D / S), D being one worker's median
                   time per batch, capped at the usable CPUs (then the job is
-                  input-bound and the output says what would help).
+                  input-bound and the output says what would help). When the
+                  worker waits on storage for {IO_WAIT_SHARE:.0%} of D or more, D
+                  counts only its time on (or waiting for) a CPU: the read-ahead
+                  hides the wait, more workers would oversubscribe.
                   Without it: the fewest workers within {1 - NEAR_BEST:.0%} of the
                   best measured images/s.
   prefetch_factor a batch is requested num_workers x prefetch_factor steps
@@ -336,7 +423,10 @@ how it decides:
                   max(2, ceil(slowest / (num_workers x S))), at most {MAX_PREFETCH}.
                   2 without --step-time or when input-bound (more batches in
                   flight cannot raise the rate, only memory).
-  Numbers vary from run to run on a shared machine; rerun before trusting one.
+  stability       the measurements run twice; while the last two passes
+                  recommend different num_workers, again with twice the
+                  batches, {MAX_PASSES} passes at most; the output says whether it
+                  settled.
 
 exit status: 0 on success, 1 when the pipeline fails while measuring (a
 decode error, a transform that raises, a worker timeout), 2 for bad

@@ -6,6 +6,7 @@ machine is shared and noisy."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from pathlib import Path
@@ -47,6 +48,7 @@ RESULT_KEYS = {
     "sweep", "max_images_per_s", "max_at_num_workers", "recommended_num_workers",
     "recommended_prefetch_factor", "step_time_s", "target_images_per_s", "needed_num_workers",
     "input_bound", "skipped_images", "load_average", "notes", "warnings",
+    "io_wait_s_per_batch", "stable", "passes",
 }
 
 
@@ -77,14 +79,18 @@ def test_step_time_sets_workers_from_the_decode_time(tree, capsys):
     assert (r["images"], r["classes"], r["batch_size"]) == (6, 2, 4)
     assert [row["num_workers"] for row in r["sweep"]] == [0, 1]
     for row in r["sweep"]:
-        assert row["images_per_s"] > 0 and row["batches"] == max(1, row["num_workers"]) + 2
+        assert row["images_per_s"] > 0
+        assert row["batches"] == max(1, row["num_workers"]) + r["batches"]
         assert row["meets_step_time"] == (row["images_per_s"] >= r["target_images_per_s"])
     assert r["decode_s_per_batch"] <= r["decode_s_per_batch_max"]
     assert r["batch_bytes"] == 4 * 3 * 32 * 32 * 4  # float32 from ToTensor
     assert r["target_images_per_s"] == pytest.approx(4 / 0.5)
     assert r["needed_num_workers"] == math.ceil(r["decode_s_per_batch"] / 0.5)
-    assert r["recommended_num_workers"] == min(r["needed_num_workers"], r["usable_cpus"])
-    assert r["input_bound"] == (r["needed_num_workers"] > r["usable_cpus"])
+    waited = r["io_wait_s_per_batch"] >= tune.IO_WAIT_SHARE * r["decode_s_per_batch"]
+    cpu_workers = math.ceil((r["decode_s_per_batch"] - waited * r["io_wait_s_per_batch"]) / 0.5)
+    assert r["recommended_num_workers"] == min(cpu_workers, r["usable_cpus"])
+    assert r["input_bound"] == (cpu_workers > r["usable_cpus"])
+    assert r["passes"][-1]["batches"] == r["batches"] and len(r["passes"]) >= 2
     assert r["recommended_prefetch_factor"] >= 2
     assert r["max_images_per_s"] == max(row["images_per_s"] for row in r["sweep"])
 
@@ -192,3 +198,97 @@ def test_help_explains_the_rules(capsys):
     assert main(["tune", "--help"]) == 0
     out = capsys.readouterr().out
     assert "examples:" in out and "prefetch_factor" in out and "ceil(D / S)" in out
+
+
+# --------------------------------------------------------------------------
+# passes and the wait on storage, from injected measurements (deterministic)
+
+
+class Script:
+    """Fake measurements: pass k's one-worker batch times and storage waits,
+    and its loader rate per num_workers."""
+
+    def __init__(self, rates: list[dict[int, float]], batch_s: float = 0.4,
+                 wait_s: float = 0.0) -> None:
+        self.rates, self.batch_s, self.wait_s = rates, batch_s, wait_s
+        self.passes: list[int] = []  # batches asked of each pass
+
+    def worker(self, ds, batch_size, batches, torch, seed=0):
+        self.passes.append(batches)
+        return [self.batch_s] * batches, [self.wait_s] * batches, batch_size * 3 * 32 * 32
+
+    def loader(self, ds, workers, batch_size, batches, timeout, caught, torch):
+        return self.rates[len(self.passes) - 1][workers], 0.01, max(1, workers) + batches
+
+
+def scripted(monkeypatch, script: Script, usable: int = 2) -> None:
+    monkeypatch.setattr(tune, "measure_worker", script.worker)
+    monkeypatch.setattr(tune, "measure_loader", script.loader)
+    monkeypatch.setattr(_system, "usable_cpus", lambda: usable)
+
+
+AGREE = {1: 100.0, 2: 190.0}  # recommends 2
+ONE = {1: 100.0, 2: 97.0}  # recommends 1 (2 is within 5 % of the best)
+
+
+@pytest.mark.parametrize("per_pass, picks, batches, stable", [
+    pytest.param([AGREE, AGREE], [2, 2], [2, 2], True, id="two-agreeing-passes"),
+    pytest.param([AGREE, ONE, ONE], [2, 1, 1], [2, 2, 4], True, id="widened-until-stable"),
+    pytest.param([AGREE, ONE, AGREE, ONE], [2, 1, 2, 1], [2, 2, 4, 8], False,
+                 id="never-settles"),
+])
+def test_passes_repeat_then_widen_until_stable(tree, capsys, monkeypatch, per_pass, picks,
+                                               batches, stable):
+    script = Script(per_pass)
+    scripted(monkeypatch, script)
+    code, r = run_tune(capsys, "--data", tree, "--transform", "test_tune:SMALL",
+                       "--workers", "1", "2")
+    assert code == 0
+    assert [p["recommended_num_workers"] for p in r["passes"]] == picks
+    assert [p["batches"] for p in r["passes"]] == batches == script.passes
+    assert r["stable"] is stable
+    assert r["recommended_num_workers"] == picks[-1]
+    note = next(n for n in r["notes"] if n.startswith("recommendation per pass"))
+    assert ("NOT stable" in note) is not stable
+
+
+def test_unstable_text_output_says_so(tree, capsys, monkeypatch):
+    scripted(monkeypatch, Script([AGREE, ONE, AGREE, ONE]))
+    assert main(["tune", "--data", str(tree), "--transform", "test_tune:SMALL",
+                 "--batch-size", "4", "--batches", "2", "--workers", "1", "2"]) == 0
+    assert "recommended: num_workers=1, prefetch_factor=2 (not stable" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wait_s, recommended, input_bound, noted", [
+    pytest.param(0.3, 1, False, True, id="75%-waiting-sized-by-cpu"),
+    pytest.param(0.02, 2, True, False, id="5%-waiting-is-noise"),
+])
+def test_io_wait_is_left_out_of_the_workers(tree, capsys, monkeypatch, wait_s, recommended,
+                                            input_bound, noted):
+    # 0.4 s per batch against a 0.15 s step: 3 workers by wall time; with 0.3 s
+    # of it waiting on storage, ceil(0.1 / 0.15) = 1 by CPU time
+    scripted(monkeypatch, Script([{1: 100.0, 2: 100.0}] * 2, batch_s=0.4, wait_s=wait_s))
+    code, r = run_tune(capsys, "--data", tree, "--transform", "test_tune:SMALL",
+                       "--workers", "1", "2", "--step-time", "0.15")
+    assert code == 0
+    assert r["io_wait_s_per_batch"] == wait_s
+    assert r["needed_num_workers"] == 3
+    assert (r["recommended_num_workers"], r["input_bound"]) == (recommended, input_bound)
+    assert any("waited on storage" in n for n in r["notes"]) is noted
+
+
+@pytest.mark.parametrize("latency_tree", [20], indirect=True, ids=["20ms"])
+def test_the_wait_on_a_slow_mount_is_measured(latency_tree):
+    import torch
+
+    from fastdecode.data.datasets import FastImageFolder
+
+    options = {"readahead": 0} if "readahead" in inspect.signature(
+        FastImageFolder.__init__).parameters else {}  # every open in the decoding thread
+    ds = FastImageFolder(latency_tree.mount_path, small_chain(), **options)
+    before = latency_tree.stats_reader()["opens"]
+    times, waits, _ = tune.measure_worker(ds, 4, 2, torch)
+    assert latency_tree.stats_reader()["opens"] - before == 3 * 4  # warm-up + 2 batches
+    if tune.thread_schedstat_s() is None:
+        pytest.skip("no /proc/thread-self/schedstat here")
+    assert all(0 < w <= t for w, t in zip(waits, times))
