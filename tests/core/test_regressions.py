@@ -47,6 +47,10 @@ CASES = {
         [], fd.DecodeError, "Unsupported JPEG process|Truncated File Read",
         "6 bytes of a lossless JPEG: the native decoder says unsupported, the "
         "Pillow retry raised OSError instead of re-raising the native error"),
+    "decode_image-bufr-stub-jfif.bin": (
+        [], fd.UnsupportedFormatError, "BUFR: Pillow identifies the format but has no decoder",
+        "'BUFR' then a JFIF stream: Pillow's BUFR stub plugin claims it and reports 0x0; "
+        "the planner's ValueError (not a DecodeError), a ZeroDivisionError from a dataset item"),
 }
 
 
@@ -90,7 +94,66 @@ def test_tall_rle_bmp_resized_decodes():
     targets.run("decode_bmp", data)  # as the fuzzer runs it now: no finding
 
 
+def test_gray_crop_into_a_7_byte_out_is_right():
+    """Issue 27's "a 7-byte out= was accepted": a 1 x 7 gray crop (CHW,
+    flipped) of an 8x4 palette BMP is 7 bytes, so the oracle's fixed
+    bytearray(7) was the right size and the decode into it correct; the
+    oracle now passes a buffer one byte short of the result, refused."""
+    data = (REGRESSIONS / "decode_bmp-gray-crop-7-byte-out.bin").read_bytes()
+    image, trailer = targets.split(data)
+    opts = targets.options(image, trailer, jpeg_only=False)
+    assert opts.out == "wrong" and opts.kwargs["crop"] == (0, 0, 1, 7)
+    want = fd.decode_bmp(image, **opts.kwargs)
+    assert want.shape == (1, 1, 7)
+    out = bytearray(7)
+    assert fd.decode_bmp(image, out=out, **opts.kwargs) is out
+    assert bytes(out) == want.tobytes()
+    with pytest.raises(ValueError, match=r"out has 6 bytes, expected 7 bytes \(shape \(1, 1, 7\)"):
+        fd.decode_bmp(image, out=bytearray(6), **opts.kwargs)
+    targets.run("decode_bmp", data)  # the oracle now: no finding
+
+
+def _short_outs(n: int):
+    """Every form of a buffer one byte short of ``n`` bytes."""
+    import numpy as np
+    import torch
+
+    return {
+        "bytearray": bytearray(n - 1),
+        "memoryview": memoryview(bytearray(n - 1)),
+        "offset-view": memoryview(bytearray(n + 1))[2:],
+        "numpy-flat": np.zeros(n - 1, np.uint8),
+        "numpy-sliced": np.zeros(n + 4, np.uint8)[5:],
+        "tensor-numpy": torch.zeros(n - 1, dtype=torch.uint8).numpy(),
+    }
+
+
+SHORT_FORMS = list(_short_outs(2))
+
+
+@pytest.mark.parametrize("form", SHORT_FORMS)
+@pytest.mark.parametrize("fn", ["decode_bmp", "decode_image-png"])
+def test_a_short_out_is_refused_in_every_form(fn, form):
+    """The binding's size check holds for each buffer form the oracle might
+    pass (native BMP, and the Pillow fallback's copy into ``out``)."""
+    import io
+
+    from PIL import Image
+
+    if fn == "decode_bmp":
+        data = (REGRESSIONS / "decode_bmp-gray-crop-7-byte-out.bin").read_bytes()[:-targets.TRAILER]
+        call = fd.decode_bmp
+    else:
+        buf = io.BytesIO()
+        Image.new("RGB", (7, 1), (1, 2, 3)).save(buf, "PNG")
+        data, call = buf.getvalue(), fd.decode_image
+    kw = {"mode": "L", "layout": "CHW", "crop": (0, 0, 1, 7)}
+    assert call(data, **kw).nbytes == 7
+    with pytest.raises(ValueError, match=r"out has 6 bytes, expected 7 bytes"):
+        call(data, out=_short_outs(7)[form], **kw)
+
+
 def test_every_regression_file_is_listed():
-    listed = set(CASES) | {"decode_bmp-rle4-tall-resize.bin"}
+    listed = set(CASES) | {"decode_bmp-rle4-tall-resize.bin", "decode_bmp-gray-crop-7-byte-out.bin"}
     assert sorted(p.name for p in REGRESSIONS.glob("*.bin")) == sorted(listed)
     assert all(name.split("-", 1)[0] in targets.TARGETS for name in listed)

@@ -5,7 +5,10 @@ orientations, CMYK; Pillow's BMPs plus a few hand-written BMP layouts Pillow
 cannot write: RLE8, RLE4, 16-bit bitfields, OS/2 1.x, top-down; a PNG and a
 GIF for the Pillow fallback), plus ../shared/corpus (jpeg-edge, bmpsuite,
 photos) when present. Option-taking targets get each seed with the
-all-defaults trailer and with one pseudo-random trailer per seed.
+all-defaults trailer and with one pseudo-random trailer per seed. The
+regression inputs (tests/core/regressions/<target>-<name>.bin, raw fuzz
+inputs with their trailer) seed their own target as they are, so the
+fuzzer starts from every finding fixed so far.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from PIL import Image
 from fuzz.spec import TAKES_OPTIONS, TRAILER
 
 HERE = Path(__file__).resolve().parent
+REGRESSIONS = HERE.parent / "core" / "regressions"
 
 MAX_SEED_BYTES = 64 << 10
 PHOTOS = 8  # the smallest few photos; the rest add time, not new paths
@@ -174,5 +178,8 @@ def write(root: Path, corpus: Path | None) -> dict[str, int]:
             else:
                 (out / name).write_bytes(data)
                 n += 1
+        for found in sorted(REGRESSIONS.glob(f"{target}-*.bin")):
+            (out / f"regression-{found.name}").write_bytes(found.read_bytes())
+            n += 1
         counts[target] = n
     return counts
