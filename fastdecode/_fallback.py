@@ -16,7 +16,8 @@ What Pillow opens is not always a plain image; each case has one outcome:
   converted as ``convert(mode)`` converts them: 16- and 32-bit values are
   clipped to 0..255, alpha and transparency are dropped (a palette whose
   transparency is a byte string goes through RGBA, the same pixels without
-  Pillow's warning about it);
+  Pillow's warning about it; LAB, which Pillow cannot convert to L, goes
+  through RGB, as ImageFolder's RGB image then ``Grayscale`` does);
 - a truncated file, a plugin that fails (or needs a program that is not
   installed, as EPS's Ghostscript) is a :class:`DecodeError`;
 - a decompression bomb Pillow refuses (``DecompressionBombError``, or its
@@ -136,6 +137,8 @@ def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
                 im = ImageOps.exif_transpose(im)
             if im.mode == "P" and isinstance(im.info.get("transparency"), bytes):
                 im = im.convert("RGBA")  # convert(mode)'s pixels, without its warning
+            elif im.mode == "LAB" and mode == "L":
+                im = im.convert("RGB")  # Pillow has no LAB -> L
             im = im.convert(mode)
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise ImageTooLargeError(str(exc)) from None
