@@ -98,6 +98,15 @@ class LatencyFS:
     # -- mounting --------------------------------------------------------
 
     def mount(self) -> "LatencyFS":
+        """Starts the daemon and waits for the mount; on any failure nothing
+        is left mounted or running (and a mount point made here is removed)."""
+        try:
+            return self._mount()
+        except BaseException:
+            self.unmount()
+            raise
+
+    def _mount(self) -> "LatencyFS":
         binary = build()
         self.path.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
@@ -108,8 +117,7 @@ class LatencyFS:
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
         while not self.mounted():
             if self.process.poll() is not None or time.monotonic() > deadline:
-                error = self._stop_process()
-                self.unmount()
+                error = self._stop_process()  # (mount() then unmounts)
                 raise LatencyFSUnavailable(f"latencyfs did not mount {self.path} within "
                                            f"{MOUNT_TIMEOUT_S:g} s: {error or 'no message'}")
             time.sleep(0.02)
@@ -169,8 +177,24 @@ class LatencyFS:
 
     def stats(self) -> dict[str, Any]:
         """The daemon's counters: opens, reads, bytes, open_errors,
-        max_in_flight, delay_ms, bw_mbps, cpu_user_s, cpu_system_s, pid."""
+        in_flight (opens and reads being served now), max_in_flight,
+        delay_ms, bw_mbps, cpu_user_s, cpu_system_s, pid."""
         return json.loads((self.path / ".stats").read_text())
+
+    def settle(self, quiet_s: float = 0.1, timeout_s: float = 10.0) -> dict[str, Any]:
+        """Waits until nothing is in flight and no open arrived for
+        ``quiet_s`` (read threads blocked in an open look idle to the
+        scheduler, so a loader's idle workers may still be reading); the
+        counters then, or after ``timeout_s`` whatever they are."""
+        deadline = time.monotonic() + timeout_s
+        last = self.stats()
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = self.stats()
+            if now["in_flight"] == 0 and now["opens"] == last["opens"]:
+                return now
+            last = now
+        return last
 
     def control(self, *commands: str) -> None:
         with open(self.path / ".control", "w") as f:

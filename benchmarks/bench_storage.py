@@ -132,10 +132,13 @@ def measure(fs: _latencyfs.LatencyFS, chain, settings: dict, kinds: list[str], b
                                                 RuntimeWarning)
                         warnings.filterwarnings("ignore", ".*oversubscri")
                         bl.run_round(row)
+                    # its workers' reads ahead, blocked in opens, look idle to
+                    # run_round's wait: they are this row's, not the next one's
+                    after = fs.settle()
                     cell = cells.setdefault((row.loader, workers, delay), Cell())
                     cell.rates.append(row.rates.pop())
                     cell.cpu.append(row.cpu.pop())
-                    cell.opens.append(fs.stats()["opens"] - before)
+                    cell.opens.append(after["opens"] - before)
                     cell.daemon_cpu_s.append(fs.cpu_s() - cpu0)
                     bar.update()
         for row in rows:

@@ -13,7 +13,8 @@
  *
  * Two files exist only inside the mount, at its root:
  *   /.stats    read: one JSON object of counters, made at open: opens, reads,
- *              bytes read, open errors, the most requests in flight at once,
+ *              bytes read, open errors, the requests in flight now and the
+ *              most at once,
  *              this daemon's pid and its own user/system CPU (getrusage).
  *              Opening it counts nothing.
  *   /.control  write one command per line: "delay_ms N", "bw_mbps N" (0: no
@@ -136,13 +137,15 @@ static char *stats_json(void) {
     pthread_mutex_unlock(&lock);
     if (asprintf(&text,
                  "{\"pid\": %ld, \"opens\": %llu, \"reads\": %llu, \"bytes\": %llu, "
-                 "\"open_errors\": %llu, \"max_in_flight\": %ld, \"delay_ms\": %g, "
+                 "\"open_errors\": %llu, \"in_flight\": %ld, \"max_in_flight\": %ld, "
+                 "\"delay_ms\": %g, "
                  "\"bw_mbps\": %g, \"failing_paths\": %d, \"cpu_user_s\": %.6f, "
                  "\"cpu_system_s\": %.6f}\n",
                  (long)getpid(), __atomic_load_n(&n_opens, __ATOMIC_SEQ_CST),
                  __atomic_load_n(&n_reads, __ATOMIC_SEQ_CST),
                  __atomic_load_n(&n_bytes, __ATOMIC_SEQ_CST),
                  __atomic_load_n(&n_open_errors, __ATOMIC_SEQ_CST),
+                 __atomic_load_n(&in_flight, __ATOMIC_SEQ_CST),
                  __atomic_load_n(&max_in_flight, __ATOMIC_SEQ_CST), delay / 1e3, bw,
                  fails, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
                  ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6) < 0)

@@ -103,3 +103,10 @@ def test_advice_raises_the_depth_past_the_default():
     _, _, advice = _storage.storage_advice(found, 2, 2, 1 << 30, 1 << 30, 16)
     # 2,000 images/s x 50 ms / 2 workers = 50
     assert "readahead=50" in advice and "FASTDECODE_READAHEAD=50" in advice
+
+
+def test_a_missing_root_fails_the_storage_check(tmp_path, capsys):
+    assert main(["doctor", str(tmp_path / "absent"), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    check = next(c for c in out["checks"] if c["name"] == "storage")
+    assert check["status"] == "fail" and "absent: not a folder" in check["finding"]

@@ -103,3 +103,21 @@ def test_the_daemons_cpu_is_read_from_proc(latency_tree, storage_tree):
 def test_cpu_of_an_unmounted_fs_is_an_error(storage_tree, tmp_path):
     with pytest.raises(_latencyfs.LatencyFSUnavailable, match="not mounted"):
         _latencyfs.LatencyFS(storage_tree, mountpoint=tmp_path).cpu_s()
+
+
+def test_a_failed_mount_leaves_nothing_behind(tmp_path, latencyfs_available):
+    fs = _latencyfs.LatencyFS(tmp_path / "no-such-source")
+    with pytest.raises(_latencyfs.LatencyFSUnavailable, match="did not mount"):
+        fs.mount()
+    assert fs.process is None and not fs._in_mount_table()
+    assert not fs.path.exists()  # the mount point it made is gone
+
+
+@pytest.mark.parametrize("latency_tree", [200], indirect=True, ids=["200ms"])
+def test_settle_waits_for_the_opens_in_flight(latency_tree, storage_tree):
+    files = files_under(storage_tree)[:4]
+    with concurrent.futures.ThreadPoolExecutor(len(files)) as pool:
+        for f in files:
+            pool.submit(lambda f: (latency_tree.mount_path / f).read_bytes(), f)
+        stats = latency_tree.fs.settle()  # returns once every 200 ms open is served
+    assert stats["in_flight"] == 0 and stats["opens"] == len(files)
