@@ -42,6 +42,9 @@ _COLOR_SPACES = {"L": "gray", "1": "gray", "LA": "gray", "I": "gray", "F": "gray
                  "RGB": "rgb", "RGBA": "rgb", "CMYK": "cmyk", "YCbCr": "ycbcr", "P": "palette"}
 # the largest side the C planner takes (plan_shape: a positive 32-bit size)
 _MAX_SIDE = 0xFFFFFFFF
+# EXIF orientation -> PIL.Image.Transpose, as PIL.ImageOps.exif_transpose has it
+_TRANSPOSE = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE",
+              6: "ROTATE_270", 7: "TRANSVERSE", 8: "ROTATE_90"}
 
 
 def _open(data: Any):
@@ -86,12 +89,26 @@ def _check_opened(im: Any) -> None:
         raise ImageTooLargeError(f"{fmt} image of {width}x{height} pixels: a side above 32 bits")
 
 
+def _orientation(im: Any) -> int:
+    """The EXIF orientation (1-8; 1 when absent or out of range) from what
+    Pillow read with the header, never loading the pixels: PNG's own
+    ``getexif`` decodes the whole image (past every limit) to look for an
+    eXIf chunk after it, so a PNG's EXIF counts where Pillow writes it,
+    before the pixels, in read_header and decode alike. A TIFF's is 1:
+    Pillow itself gives its size and, on load, its pixels oriented."""
+    from PIL import Image
+
+    if im.format == "TIFF":
+        return 1
+    try:
+        orientation = Image.Image.getexif(im).get(0x0112, 1)
+    except Exception as exc:  # noqa: BLE001 - a broken EXIF block, a closed file
+        raise DecodeError(f"cannot read image header: {type(exc).__name__}: {exc}") from None
+    return orientation if orientation in range(1, 9) else 1
+
+
 def read_header(data: Any) -> ImageInfo:
     with _open(data) as im:
-        try:
-            orientation = im.getexif().get(0x0112, 1)
-        except Exception as exc:  # noqa: BLE001 - a broken EXIF block, a closed file
-            raise DecodeError(f"cannot read image header: {type(exc).__name__}: {exc}") from None
         return ImageInfo(
             format=(im.format or "unknown").lower(),
             width=im.width,
@@ -100,7 +117,7 @@ def read_header(data: Any) -> ImageInfo:
             color_space=_COLOR_SPACES.get(im.mode, "other"),
             subsampling=None,
             progressive=bool(im.info.get("progressive") or im.info.get("interlace")),
-            orientation=orientation if orientation in range(1, 9) else 1,
+            orientation=_orientation(im),
         )
 
 
@@ -124,6 +141,7 @@ def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
         from PIL import Image
 
         im = _open(data)
+        orientation = _orientation(im) if o["exif"] else 1
         plan(im.height, im.width, crop=None)  # the options and max_pixels, before loading
         # The work budget, as the native decoders count it: 64 pixels a block.
         # Only the first frame of an animation is ever decoded (module doc).
@@ -131,10 +149,8 @@ def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
                    o["max_work_per_byte"], im.format or "image")
         try:
             im.load()
-            if o["exif"]:
-                from PIL import ImageOps
-
-                im = ImageOps.exif_transpose(im)
+            if orientation != 1:
+                im = im.transpose(Image.Transpose[_TRANSPOSE[orientation]])
             if im.mode == "P" and isinstance(im.info.get("transparency"), bytes):
                 im = im.convert("RGBA")  # convert(mode)'s pixels, without its warning
             elif im.mode == "LAB" and mode == "L":

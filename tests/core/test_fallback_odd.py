@@ -124,3 +124,45 @@ def test_a_size_the_planner_cannot_take_is_typed(monkeypatch, size, error, match
     assert opened.closed
     with pytest.raises(error, match=match):
         _fallback.read_header(b"FAKE" + bytes(16))
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+def test_read_header_never_decodes_a_png():
+    """Pillow's PNG getexif decodes the whole image to look for EXIF after
+    it (past max_pixels and the work budget; a 2000x2000 PNG's header cost
+    its full decode): the header of an IHDR-only PNG of 10000 x 10000 reads,
+    the decode is refused by the budget."""
+    data = ODD["png-bomb-warning-ignored"].make()
+    info = fd.read_header(data)
+    assert (info.width, info.height, info.orientation) == (10000, 10000, 1)
+    with pytest.raises(fd.ImageTooLargeError, match="above max_work_per_byte"):
+        fd.decode_image(data)
+
+
+def _with_orientation(fmt: str, orientation: int) -> bytes:
+    im = Image.fromarray((np.arange(5 * 7 * 3).reshape(5, 7, 3) * 5 % 256).astype(np.uint8))
+    exif = im.getexif()
+    exif[0x0112] = orientation
+    buf = io.BytesIO()
+    im.save(buf, fmt, exif=exif, **({"lossless": True} if fmt == "WEBP" else {}))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("orientation", range(1, 9), ids=lambda o: f"orientation{o}")
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP", "TIFF"])
+def test_the_header_orientation_is_the_decodes(fmt, orientation):
+    """read_header's size and orientation describe what decode(exif=True)
+    gives, which is PIL's exif_transpose; a TIFF comes oriented from Pillow
+    itself (its size too), so its header says 1."""
+    from PIL import ImageOps
+
+    data = _with_orientation(fmt, orientation)
+    info = fd.read_header(data)
+    got = fd.decode_image(data, exif=True)
+    with Image.open(io.BytesIO(data)) as im:
+        want = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+    assert np.array_equal(got, want)
+    assert info.orientation == (1 if fmt == "TIFF" else orientation)
+    swapped = info.orientation >= 5
+    assert (info.width, info.height) == ((got.shape[0], got.shape[1]) if swapped
+                                         else (got.shape[1], got.shape[0]))

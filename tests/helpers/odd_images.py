@@ -99,6 +99,9 @@ def _float32() -> Image.Image:
     return Image.fromarray(np.linspace(-1, 300, 192, dtype=np.float32).reshape(12, 16))
 
 
+# ImageFolder's IMG_EXTENSIONS has no .gif: a GIF in a tree is named .png
+# (what the bytes are decides the decoder, never the name)
+GIF = ".png"
 STUB = "Pillow identifies the format but has no decoder"
 UNIDENTIFIED = "Pillow cannot identify it"
 NO_GS = None if shutil.which("gs") is None else "Ghostscript is installed: EPS decodes"
@@ -120,7 +123,7 @@ ODD: dict[str, Odd] = {
     # no pixels at all
     "png-0x0": Odd(lambda: _png_header_only(0, 0), ".png", fd.UnsupportedFormatError,
                    UNIDENTIFIED),
-    "gif-0x5": Odd(lambda: _gif_screen(0, 5), ".gif", fd.UnsupportedFormatError, UNIDENTIFIED),
+    "gif-0x5": Odd(lambda: _gif_screen(0, 5), GIF, fd.UnsupportedFormatError, UNIDENTIFIED),
     "bmp-0x0": Odd(lambda: _bmp_header(0, 0), ".bmp", fd.DecodeError, "invalid BMP width 0"),
     "bmp-4x0": Odd(lambda: _bmp_header(4, 0), ".bmp", fd.DecodeError, "invalid BMP height 0"),
     "empty-file": Odd(lambda: b"", ".jpg", fd.UnsupportedFormatError, UNIDENTIFIED),
@@ -128,14 +131,14 @@ ODD: dict[str, Odd] = {
                      UNIDENTIFIED),
     # one pixel: a real image
     "png-1x1": Odd(lambda: save(Image.new("RGB", (1, 1), (9, 8, 7)), "PNG"), ".png"),
-    "gif-1x1": Odd(lambda: save(Image.new("RGB", (1, 1), (9, 8, 7)), "GIF"), ".gif"),
+    "gif-1x1": Odd(lambda: save(Image.new("RGB", (1, 1), (9, 8, 7)), "GIF"), GIF),
     "webp-1x1": Odd(lambda: save(Image.new("RGB", (1, 1), (9, 8, 7)), "WEBP", lossless=True),
                     ".webp"),
     "tiff-1x1": Odd(lambda: save(Image.new("RGB", (1, 1), (9, 8, 7)), "TIFF"), ".tif"),
     "bmp-1x1": Odd(lambda: save(Image.new("RGB", (1, 1), (9, 8, 7)), "BMP"), ".bmp"),
     "jpeg-1x1": Odd(lambda: save(Image.new("RGB", (1, 1), (9, 8, 7)), "JPEG"), ".jpg"),
     # animations and pages: the first frame
-    "gif-animated": Odd(lambda: _animated("GIF"), ".gif"),
+    "gif-animated": Odd(lambda: _animated("GIF"), GIF),
     "apng": Odd(lambda: _animated("PNG"), ".png"),
     "webp-animated": Odd(lambda: _animated("WEBP", lossless=True), ".webp"),
     "tiff-pages": Odd(lambda: _animated("TIFF"), ".tif"),
@@ -148,7 +151,7 @@ ODD: dict[str, Odd] = {
     "png-P-trns-bytes": Odd(lambda: save(_ramp().convert("P"), "PNG",
                                          transparency=bytes(range(256))), ".png"),
     "png-P-trns-index": Odd(lambda: save(_ramp().convert("P"), "PNG", transparency=3), ".png"),
-    "gif-P-trns": Odd(lambda: save(_ramp().convert("P"), "GIF", transparency=3), ".gif"),
+    "gif-P-trns": Odd(lambda: save(_ramp().convert("P"), "GIF", transparency=3), GIF),
     "png-LA": Odd(lambda: save(_ramp().convert("LA"), "PNG"), ".png"),
     "png-RGBA": Odd(lambda: save(_ramp().convert("RGBA"), "PNG"), ".png"),
     "png-1bit": Odd(lambda: save(_ramp().convert("1"), "PNG"), ".png"),
@@ -157,7 +160,7 @@ ODD: dict[str, Odd] = {
     # truncated
     "png-truncated": Odd(lambda: save(_ramp(), "PNG")[:60], ".png", fd.DecodeError,
                          "image file is truncated"),
-    "gif-truncated": Odd(lambda: _animated("GIF")[:40], ".gif", fd.DecodeError,
+    "gif-truncated": Odd(lambda: _animated("GIF")[:40], GIF, fd.DecodeError,
                          "image file is truncated"),
     "webp-truncated": Odd(lambda: save(_ramp(), "WEBP")[:40], ".webp", fd.DecodeError,
                           "could not create decoder"),
@@ -171,7 +174,7 @@ ODD: dict[str, Odd] = {
     "eps-no-ghostscript": Odd(lambda: b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n"
                               b"showpage\n", ".png", fd.DecodeError, "Ghostscript", skip=NO_GS),
     # decompression bombs Pillow itself raises on
-    "gif-bomb-error": Odd(lambda: _gif_screen(40000, 45000), ".gif", fd.ImageTooLargeError,
+    "gif-bomb-error": Odd(lambda: _gif_screen(40000, 45000), GIF, fd.ImageTooLargeError,
                           r"Image size \(1800000000 pixels\) exceeds limit"),
     "png-bomb-warning-as-error": Odd(
         lambda: _png_header_only(10000, 10000), ".png", fd.ImageTooLargeError,
