@@ -169,10 +169,10 @@ def make_loader(kind: str, root: Path, chain, workers: int, batch: int, samples:
 
 
 def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: int,
-             samples: int, make=make_loader) -> Row:
+             samples: int, make=None) -> Row:
     """The row's loader (``make(kind, root, transform, workers, batch,
-    samples)``: the loader and its sampler), after its untimed first epoch
-    (start-up, warm caches).
+    samples)``, by default make_loader: the loader and its sampler), after
+    its untimed first epoch (start-up, warm caches).
 
     Its rate is taken after the first wave (one batch per worker): the
     workers start together, so that wave's batches arrive almost at once and
@@ -180,7 +180,7 @@ def open_row(chain: str, kind: str, root: Path, transform, workers: int, batch: 
     8 workers it sized rounds of minutes)."""
     before = set(procs.children())
     start = clock()
-    loader, sampler = make(kind, root, transform, workers, batch, samples)
+    loader, sampler = (make or make_loader)(kind, root, transform, workers, batch, samples)
     row = Row(chain, kind, workers, loader, sampler, build_s=clock() - start)
     if hasattr(loader, "made_ahead") and workers:  # FastLoader: a round starts with these made
         row.ahead = workers * (getattr(loader, "prefetch_factor", None) or 0)
