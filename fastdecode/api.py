@@ -78,7 +78,11 @@ def decode_image(
     Every option means what it means for :func:`decode_jpeg`. Formats without
     DCT scaling resize from full resolution when ``size`` is given; without a
     size, ``scale``/``min_size`` box-filter the image to the size libjpeg would
-    have produced.
+    have produced. An animation or a multi-page file gives its first frame,
+    and other modes (16-bit, float, palette, alpha...) the pixels of
+    ``PIL.Image.open(f).convert(mode)``; a file Pillow names but cannot
+    decode (a stub plugin such as BUFR) is an :class:`UnsupportedFormatError`
+    (fastdecode/_fallback.py lists each case).
 
     ``max_work_per_byte`` bounds the decoding work (and with it the memory) a
     file may cost per byte of its data, in 8x8 blocks (a block of each
