@@ -55,6 +55,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
 
+from fastdecode.data._readahead import with_later
 from fastdecode.data._shared_pool import SlotView, worker_pool
 
 __all__ = ["POOL_DEPTH", "BatchBuffers", "BatchRow", "CpuRing", "RingFiller", "RingSampler",
@@ -245,11 +246,15 @@ class BatchBuffers(threading.local):
 
 class SlotBatch(list):
     """A batch of indices and the ring slot it is decoded into (None: none
-    was free, the batch is made fresh)."""
+    was free, the batch is made fresh); ``later``: the indices of the batch
+    the same worker gets next (its reads start first, ``data/_readahead.py``),
+    None when unknown."""
 
-    def __init__(self, indices: list[int], slot: Optional[int]) -> None:
+    def __init__(self, indices: list[int], slot: Optional[int],
+                 later: Optional[list[int]] = None) -> None:
         super().__init__(indices)
         self.slot = slot
+        self.later = later
 
 
 class CpuRing:
@@ -285,11 +290,13 @@ class CpuRing:
 
 class RingSampler:
     """Gives each batch of ``batch_sampler`` a free slot of ``ring``, in the
-    main process, as the DataLoader dispatches it."""
+    main process, as the DataLoader dispatches it, and the batch its worker
+    (one of ``workers``, round-robin) gets next."""
 
-    def __init__(self, batch_sampler, ring: CpuRing) -> None:
+    def __init__(self, batch_sampler, ring: CpuRing, workers: int = 0) -> None:
         self.batch_sampler = batch_sampler
         self.ring = ring
+        self.workers = workers
 
     def __iter__(self) -> Iterator[SlotBatch]:
         return self._slotted(self.batch_sampler, fresh=True)
@@ -310,8 +317,8 @@ class RingSampler:
             # workers were drained (persistent) or shut down: no slot of it
             # is still being written.
             self.ring.in_flight.clear()
-        for indices in batch_sampler:
-            yield SlotBatch(list(indices), self.ring.pick())
+        for indices, later in with_later(batch_sampler, self.workers):
+            yield SlotBatch(indices, self.ring.pick(), later)
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -347,6 +354,10 @@ class RingFiller(torch.utils.data.Dataset):
 
     def __getitems__(self, batch: SlotBatch):
         indices = list(batch)
+        read_ahead = getattr(self.dataset, "_read_ahead", None)
+        if read_ahead is not None and batch.later:  # this batch's reads, then the next's
+            read_ahead(indices)
+            read_ahead(batch.later)
         if batch.slot is None:
             return "batch", self.collate(self.dataset.__getitems__(indices))
         if batch.slot not in self.mapped:  # its first write here: map it whole first

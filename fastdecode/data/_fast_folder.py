@@ -26,13 +26,14 @@ from fastdecode.data._base import (
     is_pil_loader,
 )
 from fastdecode.data._batches import BatchBuffers
+from fastdecode.data._cache import SharedCache
 from fastdecode.data._chain import LiveFused
+from fastdecode.data._readahead import DatasetReads, ReadAheadOptions, parse_bytes
 from fastdecode.data._remote import is_url
 from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
 from fastdecode.data.datasets import (
     IMG_EXTENSIONS,
     _naming,
-    _read_bytes,
     _to_pil,
     default_loader,
     find_classes,
@@ -64,19 +65,64 @@ class _FastDataset(VisionDataset):
         self.loader = loader  # before the transform: it decides whether the chain is fused
         VisionDataset.__init__(self, root, transform=transform, target_transform=target_transform)
 
-    def _read(self, path: str) -> bytes:
-        """The bytes of ``path``: a local file, or through the dataset's
-        remote filesystem (fetched ahead by :meth:`_prefetch` when batched)."""
+    def _setup_reads(self, readahead: Any, cache: Any) -> None:
+        """The read-ahead options and the shared cache (``data/_readahead.py``,
+        ``data/_cache.py``); after ``samples`` is set: the cache has an entry
+        per sample, its space checked here, before anything is filled."""
+        options = ReadAheadOptions.resolve(readahead)
+        budget = 0 if cache is None else parse_bytes(cache)
+        self._reads = DatasetReads(options, SharedCache(budget, len(self.samples)) if budget
+                                   else None)
+
+    def _reads_here(self) -> DatasetReads:
+        reads = self.__dict__.get("_reads")
+        if reads is None:  # made without its constructor (a subclass's own __init__)
+            reads = self.__dict__["_reads"] = DatasetReads(ReadAheadOptions.resolve(None))
+        return reads
+
+    def cache_stats(self) -> Optional[dict[str, int]]:
+        """The shared cache's counters over every process (hits, misses,
+        stored, rejected: past the budget; used and capacity in bytes), or
+        None without ``cache=``."""
+        cache = self._reads_here().cache
+        return None if cache is None else cache.stats()
+
+    def readahead_stats(self) -> dict[str, int]:
+        """This process's (this thread's) read-ahead counters: reads
+        submitted, started, taken, dropped, direct (read by the decoding
+        thread itself), failed; peak_in_flight and peak_bytes, the peaks of
+        reads in flight and of their bytes (never above the bounds but for
+        a single file larger than ``max_bytes``)."""
+        return self._reads_here().window().stats()
+
+    def _read(self, path: str, index: Optional[int] = None) -> bytes:
+        """The bytes of ``path`` (sample ``index``): from the cache, the
+        read-ahead window or the file, or through the dataset's remote
+        filesystem (fetched ahead by :meth:`_prefetch` when batched)."""
         remote = self.__dict__.get("_remote")
         if remote is None or not is_url(path):
-            return _read_bytes(path)
+            return self._reads_here().read(index, path)
         return _remote.take_prefetched(remote, path)
+
+    def _read_ahead(self, indices: Any) -> None:
+        """Starts the reads of samples ``indices``' local files, in order
+        (FastLoader calls it for the batch a worker gets next, too)."""
+        reads = self._reads_here()
+        if reads.options.depth == 0 or not self._fast_loader() or "_remote" in self.__dict__:
+            return
+        n = len(self)
+        items = []
+        for i in indices:
+            i = range(n)[i]
+            items.append((i, os.fspath(self.samples[i][0])))
+        reads.ahead(items)
 
     def _prefetch(self, indices: Any) -> Any:
         """A context in which the remote files of samples ``indices`` were
-        fetched together (concurrently); nothing for local files."""
+        fetched together (concurrently); local files: their reads started."""
         remote = self.__dict__.get("_remote")
         if remote is None:
+            self._read_ahead(indices)
             return nullcontext()
         n = len(self)
         paths = [os.fspath(self.samples[range(n)[i]][0]) for i in indices]
@@ -148,7 +194,7 @@ class _FastDataset(VisionDataset):
         fused = self._live.get(transform)
         path = os.fspath(path)
         with _naming(path, index):
-            data = self._read(path)
+            data = self._read(path, index)
             if fused is not None:
                 return fused(data), target
             image = self._decode_whole(data)
@@ -250,7 +296,7 @@ class _FastDataset(VisionDataset):
                 path, target = self.samples[i]
                 path = os.fspath(path)
                 with _naming(path, i):
-                    fused.decode_into(self._read(path), slots[slot])
+                    fused.decode_into(self._read(path, i), slots[slot])
                 return self.target_transform(target) if self.target_transform else target
 
             targets.append(self._with_policy(index, load_into))
@@ -338,6 +384,23 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
       within a bound, then an ImageFileError naming the URL (``on_error``
       applies). Credentials stay out of errors and pickles
       (:mod:`fastdecode.data._remote`).
+    readahead: how many file reads each process keeps in flight, so a
+      worker decodes while its next files arrive (storage with a round trip
+      per open: NFS, Lustre, FUSE). An int depth (0: off, each file read
+      when its sample is decoded) or ``ReadAheadOptions(depth, max_bytes)``;
+      None: ``FASTDECODE_READAHEAD`` ("16", "16,64MiB", "0") or depth 16
+      within 64 MiB. A batch's reads are all started at once
+      (``__getitems__``; FastLoader also starts the next batch's), taken
+      and decoded in sample order, so the samples are the same as without
+      it. ``readahead_stats()`` counts them. Only threads that read bytes
+      are added, no decode threads.
+    cache: a byte budget (int, or a string such as '2GiB') for the files'
+      encoded bytes, held in shared memory for every worker and every
+      epoch: from the second epoch on a dataset that fits reads no files.
+      Its space is checked against /dev/shm and the available RAM first
+      (:class:`~fastdecode.errors.CacheSpaceError` when short); files past
+      the budget are read as usual. ``cache_stats()`` counts hits and
+      misses. Nothing is left in /dev/shm (``data/_cache.py``).
 
     ``samples``, ``targets`` (and FastImageFolder's ``imgs``) are what
     torchvision has: separate lists, ``imgs`` the same object as ``samples``;
@@ -362,6 +425,8 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
         max_work_per_byte: Optional[int] = _D["max_work_per_byte"],
         storage_options: Optional[dict] = None,
         refresh_index: bool = False,
+        readahead: Union[int, ReadAheadOptions, None] = None,
+        cache: Union[int, str, None] = None,
     ) -> None:
         if is_url(root):
             self._remote, _ = _remote.open_root(os.fspath(root), storage_options, refresh_index)
@@ -379,6 +444,7 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
         self.targets = [s[1] for s in samples]  # ints shared with class_to_idx, as torchvision's
         self.samples = SamplesView(SampleStore(samples))
         self.imgs = self.samples  # ImageFolder's name (kept on DatasetFolder too, as before)
+        self._setup_reads(readahead, cache)
 
     # -- torchvision's overridable hooks -----------------------------------
 
@@ -412,7 +478,8 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
     FastDatasetFolder); with torchvision installed it is a
     ``torchvision.datasets.ImageFolder``, with the same constructor plus the
     keyword-only ``exact``, ``on_error``, ``max_pixels``,
-    ``max_work_per_byte``, ``storage_options`` and ``refresh_index``."""
+    ``max_work_per_byte``, ``storage_options``, ``refresh_index``,
+    ``readahead`` and ``cache``."""
 
     def __init__(
         self,
@@ -429,6 +496,8 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
         max_work_per_byte: Optional[int] = _D["max_work_per_byte"],
         storage_options: Optional[dict] = None,
         refresh_index: bool = False,
+        readahead: Union[int, ReadAheadOptions, None] = None,
+        cache: Union[int, str, None] = None,
     ):
         super().__init__(
             root, loader, IMG_EXTENSIONS if is_valid_file is None else None,
@@ -436,4 +505,5 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
             is_valid_file=is_valid_file, allow_empty=allow_empty, exact=exact, on_error=on_error,
             max_pixels=max_pixels, max_work_per_byte=max_work_per_byte,
             storage_options=storage_options, refresh_index=refresh_index,
+            readahead=readahead, cache=cache,
         )

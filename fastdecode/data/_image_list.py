@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from fastdecode._options import DEFAULTS as _D
 from fastdecode.data import _remote
 from fastdecode.data._fast_folder import _FastDataset
+from fastdecode.data._readahead import ReadAheadOptions
 from fastdecode.data._remote import is_url
 from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
 from fastdecode.data.datasets import default_loader
@@ -61,6 +62,8 @@ class FastImageList(_FastDataset):
       ImageFolder does (``classes``, ``class_to_idx``); anything else (a COCO
       image's annotations) is kept per sample as it is: collate such batches
       with :meth:`collate`.
+    readahead, cache: the reads in flight and the shared cache of encoded
+      bytes, as FastImageFolder's (local files).
 
     ``samples`` holds (path, target) pairs (compact, as FastImageFolder's,
     when the targets are ints) and ``targets`` the targets.
@@ -83,6 +86,8 @@ class FastImageList(_FastDataset):
         max_pixels: Optional[int] = _D["max_pixels"],
         max_work_per_byte: Optional[int] = _D["max_work_per_byte"],
         storage_options: Optional[dict] = None,
+        readahead: Union[int, ReadAheadOptions, None] = None,
+        cache: Union[int, str, None] = None,
     ) -> None:
         if (samples is None) == (paths is None):
             raise ValueError("FastImageList takes samples, or paths (with targets), not both")
@@ -121,6 +126,7 @@ class FastImageList(_FastDataset):
             self.samples = list(zip(path_list, target_list))
             self.targets = target_list
         self.imgs = self.samples
+        self._setup_reads(readahead, cache)
 
     @staticmethod
     def _classes(targets: list, classes: Optional[Sequence[str]]) -> tuple[list, dict, list]:

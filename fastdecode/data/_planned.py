@@ -140,7 +140,7 @@ def _draw_slot(ds: Any, fused: Any, seed: int, k: int, original: int, attempt: i
         path = os.fspath(path)
         try:
             with _naming(path, index):
-                data = ds._read(path)
+                data = ds._read(path, index)
                 draw = None if fused is None else fused._draw(data)
             later = ds.transform is not None if fused is None else fused._draws_after_render(draw)
             after = rng_states() if later else None

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, TypeVar, Union
 
 __all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "ENV", "DatasetReads", "LocalReader", "Opened",
-           "ReadAhead", "ReadAheadOptions", "Reader", "as_reader", "parse_bytes"]
+           "ReadAhead", "ReadAheadOptions", "Reader", "as_reader", "parse_bytes", "with_later"]
 
 DEFAULT_DEPTH = 16
 DEFAULT_MAX_BYTES = 64 << 20
@@ -182,7 +182,8 @@ class _CalledFile:
     __slots__ = ("call", "path", "size")
 
     def __init__(self, call: Callable[[str], bytes], path: str) -> None:
-        self.call, self.path, self.size = call, path, None
+        self.call, self.path = call, path
+        self.size: Optional[int] = None
 
     def read(self) -> bytes:
         return bytes(self.call(self.path))
@@ -234,7 +235,8 @@ class _Entry:
 class ReadAhead:
     """One process's window of reads (see the module doc). ``submit`` the
     paths in the order they will be taken; ``take`` each (a path never
-    submitted, or dropped, is read in the calling thread)."""
+    submitted, or dropped, is read in the calling thread). One consumer
+    thread per window."""
 
     def __init__(self, options: Optional[ReadAheadOptions] = None,
                  reader: Any = None) -> None:
@@ -245,8 +247,13 @@ class ReadAhead:
 
     def _reset(self) -> None:
         self._pid = os.getpid()
-        self._cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self._lock = lock
+        self._work = threading.Condition(lock)  # idle read threads wait here
+        self._room = threading.Condition(lock)  # reads waiting to reserve their bytes
+        self._done = threading.Condition(lock)  # the consumer waits for its read here
         self._order: deque[_Entry] = deque()  # live entries, in submission order
+        self._queue: deque[_Entry] = deque()  # entries not started (dropped ones skipped)
         self._by_path: dict[str, list[_Entry]] = {}
         self._threads: list[threading.Thread] = []
         self._idle = 0  # threads waiting for a read to start
@@ -270,37 +277,44 @@ class ReadAhead:
         if self.options.depth == 0:
             return
         sized = list(zip(paths, sizes)) if sizes is not None else [(p, None) for p in paths]
-        with self._cond:
+        with self._lock:
             for path, size in sized:
                 if path in self._by_path:
                     continue
                 entry = _Entry(path, size)
                 self._order.append(entry)
-                self._by_path.setdefault(path, []).append(entry)
+                self._queue.append(entry)
+                self._by_path[path] = [entry]
                 self.counters["submitted"] += 1
-            self._wake()
+            self._start_threads()
 
     def take(self, path: str) -> bytes:
         """The bytes of ``path``; its read's OSError raised here. Entries
         submitted before it and not taken are dropped (the consumer went
         another way: a predicted batch that did not come)."""
         self._here()
-        with self._cond:
+        with self._lock:
             entries = self._by_path.get(path)
             entry = entries[0] if entries else None
             if entry is not None:
                 while self._order[0] is not entry:
                     self._drop(self._order[0])
-                if entry.state == _QUEUED:  # not started yet: read it here, now
-                    self._forget(entry)
-                    self._wake()
-                    entry = None
+                if entry.state == _QUEUED:  # no thread took it yet: read it here, in bounds
+                    while self._started >= self.options.depth:
+                        self._done.wait()
+                    self._claim(entry)
+                    self._lock.release()
+                    try:
+                        self._read(entry)
+                    finally:
+                        self._lock.acquire()
                 else:  # at the front, so its bytes are reserved first
+                    self._room.notify_all()
                     while entry.state != _DONE:
-                        self._cond.wait()
-                    self._forget(entry)
-                    self._release(entry)
-                    self.counters["taken"] += 1
+                        self._done.wait()
+                self._forget(entry)
+                self._release(entry)
+                self.counters["taken"] += 1
         if entry is None:
             self.counters["direct"] += 1
             return self.reader.open(path).read()
@@ -329,7 +343,7 @@ class ReadAhead:
     def clear(self) -> None:
         """Drops every read not taken (their bytes are released as they end)."""
         self._here()
-        with self._cond:
+        with self._lock:
             while self._order:
                 self._drop(self._order[0])
 
@@ -339,21 +353,21 @@ class ReadAhead:
         failed; the peaks of reads in flight and of bytes reserved; and the
         reads and bytes in flight now."""
         self._here()
-        with self._cond:
+        with self._lock:
             return {**self.counters, "in_flight": self._started, "in_flight_bytes": self._bytes}
 
     def close(self) -> None:
         """Drops what is in flight and ends the threads (a later read starts them again)."""
         self._here()
-        with self._cond:
+        with self._lock:
             while self._order:
                 self._drop(self._order[0])
             self._closed = True
-            self._cond.notify_all()
+            self._work.notify_all()
             threads, self._threads = self._threads, []
         for t in threads:
             t.join(timeout=5)
-        with self._cond:
+        with self._lock:
             self._closed = False
 
     def __getstate__(self) -> dict:
@@ -380,35 +394,43 @@ class ReadAhead:
         self.counters["dropped"] += 1
         if entry.state == _DONE:
             self._release(entry)
-        elif entry.state == _STARTED:
+        else:  # queued: skipped; running: released when its read ends
             entry.dropped = True
-        self._cond.notify_all()
+            self._room.notify_all()
 
     def _release(self, entry: _Entry) -> None:
         self._started -= 1
         self._bytes -= entry.reserved or 0
         entry.reserved = 0
-        self._cond.notify_all()
+        self._room.notify_all()
+        self._done.notify()  # a consumer waiting for a free place
+        self._start_threads()
 
     def _next_queued(self) -> Optional[_Entry]:
         if self._started >= self.options.depth:
             return None
-        for entry in self._order:  # started entries come first
-            if entry.state == _QUEUED:
-                return entry
-        return None
+        queue = self._queue
+        while queue and (queue[0].dropped or queue[0].state != _QUEUED):
+            queue.popleft()
+        return queue.popleft() if queue else None
 
-    def _wake(self) -> None:
-        """Starts threads for the queued reads the count bound lets start."""
-        want = sum(1 for e in self._order if e.state == _QUEUED)
-        want = min(want, self.options.depth - self._started)
+    def _start_threads(self) -> None:
+        """Wakes (or starts) threads for the queued reads the count bound lets start."""
+        want = min(len(self._queue), self.options.depth - self._started)
+        if want <= 0:
+            return
+        self._work.notify(want)
         while self._idle < want and len(self._threads) < self.options.depth:
             t = threading.Thread(target=self._run, name="fastdecode-read", daemon=True)
             self._threads.append(t)
             self._idle += 1  # counted idle until it takes a read
-            want -= 1
             t.start()
-        self._cond.notify_all()
+
+    def _claim(self, entry: _Entry) -> None:
+        entry.state = _STARTED
+        self._started += 1
+        self.counters["started"] += 1
+        self.counters["peak_in_flight"] = max(self.counters["peak_in_flight"], self._started)
 
     def _oldest_unreserved(self) -> Optional[_Entry]:
         for entry in self._order:
@@ -423,38 +445,35 @@ class ReadAhead:
         cap = self.options.max_bytes
         while not (entry.dropped or (self._oldest_unreserved() is entry
                                      and (self._bytes + size <= cap or self._bytes == 0))):
-            self._cond.wait()
+            self._room.wait()
         if entry.dropped:
             entry.reserved = 0
             return False
         entry.reserved = size
         self._bytes += size
         self.counters["peak_bytes"] = max(self.counters["peak_bytes"], self._bytes)
-        self._cond.notify_all()
+        self._room.notify_all()  # the next in order may reserve now
         return True
 
     # -- the read threads --------------------------------------------------
 
     def _run(self) -> None:
-        cond = self._cond
-        while True:
-            with cond:
-                while True:
-                    if self._closed or self._pid != os.getpid():
-                        self._idle -= 1
-                        return
-                    entry = self._next_queued()
-                    if entry is not None:
-                        break
-                    cond.wait()
+        with self._lock:
+            while True:
+                if self._closed or self._pid != os.getpid():
+                    self._idle -= 1
+                    return
+                entry = self._next_queued()
+                if entry is None:
+                    self._work.wait()
+                    continue
                 self._idle -= 1
-                entry.state = _STARTED
-                self._started += 1
-                self.counters["started"] += 1
-                self.counters["peak_in_flight"] = max(self.counters["peak_in_flight"],
-                                                      self._started)
-            self._read(entry)
-            with cond:
+                self._claim(entry)
+                self._lock.release()
+                try:
+                    self._read(entry)
+                finally:
+                    self._lock.acquire()
                 self._idle += 1
 
     def _read(self, entry: _Entry) -> None:
@@ -463,11 +482,9 @@ class ReadAhead:
         try:
             opened = self.reader.open(entry.path)
             size = entry.size if entry.size is not None else opened.size
-            guess = size is None
-            with self._cond:
-                if guess:
+            with self._lock:
+                if size is None:
                     size = self._largest or max(1, self.options.max_bytes // self.options.depth)
-                assert size is not None
                 wanted = self._reserve(entry, size)
             if wanted:
                 data = opened.read()
@@ -477,9 +494,10 @@ class ReadAhead:
                     close()
         except Exception as exc:  # noqa: BLE001 - handed to the consumer, raised in take()
             error = exc
-        with self._cond:
+        with self._lock:
             if entry.reserved is None:
                 entry.reserved = 0
+                self._room.notify_all()
             if data is not None:
                 self._largest = max(self._largest, len(data))
                 if len(data) > entry.reserved:  # an unknown size, or a file that grew
@@ -492,7 +510,8 @@ class ReadAhead:
             if entry.dropped:
                 entry.data = entry.error = None
                 self._release(entry)
-            self._cond.notify_all()
+            else:
+                self._done.notify()
 
 
 # ---------------------------------------------------------------------------
@@ -549,3 +568,22 @@ class DatasetReads:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._local = threading.local()
+
+
+def with_later(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optional[list]]]:
+    """Each batch of ``batches`` (as a list) with the one ``gap`` places
+    after it, None for the last ``gap``: under DataLoader's round-robin
+    dispatch to ``gap`` workers, the batch the same worker gets next, whose
+    reads it can start before it decodes this one. The sampler is drawn
+    ``gap`` batches early (its draws are the same, in the same order)."""
+    if gap <= 0:
+        for batch in batches:
+            yield list(batch), None
+        return
+    pending: deque[list] = deque()
+    for batch in batches:
+        pending.append(list(batch))
+        if len(pending) > gap:
+            yield pending.popleft(), pending[-1]
+    while pending:
+        yield pending.popleft(), None

@@ -29,6 +29,7 @@ from fastdecode.data._folder import (
     is_image_file,
     make_dataset,
 )
+from fastdecode.data._readahead import ReadAheadOptions
 from fastdecode.errors import FastDecodeError, file_error
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IMG_EXTENSIONS",
+    "ReadAheadOptions",
     "FastDatasetFolder",
     "FastImageFolder",
     "FastImageList",

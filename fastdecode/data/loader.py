@@ -38,6 +38,7 @@ from fastdecode.data._batches import (
     whole_batch,
 )
 from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
+from fastdecode.data._readahead import with_later
 from fastdecode.data._rows import row_seed
 from fastdecode.data._workers import WorkerIter
 
@@ -252,7 +253,7 @@ class FastLoader(_LoaderBase):
             self._cpu_ring = CpuRing(slots + 1, (self._batch_rows(), *shape), dtype)
             self._ring_loader = _LoaderBase(
                 RingFiller(dataset, self._cpu_ring, self.collate_fn),
-                batch_sampler=RingSampler(self.batch_sampler, self._cpu_ring),
+                batch_sampler=RingSampler(self.batch_sampler, self._cpu_ring, workers),
                 pin_memory=self.pin_memory, **inner)
 
     def _record_for_lightning(self, given: dict) -> None:
@@ -392,7 +393,11 @@ class FastLoader(_LoaderBase):
                     batch = self.collate_fn(dataset._finish_plan(planned))
                 return self._to_device(batch) if move else batch
 
-            for number, indices in enumerate(self.batch_sampler or ()):
+            read_ahead = getattr(dataset, "_read_ahead", None)
+            for number, (indices, later) in enumerate(with_later(self.batch_sampler or (), 1)):
+                if read_ahead is not None and later is not None:  # this batch's reads, the next's
+                    read_ahead(indices)
+                    read_ahead(later)
                 planned = None if plan is None else plan(list(indices), row_seed(base, number))
                 if planned is None:
                     self._warn_unsplit()

@@ -1,0 +1,437 @@
+"""Read-ahead (fastdecode/data/_readahead.py): the window's bounds (count and
+bytes) never exceeded, reads taken in order whatever order they complete in,
+a failed read raised at its own take, fork safety; through the datasets: the
+same batches with it on and off (in-process, stock DataLoader workers forked
+and spawned, FastLoader's workers and threads), a file that vanishes or turns
+unreadable mid-epoch named in its own sample, ``on_error`` as without it.
+
+Storage latency here is a fake reader (a sleep per open); the FUSE tests of
+tests/storage serve real files through a latency filesystem."""
+
+import errno
+import multiprocessing
+import os
+import random
+import shutil
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+from torchvision import transforms as T  # noqa: E402
+
+from fastdecode import FastLoader, errors  # noqa: E402
+from fastdecode.data import _readahead  # noqa: E402
+from fastdecode.data._batches import RingSampler  # noqa: E402
+from fastdecode.data._readahead import ReadAhead, ReadAheadOptions  # noqa: E402
+from fastdecode.datasets import FastImageFolder  # noqa: E402
+
+from helpers.trees import make_tree  # noqa: E402
+
+TRAIN = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.PILToTensor()])
+
+
+# ---------------------------------------------------------------------------
+# fake readers
+
+
+class _Sized:
+    __slots__ = ("reader", "path", "size")
+
+    def __init__(self, reader, path, size):
+        self.reader, self.path, self.size = reader, path, size
+
+    def read(self):
+        return self.reader._read(self.path)
+
+
+class FakeStorage:
+    """Files of given sizes behind a delay per read (random when jitter), with
+    the reads at once counted; ``sized``: the size is known at open."""
+
+    def __init__(self, sizes, delay=0.002, jitter=False, sized=True, failing=None):
+        self.sizes = dict(sizes)
+        self.delay, self.jitter, self.sized = delay, jitter, sized
+        self.failing = dict(failing or {})
+        self.lock = threading.Lock()
+        self.now = self.peak = self.opens = 0
+        self.threads = set()
+
+    def content(self, path):
+        return (path.encode() * (self.sizes[path] // max(1, len(path)) + 1))[:self.sizes[path]]
+
+    def open(self, path):
+        with self.lock:
+            self.opens += 1
+        if path in self.failing:
+            code = self.failing[path]
+            raise OSError(code, os.strerror(code), path)
+        return _Sized(self, path, self.sizes[path] if self.sized else None)
+
+    def _read(self, path):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            self.threads.add(threading.get_ident())
+        try:
+            time.sleep(self.delay * (random.random() * 2 if self.jitter else 1))
+            return self.content(path)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def _paths(n, size=1000, vary=False):
+    return {f"f{i:03d}": size + (i * 137) % 3000 if vary else size for i in range(n)}
+
+
+# ---------------------------------------------------------------------------
+# the window
+
+
+BOUNDS = [
+    pytest.param(1, 10_000, id="depth1"),
+    pytest.param(4, 1 << 20, id="depth4-count-bound"),
+    pytest.param(16, 6000, id="depth16-byte-bound"),
+    pytest.param(32, 64 << 20, id="depth32"),
+]
+
+
+@pytest.mark.parametrize("depth,cap", BOUNDS)
+def test_bounds_never_exceeded(depth, cap):
+    sizes = _paths(120, vary=True)
+    storage = FakeStorage(sizes, delay=0.001, jitter=True)
+    window = ReadAhead(ReadAheadOptions(depth, cap), storage)
+    paths = list(sizes)
+    for start in range(0, len(paths), 40):  # batches of 40, each submitted whole
+        window.submit(paths[start:start + 40])
+        for p in paths[start:start + 40]:
+            assert window.take(p) == storage.content(p)
+    stats = window.stats()
+    assert stats["peak_in_flight"] <= depth and storage.peak <= depth
+    assert stats["peak_bytes"] <= cap
+    assert stats["taken"] + stats["direct"] == len(paths)
+    assert stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
+    window.close()
+
+
+def test_the_byte_bound_binds_when_reads_are_fast():
+    """Everything read before it is taken: the bytes held are the bound."""
+    sizes = _paths(64, size=1000)
+    storage = FakeStorage(sizes, delay=0)
+    window = ReadAhead(ReadAheadOptions(32, 5000), storage)
+    window.submit(list(sizes))
+    time.sleep(0.2)  # the threads read what the cap lets them
+    held = window.stats()
+    # 32 opened (the count bound), 5 of them read (the bytes bound), the rest waiting
+    assert held["in_flight_bytes"] == 5000 and held["in_flight"] == 32
+    for p in sizes:
+        window.take(p)
+    assert window.stats()["peak_bytes"] == 5000
+
+
+def test_a_file_larger_than_the_cap_is_read_alone():
+    sizes = {"small0": 100, "huge": 10_000, "small1": 100}
+    storage = FakeStorage(sizes, delay=0.001)
+    window = ReadAhead(ReadAheadOptions(8, 1000), storage)
+    window.submit(list(sizes))
+    assert [window.take(p) for p in sizes] == [storage.content(p) for p in sizes]
+    assert window.stats()["peak_bytes"] == 10_000  # alone: nothing else was held with it
+
+
+def test_reads_complete_in_any_order_and_are_taken_in_order():
+    sizes = _paths(80)
+    storage = FakeStorage(sizes, delay=0.003, jitter=True)
+    window = ReadAhead(ReadAheadOptions(16, 1 << 20), storage)
+    window.submit(list(sizes))
+    assert [window.take(p) for p in sizes] == [storage.content(p) for p in sizes]
+    assert len(storage.threads) > 1
+
+
+def test_unknown_sizes_are_accounted_as_they_arrive():
+    sizes = _paths(40, size=500)
+    storage = FakeStorage(sizes, delay=0.001, sized=False)
+    window = ReadAhead(ReadAheadOptions(8, 1 << 20), storage)
+    window.submit(list(sizes))
+    for p in sizes:
+        assert window.take(p) == storage.content(p)
+    stats = window.stats()
+    assert stats["in_flight_bytes"] == 0 and 500 <= stats["peak_bytes"] <= 8 * (1 << 20) // 8
+
+
+def test_a_plain_callable_is_a_reader():
+    window = ReadAhead(ReadAheadOptions(4), lambda path: path.encode())
+    window.submit(["a", "b"])
+    assert (window.take("a"), window.take("b"), window.take("c")) == (b"a", b"b", b"c")
+
+
+FAILURES = [
+    pytest.param(errno.ENOENT, id="vanished"),
+    pytest.param(errno.EACCES, id="unreadable"),
+    pytest.param(errno.EIO, id="io-error"),
+]
+
+
+@pytest.mark.parametrize("code", FAILURES)
+def test_a_failed_read_is_raised_at_its_own_take(code):
+    sizes = _paths(10)
+    storage = FakeStorage(sizes, failing={"f004": code})
+    window = ReadAhead(ReadAheadOptions(8), storage)
+    window.submit(list(sizes))
+    for p in sizes:
+        if p == "f004":
+            with pytest.raises(OSError, match=os.strerror(code)) as info:
+                window.take(p)
+            assert info.value.errno == code
+        else:
+            assert window.take(p) == storage.content(p)
+    assert window.stats()["failed"] == 1
+
+
+def test_a_batch_that_did_not_come_is_dropped_and_its_bytes_released():
+    sizes = _paths(30)
+    storage = FakeStorage(sizes, delay=0.002)
+    window = ReadAhead(ReadAheadOptions(8, 1 << 20), storage)
+    paths = list(sizes)
+    window.submit(paths[:10] + paths[10:20])  # this batch, and the one predicted next
+    for p in paths[:10]:
+        window.take(p)
+    window.submit(paths[20:])  # another batch came instead
+    for p in paths[20:]:
+        assert window.take(p) == storage.content(p)
+    time.sleep(0.05)
+    stats = window.stats()
+    assert stats["dropped"] == 10 and stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
+
+
+def test_depth_zero_reads_in_the_calling_thread():
+    storage = FakeStorage(_paths(5), delay=0)
+    window = ReadAhead(ReadAheadOptions(0), storage)
+    window.submit(list(storage.sizes))
+    assert [window.take(p) for p in storage.sizes] == [storage.content(p) for p in storage.sizes]
+    assert storage.threads == {threading.get_ident()}
+    assert window.stats()["direct"] == 5
+
+
+def _child_reads(window, paths, out):
+    window.submit(paths)
+    out.put([window.take(p) for p in paths])
+
+
+def test_a_forked_child_starts_its_own_threads():
+    sizes = _paths(12)
+    storage = FakeStorage(sizes, delay=0.001)
+    window = ReadAhead(ReadAheadOptions(4), storage)
+    window.submit(list(sizes)[:6])  # the parent's threads run now
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_child_reads, args=(window, list(sizes)[6:], out))
+    child.start()
+    try:
+        got = out.get(timeout=30)
+    finally:
+        child.join(timeout=30)
+    assert got == [storage.content(p) for p in list(sizes)[6:]]
+    assert child.exitcode == 0
+    assert [window.take(p) for p in list(sizes)[:6]] == [storage.content(p)
+                                                         for p in list(sizes)[:6]]
+
+
+# ---------------------------------------------------------------------------
+# the knob
+
+
+@pytest.mark.parametrize("env,want", [
+    pytest.param("", ReadAheadOptions(), id="unset"),
+    pytest.param("0", ReadAheadOptions(0), id="off"),
+    pytest.param("24", ReadAheadOptions(24), id="depth"),
+    pytest.param("8,16MiB", ReadAheadOptions(8, 16 << 20), id="depth-and-cap"),
+])
+def test_the_environment_sets_the_default(monkeypatch, env, want):
+    monkeypatch.setenv(_readahead.ENV, env)
+    assert ReadAheadOptions.resolve(None) == want
+    assert ReadAheadOptions.resolve(3) == ReadAheadOptions(3)  # an argument wins
+
+
+@pytest.mark.parametrize("env", ["x", "8,lots", "-1"])
+def test_a_bad_environment_value_is_named(monkeypatch, env):
+    monkeypatch.setenv(_readahead.ENV, env)
+    with pytest.raises(ValueError, match=_readahead.ENV):
+        ReadAheadOptions.resolve(None)
+
+
+@pytest.mark.parametrize("value,match", [
+    pytest.param(-1, "depth must be an int >= 0", id="negative"),
+    pytest.param(2.5, "readahead must be None, an int depth", id="float"),
+    pytest.param(True, "readahead must be None, an int depth", id="bool"),
+])
+def test_a_bad_readahead_argument_is_refused(tmp_path, value, match):
+    root = make_tree(tmp_path / "t", per_class=1, classes=("a",))
+    with pytest.raises((TypeError, ValueError), match=match):
+        FastImageFolder(root, readahead=value)
+
+
+@pytest.mark.parametrize("text,want", [
+    pytest.param("4096", 4096, id="plain"), pytest.param("64MiB", 64 << 20, id="MiB"),
+    pytest.param("2GiB", 2 << 30, id="GiB"), pytest.param("1.5GB", 1_500_000_000, id="GB"),
+    pytest.param(123, 123, id="int"),
+])
+def test_byte_counts(text, want):
+    assert _readahead.parse_bytes(text) == want
+
+
+@pytest.mark.parametrize("text", ["lots", "2 parsecs", "-5"])
+def test_a_bad_byte_count_is_named(text):
+    with pytest.raises(ValueError, match="cannot read .* as a byte count"):
+        _readahead.parse_bytes(text)
+
+
+# ---------------------------------------------------------------------------
+# through the datasets
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    return make_tree(tmp_path_factory.mktemp("ra"), per_class=8, classes=("a", "b", "c"))
+
+
+def _batches(ds, way, seed=0):
+    """Every batch of one epoch, reproducibly, the way named."""
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    if way == "getitems":
+        return [ds.__getitems__(list(range(k, min(len(ds), k + 7)))) for k in range(0, len(ds), 7)]
+    if way == "getitem":
+        return [ds[i] for i in range(len(ds))]
+    if way.startswith("dataloader"):
+        ctx = way.split("-")[1]
+        loader = torch.utils.data.DataLoader(ds, batch_size=5, shuffle=True, generator=g,
+                                             num_workers=2, multiprocessing_context=ctx)
+    elif way == "fastloader-workers":
+        loader = FastLoader(ds, batch_size=5, shuffle=True, generator=g, num_workers=2)
+    else:
+        loader = FastLoader(ds, batch_size=5, shuffle=True, generator=g, threads=2)
+    return [[(x.clone(), y.clone()) for x, y in [tuple(b)]] for b in loader]
+
+
+def _flat(batches):
+    out = []
+    for b in batches:
+        if isinstance(b, tuple):
+            b = [b]
+        for x, y in b:
+            out.append((torch.as_tensor(x), torch.as_tensor(y)))
+    return out
+
+
+WAYS = ["getitems", "getitem", "dataloader-fork", "dataloader-spawn", "fastloader-workers",
+        "fastloader-threads"]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_the_same_batches_with_readahead_on_and_off(tree, way):
+    off = _flat(_batches(FastImageFolder(tree, transform=TRAIN, readahead=0), way))
+    on = _flat(_batches(FastImageFolder(tree, transform=TRAIN, readahead=8), way))
+    assert len(on) == len(off) > 0
+    for (a, ta), (b, tb) in zip(off, on):
+        assert torch.equal(a, b) and torch.equal(ta, tb)
+
+
+def test_a_batch_is_read_at_once_within_the_bounds(tree):
+    ds = FastImageFolder(tree, transform=TRAIN, readahead=ReadAheadOptions(4, 1 << 20))
+    ds.__getitems__(list(range(len(ds))))
+    stats = ds.readahead_stats()
+    assert stats["submitted"] == len(ds) and stats["taken"] + stats["direct"] == len(ds)
+    assert 1 <= stats["peak_in_flight"] <= 4 and stats["peak_bytes"] <= 1 << 20
+
+
+class FailingReader:
+    """The local reader, except that opens of ``path`` fail with ``code``."""
+
+    def __init__(self, path, code):
+        self.path, self.code = str(path), code
+        self.local = _readahead.LocalReader()
+
+    def open(self, path):
+        if path == self.path:
+            raise OSError(self.code, os.strerror(self.code), path)
+        return self.local.open(path)
+
+
+BROKEN = [pytest.param("vanished", id="vanished"), pytest.param("eacces", id="unreadable"),
+          pytest.param("eio", id="io-error")]
+
+
+def _break(ds, tmp_tree, how, victim):
+    if how == "vanished":
+        os.unlink(victim)
+    else:  # root reads any file whatever its mode: the reader fails it instead
+        ds._reads.reader = FailingReader(victim, errno.EACCES if how == "eacces" else errno.EIO)
+
+
+@pytest.mark.parametrize("workers", [pytest.param(0, id="in-process"),
+                                     pytest.param(2, id="2-workers")])
+@pytest.mark.parametrize("how", BROKEN)
+def test_a_file_broken_mid_epoch_is_named_in_its_own_sample(tmp_path, how, workers):
+    root = shutil.copytree(make_tree(tmp_path / "src", per_class=6, classes=("a", "b")),
+                           tmp_path / "t")
+    ds = FastImageFolder(root, transform=TRAIN, readahead=8)
+    index = 7
+    victim = ds.samples[index][0]
+    ds.__getitems__(list(range(4)))  # the epoch is under way, the window warm
+    _break(ds, root, how, victim)
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=workers,
+                                         multiprocessing_context="fork" if workers else None)
+    with pytest.raises(errors.ImageFileError, match=f"sample {index}: cannot read file") as info:
+        for _ in loader:
+            pass
+    assert victim in str(info.value)  # (from a worker torch re-raises it with the message)
+
+
+@pytest.mark.parametrize("how", BROKEN)
+def test_on_error_skips_as_without_readahead(tmp_path, how):
+    root = shutil.copytree(make_tree(tmp_path / "src", per_class=6, classes=("a", "b")),
+                           tmp_path / "t")
+    results = []
+    for depth in (0, 8):
+        ds = FastImageFolder(root, transform=TRAIN, readahead=depth, on_error="skip")
+        victim = ds.samples[5][0]
+        with open(victim, "rb") as f:
+            saved = f.read()
+        _break(ds, root, how, victim)
+        torch.manual_seed(0)
+        batch = ds.__getitems__(list(range(len(ds))))
+        results.append((torch.stack([x for x, _ in batch]), [t for _, t in batch], ds.skipped))
+        if how == "vanished":
+            with open(victim, "wb") as f:
+                f.write(saved)
+    (a, ta, sa), (b, tb, sb) = results
+    assert torch.equal(a, b) and ta == tb and sa == sb == 1
+
+
+def test_fastloader_gives_each_worker_the_batch_it_gets_next():
+    class Ring:
+        in_flight: set = set()
+
+        def pick(self):
+            return None
+
+    batches = [list(range(k, k + 3)) for k in range(0, 30, 3)]
+    sampler = RingSampler(batches, Ring(), workers=2)
+    got = list(iter(sampler))
+    assert [list(b) for b in got] == batches
+    assert [b.later for b in got] == batches[2:] + [None, None]
+
+
+def test_fastloader_threads_read_the_next_batch_ahead(tree):
+    ds = FastImageFolder(tree, transform=TRAIN, readahead=64)
+    loader = FastLoader(ds, batch_size=4, threads=1)
+    it = iter(loader)
+    next(it)
+    # the iterating thread's window: the first batch's reads and the second's
+    assert ds.readahead_stats()["submitted"] >= 8
+    for _ in it:
+        pass
