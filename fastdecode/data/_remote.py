@@ -43,7 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -72,11 +72,12 @@ def is_url(path: Any) -> bool:
 
 
 def scrub_url(url: str) -> str:
-    """``url`` without the user:password part of its authority."""
+    """``url`` without the user:password part of its authority (the same
+    object: the dataset keeps the credentials apart and reads with them)."""
     parts = urlsplit(url)
     if "@" not in parts.netloc:
         return url
-    return urlunsplit(parts._replace(netloc=f"{_REDACTED}@{parts.netloc.rsplit('@', 1)[1]}"))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def _split(options: Any) -> tuple[Any, Any]:
@@ -189,12 +190,12 @@ class Remote:
         if "@" in parts.netloc:  # user:password in the URL: kept as a secret, not in the URL
             userinfo = parts.netloc.rsplit("@", 1)[0]
             user, _, password = userinfo.partition(":")
-            if protocol in ("http", "https"):
-                import aiohttp
-
-                client = dict(options.get("client_kwargs") or {})
-                client.setdefault("auth", aiohttp.BasicAuth(user, password))
-                options["client_kwargs"] = client
+            if protocol in ("http", "https"):  # basic auth, a header of every request
+                pair = f"{unquote(user)}:{unquote(password)}".encode("latin-1")
+                headers = dict(options.get("headers") or {})
+                headers.setdefault("Authorization",
+                                   "Basic " + base64.b64encode(pair).decode("ascii"))
+                options["headers"] = headers
             else:
                 cls = fsspec.get_filesystem_class(protocol)
                 options = {**cls._get_kwargs_from_urls(url), **options}
@@ -244,7 +245,7 @@ class Remote:
         """``text`` with every secret value and URL userinfo replaced."""
         for value in _secret_strings(_SECRETS.get(self._token, {})):
             text = text.replace(value, _REDACTED)
-        return re.sub(r"(://)[^/\s@]+@", r"\1" + _REDACTED + "@", text)
+        return re.sub(r"(://)[^/\s@]+@", r"\1", text)
 
     @property
     def fs(self) -> Any:
@@ -350,6 +351,7 @@ class Remote:
         return index
 
     def _list(self, url: str) -> TreeIndex:
+        url = scrub_url(url)
         fs = self.fs
         root = fs._strip_protocol(url).rstrip("/")
         try:
