@@ -31,7 +31,8 @@ from helpers.trees import make_tree  # noqa: E402
 PAIRS = [pytest.param(fd.FastImageFolder, ImageFolder, {}, id="ImageFolder"),
          pytest.param(fd.FastDatasetFolder, DatasetFolder,
                       {"extensions": datasets.IMG_EXTENSIONS}, id="DatasetFolder")]
-EXTRAS = {"exact", "on_error", "max_pixels", "max_work_per_byte", "storage_options", "refresh_index"}
+EXTRAS = {"exact", "on_error", "max_pixels", "max_work_per_byte", "storage_options", "refresh_index",
+          "readahead", "cache"}
 
 
 @pytest.fixture(scope="module")
