@@ -570,20 +570,40 @@ class DatasetReads:
         self._local = threading.local()
 
 
+_END = object()
+
+
 def with_later(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optional[list]]]:
     """Each batch of ``batches`` (as a list) with the one ``gap`` places
     after it, None for the last ``gap``: under DataLoader's round-robin
     dispatch to ``gap`` workers, the batch the same worker gets next, whose
     reads it can start before it decodes this one. The sampler is drawn
-    ``gap`` batches early (its draws are the same, in the same order)."""
+    ``gap`` batches early (its draws are the same, in the same order), but
+    never past its length: the pull that ends a pass may draw (a
+    RandomSampler with a generator draws its next permutation there), and a
+    pass left early must leave the generators as DataLoader leaves them. A
+    sampler longer than its ``len`` goes on, one batch per pull, unpaired."""
+    it = iter(batches)
     if gap <= 0:
-        for batch in batches:
+        for batch in it:
             yield list(batch), None
         return
+    try:
+        known: Optional[int] = len(batches)  # type: ignore[arg-type]
+    except TypeError:
+        known = None
     pending: deque[list] = deque()
-    for batch in batches:
+    pulled = 0
+    while known is None or pulled < known:
+        batch = next(it, _END)
+        if batch is _END:
+            break
+        pulled += 1
         pending.append(list(batch))
         if len(pending) > gap:
             yield pending.popleft(), pending[-1]
     while pending:
         yield pending.popleft(), None
+    if known is not None and pulled == known:
+        for batch in it:  # longer than its len: as DataLoader, pulled when asked
+            yield list(batch), None
