@@ -26,6 +26,7 @@ from fastdecode.data import _remote  # noqa: E402
 from fastdecode.datasets import FastDatasetFolder, FastImageFolder  # noqa: E402
 from fastdecode.errors import ImageFileError  # noqa: E402
 
+from helpers import netns  # noqa: E402
 from helpers.http_tree import HttpTree  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
@@ -57,13 +58,40 @@ def memory_root(tree):
     fs.rm(name, recursive=True)
 
 
+LEAD = "test_the_http_cases_run_in_a_loopback_only_namespace"
+
+
 @pytest.fixture
-def server(tree):
+def loopback(request):
+    """Every HTTP test is marked ``loopback`` and runs inside a loopback-only
+    network namespace (helpers/netns.py), by the LEAD test."""
+    assert request.node.get_closest_marker("loopback"), "an HTTP test must be marked loopback"
+    reason = netns.skip_reason(LEAD)
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def server(tree, loopback):
     with HttpTree(str(tree.parent)) as s:
         yield s
 
 
-@pytest.fixture(params=["memory", "http"])
+def test_the_http_cases_run_in_a_loopback_only_namespace(request):
+    """The ``loopback`` tests of this module, in one pytest process inside a
+    new network namespace where only lo is up, bounded in time."""
+    if netns.inside():
+        pytest.skip("already inside the namespace")
+    reason = netns.unavailable()
+    if reason:
+        pytest.skip(f"{reason}: the loopback tests run in this process, on 127.0.0.1 only")
+    extra = ["--full"] if request.config.getoption("full", default=False) else []
+    done = netns.run_marked(Path(__file__), extra, timeout=300)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
+
+
+@pytest.fixture(params=["memory", pytest.param("http", marks=pytest.mark.loopback)])
 def root(request, tree):
     """(URL of the tree, the local tree): each kind of remote root."""
     if request.param == "memory":
@@ -188,6 +216,7 @@ def test_a_deleted_key_is_skipped_under_on_error_skip(memory_root, path):
     assert ds.skipped == 1
 
 
+@pytest.mark.loopback
 @pytest.mark.parametrize("fault", ["503", "reset"])
 def test_transient_failures_are_retried(server, tree, fault):
     ds = FastImageFolder(server.url + "/tree", TF, exact=True)
@@ -197,6 +226,7 @@ def test_transient_failures_are_retried(server, tree, fault):
     assert server.requests["/tree/cat/img1.jpg"] == 3
 
 
+@pytest.mark.loopback
 def test_a_persistent_5xx_gives_up_within_the_bound(server, monkeypatch):
     monkeypatch.setenv("FASTDECODE_RETRY_SECONDS", "1")
     ds = FastImageFolder(server.url + "/tree", TF)
@@ -208,6 +238,7 @@ def test_a_persistent_5xx_gives_up_within_the_bound(server, monkeypatch):
     assert time.monotonic() - start < 30  # bounded (the bound is 1 s; generous for a busy host)
 
 
+@pytest.mark.loopback
 @pytest.mark.timeout(120)
 def test_a_server_killed_mid_epoch_is_a_typed_error_not_a_hang(server, monkeypatch):
     monkeypatch.setenv("FASTDECODE_RETRY_SECONDS", "1")
@@ -235,7 +266,8 @@ def test_secret_options_stay_out_of_pickles_messages_and_reprs(memory_root):
     assert SECRET not in str(info.value)
 
 
-def test_url_userinfo_is_an_http_credential_never_shown(tree, caplog):
+@pytest.mark.loopback
+def test_url_userinfo_is_an_http_credential_never_shown(tree, caplog, loopback):
     import base64
 
     token = "Basic " + base64.b64encode(f"alice:{SECRET}".encode()).decode()
