@@ -48,15 +48,19 @@ bench: build $(VENV)/.bench-deps benchmarks/c_floor
 
 # System packages: the libjpeg-turbo headers, pkg-config, a compiler, venv;
 # cjpeg/jpegtran (libjpeg-turbo-progs) write the test JPEGs Pillow cannot:
-# 4:4:0, 4:1:1, arithmetic coding, restart markers.
+# 4:4:0, 4:1:1, arithmetic coding, restart markers; fuse3 + libfuse3-dev
+# build and mount latencyfs (tests/storage, bench_storage; skipped without
+# /dev/fuse); iproute2 (ip) brings up lo in the tests' network namespaces.
 sysdeps:
 	@if ! pkg-config --exists libjpeg 2>/dev/null || ! command -v gcc >/dev/null \
-	    || ! command -v cjpeg >/dev/null \
+	    || ! command -v cjpeg >/dev/null || ! pkg-config --exists fuse3 2>/dev/null \
+	    || ! command -v fusermount3 >/dev/null || ! command -v ip >/dev/null \
 	    || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
-	  echo "installing system packages (libjpeg62-turbo-dev libjpeg-turbo-progs pkg-config gcc python3-venv)"; \
+	  echo "installing system packages (libjpeg62-turbo-dev libjpeg-turbo-progs pkg-config gcc python3-venv fuse3 libfuse3-dev iproute2)"; \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    libjpeg62-turbo-dev libjpeg-turbo-progs pkg-config gcc python3-venv python3-dev; \
+	    libjpeg62-turbo-dev libjpeg-turbo-progs pkg-config gcc python3-venv python3-dev \
+	    fuse3 libfuse3-dev iproute2; \
 	fi
 
 $(VENV)/.test-deps: requirements/test.txt | sysdeps
