@@ -595,7 +595,7 @@ def with_later(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optiona
     pending: deque[list] = deque()
     pulled = 0
     while known is None or pulled < known:
-        batch = next(it, _END)
+        batch: Any = next(it, _END)
         if batch is _END:
             break
         pulled += 1
