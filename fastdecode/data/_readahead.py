@@ -570,7 +570,7 @@ class DatasetReads:
         self._local = threading.local()
 
 
-_END = object()
+_END: Any = object()  # with_later: the end of a pass
 
 
 def with_later(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optional[list]]]:
@@ -583,7 +583,7 @@ def with_later(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optiona
     RandomSampler with a generator draws its next permutation there), and a
     pass left early must leave the generators as DataLoader leaves them. A
     sampler longer than its ``len`` goes on, one batch per pull, unpaired."""
-    it = iter(batches)
+    it: Iterator[Any] = iter(batches)
     if gap <= 0:
         for batch in it:
             yield list(batch), None
@@ -595,7 +595,7 @@ def with_later(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optiona
     pending: deque[list] = deque()
     pulled = 0
     while known is None or pulled < known:
-        batch: Any = next(it, _END)
+        batch = next(it, _END)
         if batch is _END:
             break
         pulled += 1
