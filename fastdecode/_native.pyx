@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, embedsignature=False
 """The binding: buffers in and out, the GIL, and C status -> exception.
 
 This is the only module that holds the GIL-related and buffer-related
@@ -26,6 +26,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from fastdecode._capi cimport *
 
 import operator
+import sys
 
 import numpy as np
 
@@ -245,23 +246,55 @@ cdef tuple shape_tuple(const fd_shape *shape, fd_layout layout):
     return (shape.height, shape.width, shape.channels)
 
 
+cdef object tensor_target(object out):
+    """`out` as the object whose buffer a decode fills: a torch tensor gives
+    its numpy view (a CPU, strided, C-contiguous uint8 tensor only; anything
+    else is a ValueError naming the reason), any other object itself.
+
+    torch is never imported here: a tensor can only exist once it is."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(out, torch.Tensor):
+        return out
+    if out.device.type != "cpu":
+        raise ValueError(
+            f"out is a tensor on {out.device}: decoders write CPU memory; pass a CPU "
+            f"uint8 tensor (then .to('{out.device}', non_blocking=True))"
+        )
+    if out.layout != torch.strided:
+        raise ValueError(f"out is a {out.layout} tensor; it must be a dense (strided) tensor")
+    if out.dtype != torch.uint8:
+        raise ValueError(f"out is a {out.dtype} tensor; it must be torch.uint8")
+    if not out.is_contiguous():
+        raise ValueError(
+            f"out is a non-contiguous tensor (shape {tuple(out.shape)}, strides "
+            f"{tuple(out.stride())}); it must be C-contiguous: a batch[i] of a contiguous "
+            f"batch is, a transposed, channels_last or sliced-columns view is not"
+        )
+    try:
+        return out.numpy()
+    except (RuntimeError, TypeError) as exc:  # conjugate/negative bits, tensor subclasses...
+        raise ValueError(f"out is a tensor without a writable numpy view: {exc}") from None
+
+
 cdef object prepare_out(object out, const fd_shape *shape, fd_layout layout, Py_buffer *view):
-    """Returns the array to fill and borrows its memory into `view`."""
+    """Returns the array to fill (`out` itself when given) and borrows its
+    memory into `view`."""
     expected = shape_tuple(shape, layout)
     if out is None:
         result = np.empty(expected, dtype=np.uint8)
         PyObject_GetBuffer(result, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
         return result
+    target = tensor_target(out)
     try:
-        PyObject_GetBuffer(out, view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)
+        PyObject_GetBuffer(target, view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)
     except (BufferError, ValueError) as exc:  # numpy says ValueError for read-only
         raise ValueError(
             f"out must be a writable C-contiguous uint8 buffer of shape {expected}: {exc}"
         ) from None
     except TypeError:
         raise TypeError(
-            f"out must support the buffer protocol (a numpy array, or tensor.numpy()), "
-            f"got {type(out).__name__}"
+            f"out must be a numpy array, a CPU uint8 torch tensor or another object with the "
+            f"writable buffer protocol (bytearray, memoryview...), got {type(out).__name__}"
         ) from None
     try:
         fmt = view.format.decode("ascii", "replace") if view.format != NULL else "B"
@@ -427,7 +460,8 @@ def fill_out(arr, out, layout="HWC"):
     shape.nbytes = arr.size
     prepare_out(out, &shape, lay, &view)
     try:
-        np.frombuffer(<object>PyMemoryView_FromObject(out), dtype=np.uint8)[:] = arr.reshape(-1)
+        target = tensor_target(out)
+        np.frombuffer(<object>PyMemoryView_FromObject(target), dtype=np.uint8)[:] = arr.reshape(-1)
     finally:
         PyBuffer_Release(&view)
     return out
