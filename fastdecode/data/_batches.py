@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
 
-from fastdecode.data._readahead import with_later
+from fastdecode.data._resume import carry, later_carried
 from fastdecode.data._shared_pool import SlotView, worker_pool
 
 __all__ = ["POOL_DEPTH", "BatchBuffers", "BatchRow", "CpuRing", "RingFiller", "RingSampler",
@@ -317,8 +317,8 @@ class RingSampler:
             # workers were drained (persistent) or shut down: no slot of it
             # is still being written.
             self.ring.in_flight.clear()
-        for indices, later in with_later(batch_sampler, self.workers):
-            yield SlotBatch(indices, self.ring.pick(), later)
+        for indices, later in later_carried(batch_sampler, self.workers):
+            yield carry(indices, SlotBatch(indices, self.ring.pick(), later))
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -353,7 +353,7 @@ class RingFiller(torch.utils.data.Dataset):
         return len(self.dataset)
 
     def __getitems__(self, batch: SlotBatch):
-        indices = list(batch)
+        indices = carry(batch, list(batch))  # FastLoader(resumable=True): seeded by position
         read_ahead = getattr(self.dataset, "_read_ahead", None)
         if read_ahead is not None and batch.later:  # this batch's reads, then the next's
             read_ahead(indices)

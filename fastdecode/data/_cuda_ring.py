@@ -18,6 +18,8 @@ from typing import Any, Iterator, Optional
 
 import torch
 
+from fastdecode.data._resume import carry
+
 __all__ = ["CudaRing", "RingWriter", "SlottedSampler"]
 
 
@@ -38,7 +40,7 @@ class SlottedSampler:
 
     def __iter__(self):
         for n, indices in enumerate(self.batch_sampler):
-            yield SlotBatch(list(indices), n % self.slots)
+            yield carry(indices, SlotBatch(list(indices), n % self.slots))
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -56,7 +58,8 @@ class RingWriter(torch.utils.data.Dataset):
         return len(self.dataset)
 
     def __getitems__(self, batch: SlotBatch):
-        return batch.slot, self.dataset.decode_batch_into(list(batch), self.ring[batch.slot])
+        indices = carry(batch, list(batch))  # FastLoader(resumable=True): seeded by position
+        return batch.slot, self.dataset.decode_batch_into(indices, self.ring[batch.slot])
 
 
 def identity(x: Any) -> Any:

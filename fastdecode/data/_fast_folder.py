@@ -30,6 +30,7 @@ from fastdecode.data._cache import SharedCache
 from fastdecode.data._chain import LiveFused
 from fastdecode.data._readahead import DatasetReads, ReadAheadOptions, parse_bytes
 from fastdecode.data._remote import is_url
+from fastdecode.data._resume import seeding_of
 from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
 from fastdecode.data.datasets import (
     IMG_EXTENSIONS,
@@ -284,6 +285,11 @@ class _FastDataset(VisionDataset):
         planned = _planned.planned_here(indices)
         if planned is not None:  # FastLoader(threads=N): the draws were planned already
             return _planned.render_planned(self, planned, slots)
+        seeded = seeding_of(indices)  # FastLoader(resumable=True): seeds by position
+        if seeded is not None:
+            planned = self._plan_batch(list(indices), *seeded)
+            if planned is not None:
+                return _planned.render_into(self, planned, slots)
         with self._prefetch(indices):
             return self._decode_slots(fused, indices, slots)
 
@@ -310,6 +316,12 @@ class _FastDataset(VisionDataset):
         ``torch.Tensor`` subclass (``BatchRow``; in a worker ``SlotView``) that
         torch's ``default_collate`` hands to fastdecode (data/_batches.py)."""
         settle_in_worker()
+        seeded = seeding_of(indices)  # FastLoader(resumable=True): seeds by position
+        if seeded is not None and _planned.planned_here(indices) is None:
+            planned = self._plan_batch(list(indices), *seeded)
+            if planned is not None:
+                samples = self._render_plan(planned)
+                return self._finish_plan(planned) if samples is None else samples
         fused = self._batch_fused()
         if fused is None:
             return [self[i] for i in indices]
@@ -327,10 +339,12 @@ class _FastDataset(VisionDataset):
 
     # -- FastLoader(threads=N): draws planned in one thread, rendered in others
 
-    def _plan_batch(self, indices: list[int], seed: int) -> Optional["_planned.Plan"]:
-        """The batch's random draws, under per-sample seeds from ``seed``, in
-        the calling thread (None: a custom loader, nothing to split)."""
-        return _planned.plan(self, indices, seed)
+    def _plan_batch(self, indices: list[int], seed: int,
+                    keys: Optional[list[int]] = None) -> Optional["_planned.Plan"]:
+        """The batch's random draws, under per-sample seeds from ``seed``
+        (keyed by ``keys``, the samples' positions, or their slots), in the
+        calling thread (None: a custom loader, nothing to split)."""
+        return _planned.plan(self, indices, seed, keys)
 
     def _render_plan(self, plan: "_planned.Plan") -> Optional[list[tuple[Any, Any]]]:
         """What __getitems__ returns, rendered from ``plan`` without drawing

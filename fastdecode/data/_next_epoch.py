@@ -50,6 +50,9 @@ _PLAIN = (bool, int, float, str, bytes, type(None))
 
 
 def _link(sampler: Any) -> tuple[bool, Optional[str]]:
+    through = getattr(type(sampler), "next_epoch_link", None)
+    if through is not None:  # a wrapper whose pass is its inner sampler's (data/_resume.py)
+        return True, through
     for cls, link in _KNOWN:
         if isinstance(sampler, cls) and getattr(type(sampler), "__iter__", None) is cls.__iter__:
             return True, link

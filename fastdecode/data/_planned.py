@@ -44,7 +44,7 @@ import torch
 from fastdecode.data._rows import row_seed
 from fastdecode.data.datasets import _naming
 
-__all__ = ["Plan", "complete", "plan", "planned_here", "render", "render_planned"]
+__all__ = ["Plan", "complete", "plan", "planned_here", "render", "render_into", "render_planned"]
 
 # seeds per slot: one per attempt at it (on_error's MAX_SKIPS + 1 at most)
 SPAN = 64
@@ -112,11 +112,15 @@ class Plan:
     batched: bool
     slots: list[Slot]
     pixels: Optional[torch.Tensor] = None  # the uint8 batch complete finishes
+    keys: Optional[list[int]] = None  # slot k's seed key (its position in the epoch); None: k
 
 
-def plan(ds: Any, indices: list[int], seed: int) -> Optional[Plan]:
-    """The draws of batch ``indices`` under ``seed``; None when the dataset's
-    items cannot be split (a custom loader: it and the transform are one call)."""
+def plan(ds: Any, indices: list[int], seed: int,
+         keys: Optional[list[int]] = None) -> Optional[Plan]:
+    """The draws of batch ``indices`` under ``seed`` (slot ``k`` keyed by
+    ``keys[k]``, its position in the epoch, or by ``k``); None when the
+    dataset's items cannot be split (a custom loader: it and the transform
+    are one call)."""
     if not ds._fast_loader():
         return None
     fused = ds._batch_fused()
@@ -125,8 +129,9 @@ def plan(ds: Any, indices: list[int], seed: int) -> Optional[Plan]:
         fused = ds._live.get(ds.transform)
     n = len(ds)
     with kept_rngs(), ds._prefetch(indices):
-        slots = [_draw_slot(ds, fused, seed, k, range(n)[i], 0) for k, i in enumerate(indices)]
-    return Plan(seed, fused, batched, slots)
+        slots = [_draw_slot(ds, fused, seed, k if keys is None else keys[k], range(n)[i], 0)
+                 for k, i in enumerate(indices)]
+    return Plan(seed, fused, batched, slots, keys=keys)
 
 
 def _draw_slot(ds: Any, fused: Any, seed: int, k: int, original: int, attempt: int) -> Slot:
@@ -223,6 +228,18 @@ def render(ds: Any, p: Plan) -> Optional[list]:
     return [(s.value, s.target) for s in p.slots]
 
 
+def render_into(ds: Any, p: Plan, slots: np.ndarray) -> list[Any]:
+    """``decode_batch_into`` for a plan made in this thread: each slot
+    rendered into ``slots``, any step that may draw or failed file completed
+    there; the targets."""
+    for k, s in enumerate(p.slots):
+        _render_slot(ds, p, s, slots[k])
+    if any(s.after is not None or s.error is not None for s in p.slots):
+        p.pixels = torch.from_numpy(slots)
+        complete(ds, p)  # fills the slots (its tensor step's result is not needed)
+    return [s.target for s in p.slots]
+
+
 # ---------------------------------------------------------------------------
 # completing, in the iterating thread
 
@@ -237,7 +254,8 @@ def complete(ds: Any, p: Plan) -> list:
                 s = p.slots[k]
                 while s.error is not None:
                     ds._skip_or_raise(s.error, s.attempt, s.index)
-                    s = p.slots[k] = _draw_slot(ds, fused, p.seed, k, s.original, s.attempt + 1)
+                    key = k if p.keys is None else p.keys[k]
+                    s = p.slots[k] = _draw_slot(ds, fused, p.seed, key, s.original, s.attempt + 1)
                     _render_slot(ds, p, s, None if out is None else out[k])
                 if s.after is None:
                     break

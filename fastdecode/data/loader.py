@@ -22,11 +22,13 @@ import math
 import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
+from torch.utils.data.dataloader import _DatasetKind
 
 from fastdecode._system import limit_threads_to_one, settle_in_worker, shm_budget, usable_cpus
 from fastdecode.data._batches import (
@@ -38,9 +40,10 @@ from fastdecode.data._batches import (
     whole_batch,
 )
 from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
-from fastdecode.data._readahead import with_later
+from fastdecode.data._resume import Tracker, later_carried, seeding_of
 from fastdecode.data._rows import row_seed
 from fastdecode.data._workers import WorkerIter
+from fastdecode.errors import ResumeError
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
@@ -177,6 +180,27 @@ class FastLoader(_LoaderBase):
     uint8 and that per-pixel step runs on the GPU, with the values the CPU
     chain would give. Without CUDA everything degrades to the shared-memory
     path, and ``device`` must be None or 'cpu'.
+
+    :meth:`state_dict` / :meth:`load_state_dict` resume an epoch mid-way, as
+    torchdata's ``StatefulDataLoader`` does, in O(1): the next ``iter()``
+    after a load continues the saved epoch at the next batch, nothing before
+    it is decoded, and later ``iter()`` calls run the following epochs. The
+    samples and their order are exact always (``num_workers``, ``threads``
+    and the world size may change: docs/guides/resuming.md).
+
+    resumable: False (default) draws random augmentations as DataLoader does
+      (from each worker's RNG, or in-process from the global one), so the
+      batches equal DataLoader's bit for bit, and those drawn after a resume
+      are not the uninterrupted run's. True seeds each sample's draws by
+      (base seed, epoch, its position in the epoch's order) only, never by
+      the worker, thread or rank that decodes it: a resumed run yields the
+      uninterrupted run's batches bit for bit, with any ``num_workers`` or
+      ``threads``, and the training loop's global RNGs are never drawn from.
+      The base seed is ``generator.initial_seed()`` (torch's
+      ``initial_seed()`` without one); an int gives it. The epochs' orders
+      are then the sampler's draws only: ``iter()`` draws its base seed
+      (the workers' seeds) from a generator of its own, so the order is the
+      same in-process, in workers (persistent or not) and in threads.
     """
 
     def __init__(
@@ -201,6 +225,7 @@ class FastLoader(_LoaderBase):
         in_order: bool = True,
         threads: Optional[int] = None,
         device: Optional[str | torch.device] = None,
+        resumable: bool | int = False,
     ) -> None:
         given = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.threads = threads
@@ -221,6 +246,7 @@ class FastLoader(_LoaderBase):
             persistent_workers=persistent_workers and workers > 0,
             pin_memory_device=pin_memory_device, in_order=in_order)
         self._record_for_lightning(given)
+        self._tracker = self._make_tracker(resumable)
         self._lookahead = ahead
         self._ring: Optional[CudaRing] = None
         self._cpu_ring: Optional[CpuRing] = None
@@ -235,7 +261,7 @@ class FastLoader(_LoaderBase):
             if shape is not None:
                 warn_if_shm_short(workers, ahead, self._batch_bytes(shape))
         inner = dict(num_workers=workers, collate_fn=identity, timeout=timeout, worker_init_fn=init,
-                     multiprocessing_context=multiprocessing_context, generator=generator,
+                     multiprocessing_context=multiprocessing_context, generator=self.generator,
                      prefetch_factor=ahead, persistent_workers=self.persistent_workers)
         if self._use_ring(shape):
             assert shape is not None
@@ -245,7 +271,7 @@ class FastLoader(_LoaderBase):
             inner["worker_init_fn"] = functools.partial(_ring_worker_init, init, [self._ring.ring])
             self._ring_loader = _LoaderBase(
                 RingWriter(dataset, self._ring.ring),
-                batch_sampler=SlottedSampler(self.batch_sampler, slots), pin_memory=False, **inner)
+                batch_sampler=SlottedSampler(self._batches(), slots), pin_memory=False, **inner)
         elif self._use_cpu_ring(shape, collate_fn):
             assert shape is not None
             table = self.dataset.pixel_table()  # type: ignore[attr-defined]
@@ -253,8 +279,43 @@ class FastLoader(_LoaderBase):
             self._cpu_ring = CpuRing(slots + 1, (self._batch_rows(), *shape), dtype)
             self._ring_loader = _LoaderBase(
                 RingFiller(dataset, self._cpu_ring, self.collate_fn),
-                batch_sampler=RingSampler(self.batch_sampler, self._cpu_ring, workers),
+                batch_sampler=RingSampler(self._batches(), self._cpu_ring, workers),
                 pin_memory=self.pin_memory, **inner)
+
+    def _make_tracker(self, resumable: bool | int) -> Optional[Tracker]:
+        """The position tracker behind state_dict (None: no batches of a
+        map-style dataset to resume)."""
+        if isinstance(resumable, bool):
+            g = self.generator if self.generator is not None else torch.default_generator
+            base: Optional[int] = int(g.initial_seed()) if resumable else None
+        elif isinstance(resumable, int):
+            base = int(resumable)
+        else:
+            raise TypeError(f"resumable must be a bool or an int seed, not "
+                            f"{type(resumable).__name__}")
+        if self._dataset_kind != _DatasetKind.Map or self.batch_sampler is None:
+            if base is not None:
+                raise ValueError("resumable= needs a map-style dataset and batches "
+                                 "(batch_size or batch_sampler)")
+            return None
+        if base is None:
+            return Tracker(self.dataset, self.batch_sampler, self.generator, None)
+        # the epochs' base seeds (the workers' seeds, which a seeded batch does not
+        # use) come from a generator of their own: the sampler's generator, or
+        # torch's global one, is then drawn from by the sampler only, so the
+        # epochs' orders are the same in-process, in workers persistent or not,
+        # and in threads
+        self.generator = torch.Generator().manual_seed(base)
+        return Tracker(self.dataset, self.batch_sampler, None, base)
+
+    @property
+    def _index_sampler(self):  # DataLoader's iterators draw their batches from this
+        tracker = self.__dict__.get("_tracker")
+        return tracker.sampler if tracker is not None else super()._index_sampler
+
+    def _batches(self) -> Any:
+        """The batch sampler the iterators draw from: the tracker's wrapper."""
+        return self._tracker.sampler if self._tracker is not None else self.batch_sampler
 
     def _record_for_lightning(self, given: dict) -> None:
         """Lightning re-creates a DataLoader (to inject a DistributedSampler)
@@ -294,6 +355,66 @@ class FastLoader(_LoaderBase):
     # -- iteration ----------------------------------------------------------
 
     def __iter__(self) -> Any:  # DataLoader's iterator, or a generator
+        tracker = self._tracker
+        if tracker is None:
+            return self._iter()
+        if tracker.loaded is not None:
+            self._forget_ahead()
+        serial = tracker.start_epoch()
+        with self._undoing_draws():
+            it = self._iter()
+        return tracker.counted(it, serial)
+
+    def _forget_ahead(self) -> None:
+        """Persistent workers' next epoch, drawn ahead, is not what a loaded
+        state continues: dropped at the next iter() (no warning: no stream
+        of the workers' is kept across a resume)."""
+        for source in (self, self._ring_loader):
+            ahead = getattr(getattr(source, "_iterator", None), "_ahead", None)
+            if ahead is not None:
+                ahead.failed = True
+                ahead.items = []
+
+    @contextmanager
+    def _undoing_draws(self) -> Iterator[None]:
+        """At an iter() that continues a loaded state, the draw of the
+        epoch's base seed from torch's global generator (DataLoader's, the
+        threads') is undone: the uninterrupted run made it before the state
+        was saved. (The loader's own generator is set from the state.)"""
+        tracker = self._tracker
+        kept = torch.get_rng_state() if tracker is not None and tracker.resumed_iter \
+            and self.generator is None else None
+        try:
+            yield
+        finally:
+            if kept is not None:
+                torch.set_rng_state(kept)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position after the last batch the loop received, as
+        torchdata's ``StatefulDataLoader.state_dict``: the epoch, batches and
+        samples taken, the random states the epoch's order was drawn from, a
+        stateful sampler's own state, the base seed, the sampler's shape and
+        a fingerprint of the dataset. A few KB of primitives whatever the
+        dataset's size (``torch.load(weights_only=True)`` reads it), the
+        same on every rank."""
+        return self._resume_tracker().state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Checks ``state_dict`` (from :meth:`state_dict`) against this
+        loader, raising :class:`~fastdecode.errors.ResumeError` naming what
+        differs (dataset, seed, sampler, batch size, a global batch the
+        world size does not divide); the next ``iter()`` continues its
+        epoch at the next batch, in O(1)."""
+        self._resume_tracker().load_state_dict(state_dict)
+
+    def _resume_tracker(self) -> Tracker:
+        if self._tracker is None:
+            raise ResumeError("this FastLoader has no position to save or load: it needs a "
+                              "map-style dataset and batches (batch_size or batch_sampler)")
+        return self._tracker
+
+    def _iter(self) -> Any:
         self._check_sharded()
         if self._ring is not None and self._ring_loader is not None and self.device is not None:
             return self._ring.batches(iter(self._ring_loader), self.device, self._side_stream(),
@@ -314,7 +435,8 @@ class FastLoader(_LoaderBase):
         previous = self.__dict__.get("_ring_pass")
         if previous is not None and not self._ring_loader.persistent_workers:
             previous._shutdown_workers()
-        it = iter(self._ring_loader)
+        with self._undoing_draws():
+            it = iter(self._ring_loader)
         self._ring_pass = it
         ring = self._cpu_ring
         for item in it:
@@ -369,7 +491,8 @@ class FastLoader(_LoaderBase):
         check_oversubscription(self.threads)
         # DataLoader draws its base seed (its workers' seeds) from the generator
         # before sampling: so `generator` gives the same order as it does there
-        base = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+        with self._undoing_draws():
+            base = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
         dataset: Any = self.dataset
         plan = getattr(dataset, "_plan_batch", None)
         lookahead = max(1, self.threads * self._lookahead)
@@ -379,7 +502,7 @@ class FastLoader(_LoaderBase):
 
             def fetch(indices):
                 if hasattr(self.dataset, "__getitems__"):
-                    return self.collate_fn(self.dataset.__getitems__(list(indices)))
+                    return self.collate_fn(self.dataset.__getitems__(indices))
                 return self.collate_fn([self.dataset[i] for i in indices])
 
             def render(planned):
@@ -394,11 +517,14 @@ class FastLoader(_LoaderBase):
                 return self._to_device(batch) if move else batch
 
             read_ahead = getattr(dataset, "_read_ahead", None)
-            for number, (indices, later) in enumerate(with_later(self.batch_sampler or (), 1)):
+            for number, (indices, later) in enumerate(later_carried(self._batches() or (), 1)):
                 if read_ahead is not None and later is not None:  # this batch's reads, the next's
                     read_ahead(indices)
                     read_ahead(later)
-                planned = None if plan is None else plan(list(indices), row_seed(base, number))
+                seeded = seeding_of(indices)  # resumable=True: seeds by position in the epoch
+                planned = None if plan is None else (
+                    plan(list(indices), row_seed(base, number)) if seeded is None
+                    else plan(list(indices), *seeded))
                 if planned is None:
                     self._warn_unsplit()
                     pending.append((None, pool.submit(fetch, indices)))
