@@ -155,6 +155,10 @@ def write(root: Path, corpus: Path | None) -> dict[str, int]:
         "decode_jpeg": ("jpeg",),
         "decode_bmp": ("bmp",),
         "decode_image": ("jpeg", "bmp", "other"),
+        # the pipelines above the decoders: fewer seeds (each execution runs a chain)
+        "wds_handler": ("jpeg", "bmp", "other"),
+        "detached_plan": ("jpeg", "bmp", "other"),
+        "dataset_item": ("jpeg", "bmp", "other"),
     }
     counts = {}
     for target, kinds in wanted.items():
@@ -182,4 +186,30 @@ def write(root: Path, corpus: Path | None) -> dict[str, int]:
             (out / f"regression-{found.name}").write_bytes(found.read_bytes())
             n += 1
         counts[target] = n
+    counts["adjust_colors"] = color_seeds(root / "adjust_colors")
     return counts
+
+
+def color_seeds(out: Path) -> int:
+    """adjust_colors' inputs (targets.t_adjust_colors): each op alone, the
+    four together, factors at 0, 1, large, negative, NaN and inf, over a
+    natural image."""
+    from helpers.jpeg_samples import natural_image
+
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.iterdir():
+        old.unlink()
+    pixels = natural_image(7, 9).tobytes()
+    factors = (0.0, 0.5, 1.0, 1.7, 40.0, -0.3, float("nan"), float("inf"))
+    shifts = (0.0, 1.0, 13.0, 128.0, 255.0, -1.0, 2.5, float("nan"))  # hue: a uint8 shift
+    n = 0
+    for op in range(4):  # brightness, contrast, saturation, hue
+        for f in (factors if op < 3 else shifts):
+            step = bytes([op + 1]) + struct.pack("<f", f)
+            (out / f"op{op}-{n}").write_bytes(bytes([6, 8, 1]) + step + pixels)
+            n += 1
+    chain = b"".join(bytes([op + 1]) + struct.pack("<f", f)
+                     for op, f in ((0, 1.3), (1, 0.6), (2, 1.9), (3, 20.0)))
+    (out / "all-four").write_bytes(bytes([6, 8, 4]) + chain + pixels)
+    (out / "unknown-op").write_bytes(bytes([0, 0, 1, 0]) + struct.pack("<f", 1.0))
+    return n + 2

@@ -237,11 +237,237 @@ def t_decode_image(data: bytes) -> None:
     decode_target(fd.decode_image, data, jpeg_only=True, slice_check=False)
 
 
+# --------------------------------------------------------------------------
+# The code above the decoders (issue 27): the colour kernel, a fused chain as
+# the WebDataset handler runs it, a detached plan against the FusedTransform it
+# came from, and a dataset item read through the storage path. Their inputs
+# are image bytes + the same 12-byte trailer; t[0] picks the chain. torch and
+# torchvision load on the first execution (the driver's seeds need neither).
+
+# fd_color.c's argument complaints all start "color: "; the binding's name the step
+COLOR_MESSAGES = re.compile(r"^color: |^colour step \d+|^at most \d+ colour steps")
+
+
+def t_adjust_colors(data: bytes) -> None:
+    """fd_color.c through _native.adjust_colors: a small image, up to 6 steps.
+
+    data: h-1, w-1 (low 5 bits each), number of steps (low 3 bits), then
+    5 bytes a step (op byte, float32 factor: NaN, inf and negatives included),
+    then the pixels (repeated to fill). Oracle: a documented ValueError or
+    the image changed in place; HWC and CHW give the same pixels; applying
+    the same steps to a copy gives the same pixels (no uninitialized reads).
+    """
+    from fastdecode import _native
+
+    if len(data) < 3:
+        return
+    h, w, n = (data[0] & 31) + 1, (data[1] & 31) + 1, data[2] & 7
+    body = data[3:]
+    steps = []
+    for k in range(n):
+        chunk = body[5 * k:5 * k + 5]
+        if len(chunk) < 5:
+            break
+        steps.append((chunk[0] % 6 - 1, float(np.frombuffer(chunk[1:], "<f4")[0])))
+    pixels = body[5 * len(steps):] or b"\x80"
+    raw = np.frombuffer((pixels * (3 * h * w // len(pixels) + 1))[:3 * h * w], np.uint8)
+    hwc = raw.reshape(h, w, 3).copy()
+    chw = hwc.transpose(2, 0, 1).copy()  # a copy even where the transpose is contiguous (1 x 1)
+    again = hwc.copy()
+    try:
+        got = _native.adjust_colors(hwc, steps, "HWC")
+    except ValueError as exc:
+        if not COLOR_MESSAGES.search(str(exc)):
+            raise Finding(f"undocumented ValueError: {exc}") from exc
+        for image, layout in ((chw, "CHW"), (again, "HWC")):
+            try:
+                _native.adjust_colors(image, steps, layout)
+            except ValueError:
+                continue
+            raise Finding(f"steps {steps} refused in HWC, accepted in {layout}") from exc
+        return
+    if got is not hwc:
+        raise Finding("adjust_colors did not return its image")
+    _native.adjust_colors(chw, steps, "CHW")
+    _native.adjust_colors(again, steps, "HWC")
+    if not np.array_equal(chw.transpose(1, 2, 0), hwc):
+        raise Finding(f"steps {steps}: CHW differs from HWC")
+    if not np.array_equal(again, hwc):
+        raise Finding(f"steps {steps}: the same call gave different pixels")
+
+
+_CHAINS: list = []
+
+
+def chains() -> list:
+    """The fused chains the pipeline targets pick from (t[0] % len)."""
+    if not _CHAINS:
+        import torch
+        from torchvision import transforms as T
+        from torchvision.transforms import v2 as T2
+
+        mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+        _CHAINS.extend([
+            T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor(),
+                       T.Normalize(mean, std)]),
+            T.Compose([T.Resize(20), T.CenterCrop(16), T.PILToTensor()]),
+            T.Compose([T.RandomResizedCrop(16), T.ColorJitter(0.4, 0.4, 0.4, 0.1),
+                       T.PILToTensor()]),
+            T2.Compose([T2.RandomResizedCrop(16), T2.RandomHorizontalFlip(),
+                        T2.ColorJitter(0.3, 0.2, 0.5, 0.1), T2.RandomGrayscale(0.5),
+                        T2.PILToTensor(), T2.ToDtype(torch.float32, scale=True)]),
+            T.Compose([T.CenterCrop(40), T.RandomResizedCrop(12), T.PILToTensor()]),
+        ])
+    return _CHAINS
+
+
+_HANDLERS: dict = {}
+
+
+def t_wds_handler(data: bytes) -> None:
+    """fastdecode.webdataset.handler (a fused chain on one sample's bytes).
+
+    Oracle: a FastDecodeError, or a tensor of the chain's output shape."""
+    image, t = split(data)
+    k = t[0] % len(chains())
+    if k not in _HANDLERS:
+        from fastdecode.webdataset import handler
+
+        _HANDLERS[k] = handler(chains()[k])
+    h = _HANDLERS[k]
+    import torch
+
+    torch.manual_seed(int.from_bytes(t[1:5], "little"))
+    try:
+        result = h("sample.jpg", image)
+    except Exception as exc:  # noqa: BLE001 - the oracle sorts them
+        if not isinstance(exc, fd.FastDecodeError):
+            raise Finding(f"handler raised undocumented {type(exc).__name__}: {exc}") from exc
+        return
+    shape = h.fused.output_shape
+    if shape is not None and tuple(result.shape) != tuple(shape):
+        raise Finding(f"handler gave shape {tuple(result.shape)}, the chain fixes {shape}")
+
+
+_DECODERS: dict = {}
+
+
+def t_detached_plan(data: bytes) -> None:
+    """A BatchDecoder's detached plan (what a Ray worker unpickles) against
+    the FusedTransform it was detached from, under the same row seed.
+
+    Oracle: both give the same rows, or both raise the same FastDecodeError type."""
+    import pickle
+
+    image, t = split(data)
+    k = t[0] % len(chains())
+    if k not in _DECODERS:
+        from fastdecode.data._rows import BatchDecoder
+
+        local = BatchDecoder(chains()[k])
+        _DECODERS[k] = (local, pickle.loads(pickle.dumps(local)))
+    local, shipped = _DECODERS[k]
+    seeds = np.array([int.from_bytes(t[1:9], "little") & (2**62 - 1)], np.int64)
+    outcomes = []
+    for decoder in (local, shipped):
+        try:
+            outcomes.append(decoder.decode([image], seeds).copy())
+        except Exception as exc:  # noqa: BLE001 - the oracle sorts them
+            if not isinstance(exc, fd.FastDecodeError):
+                raise Finding(f"{type(decoder.fused).__name__} raised undocumented "
+                              f"{type(exc).__name__}: {exc}") from exc
+            outcomes.append(type(exc))
+    a, b = outcomes
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        if a.shape != b.shape or not np.array_equal(a, b):
+            raise Finding(f"chain {k}: the detached plan's row differs from the fused one's")
+    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray) or a is not b:
+        raise Finding(f"chain {k}: fused gave {getattr(a, '__name__', 'a row')}, "
+                      f"detached gave {getattr(b, '__name__', 'a row')}")
+
+
+_TREE: dict = {}
+
+
+def tree() -> dict:
+    """A 4-file ImageFolder tree in a temporary folder (under /dev/shm when
+    there is one): b/zz.jpg is rewritten with each input, the other three are
+    valid images. Datasets over it per chain: 'raise' and 'skip'."""
+    if not _TREE:
+        import atexit
+        import io
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        from PIL import Image
+
+        shm = Path("/dev/shm")
+        root = Path(tempfile.mkdtemp(prefix="fd-fuzz-tree-",
+                                     dir=shm if shm.is_dir() else None))
+        atexit.register(shutil.rmtree, root, True)
+        for cls in ("a", "b"):
+            (root / cls).mkdir()
+        rng = np.random.default_rng(27)
+        for name, fmt in (("a/x.jpg", "JPEG"), ("a/y.bmp", "BMP"), ("b/w.png", "PNG")):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (21, 33, 3), dtype=np.uint8)).save(buf, fmt)
+            (root / name).write_bytes(buf.getvalue())
+        (root / "b" / "zz.jpg").write_bytes(b"")
+        _TREE.update(root=root, odd=root / "b" / "zz.jpg", datasets={})
+    return _TREE
+
+
+def t_dataset_item(data: bytes) -> None:
+    """FastImageFolder's item and batch paths with a fused chain, reading the
+    file through the storage path (read-ahead window, then the file).
+
+    Oracle: under 'raise', ds[i] gives the chain's result or an ImageFileError
+    (an OSError naming the file); under 'skip', __getitems__ over the whole
+    tree never raises and gives 4 samples of the chain's shape."""
+    from fastdecode.data.datasets import FastImageFolder
+
+    image, t = split(data)
+    tr = tree()
+    k = t[0] % len(chains())
+    if k not in tr["datasets"]:
+        tr["datasets"][k] = tuple(FastImageFolder(str(tr["root"]), transform=chains()[k],
+                                                  on_error=policy, readahead=2)
+                                  for policy in ("raise", "skip"))
+    strict, skip = tr["datasets"][k]
+    tr["odd"].write_bytes(image)
+    index = next(i for i, (p, _) in enumerate(strict.samples) if p.endswith("zz.jpg"))
+    import torch
+
+    torch.manual_seed(t[1])
+    try:
+        sample, target = strict[index]
+    except Exception as exc:  # noqa: BLE001 - the oracle sorts them
+        if not isinstance(exc, fd.ImageFileError) or "zz.jpg" not in str(exc):
+            raise Finding(f"ds[i] raised {type(exc).__name__}, not an ImageFileError naming "
+                          f"the file: {exc}") from exc
+    else:
+        fused = strict._batch_fused()
+        shape = None if fused is None else tuple(fused.output_shape)
+        if shape is not None and tuple(sample.shape) != shape:
+            raise Finding(f"ds[i] gave shape {tuple(sample.shape)}, the chain fixes {shape}")
+    try:
+        batch = skip.__getitems__(list(range(len(skip))))
+    except Exception as exc:  # noqa: BLE001
+        raise Finding(f"on_error='skip' batch raised {type(exc).__name__}: {exc}") from exc
+    if len(batch) != len(skip):
+        raise Finding(f"on_error='skip' batch has {len(batch)} samples, not {len(skip)}")
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "read_header": t_read_header,
     "decode_jpeg": t_decode_jpeg,
     "decode_bmp": t_decode_bmp,
     "decode_image": t_decode_image,
+    "adjust_colors": t_adjust_colors,
+    "wds_handler": t_wds_handler,
+    "detached_plan": t_detached_plan,
+    "dataset_item": t_dataset_item,
 }
 assert tuple(TARGETS) == TARGET_NAMES
 
