@@ -6,8 +6,10 @@ chain is unchanged (``FusedTransform.refreshed()``: fuse's fingerprint of the
 chain's parameters), so a change (an attribute such as ``rrc.size = 160``,
 ``Compose.transforms.append(...)``, ``ds.transform = ...``) re-fuses before
 that item, in whichever process runs it. When the plan fuses less than
-the chain's leading geometric run, or nothing, it warns once (RuntimeWarning
-with fuse's fusion report: the transform that stopped fusion and why).
+the chain's leading geometric run, or nothing, or a step after the fused
+part costs the batch path, it warns once per dataset and stopping step
+(RuntimeWarning with fuse's fusion report: the transform that stopped
+fusion, why, and what it costs).
 
 A FusedTransform given as the transform is used as such; when its source chain
 changes, ``refreshed()`` rebuilds it with its own options (exact, region,

@@ -261,18 +261,34 @@ class FusedTransform:
     # -- saying what happened -----------------------------------------------------
 
     def fusion_report(self):
-        """None when the chain's leading geometric run fused (steps after a
-        colour or augmentation step run unfused by design); otherwise a
-        :class:`~fastdecode.transforms.FusionReport` naming the first step
-        that stopped the fusion and why (``.step``, ``.index``, ``.reason``,
-        ``.fused``; ``str()`` says it in one line). For warnings."""
+        """What stopped fusion or cost the batch path, for warnings.
+
+        Returns
+        -------
+        FusionReport or None
+            None when the chain's leading geometric run (and the colour
+            steps after it) fused and the unfused rest costs no batch path;
+            otherwise a :class:`~fastdecode.transforms.report.FusionReport`
+            naming the first step that stopped fusion or cost the batch path,
+            why, and what it costs (``.step``, ``.index``, ``.reason``,
+            ``.fused``, ``.cost``, ``.loses_batch_path``; ``str()`` says it
+            in one line). The datasets warn once with it.
+        """
         from fastdecode.transforms.report import fusion_report
 
         return fusion_report(self)
 
     def explain(self) -> str:
-        """Every step of the chain, where it runs (decode, tensor table,
-        unfused) and the :meth:`fusion_report`, as text."""
+        """The plan in words: how each step runs, and why.
+
+        Returns
+        -------
+        str
+            One entry per step of the chain (fused into the decode, fused
+            into the tensor pass, or run unfused in torchvision, with the
+            reason), a line saying whether batches take the batch path (and
+            what stops it), and a summary with the :meth:`fusion_report`.
+        """
         from fastdecode.transforms.report import explain
 
         return explain(self)

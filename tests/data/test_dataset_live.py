@@ -2,6 +2,7 @@
 and in DataLoader workers alike), and says once when a chain fuses less than its leading
 geometric run (issue 14: no silent full-decode fallbacks)."""
 
+import re
 import warnings
 
 import pytest
@@ -72,7 +73,12 @@ def test_a_change_is_used_from_the_next_item(tree, change):
     same_items(ours, theirs, [0, 3])
     CHANGES[change](chain)
     CHANGES[change](reference)
-    same_items(ours, theirs, [0, 3, 5])
+    if change == "append":  # RandomErasing after Normalize costs the batch path: said once
+        with pytest.warns(RuntimeWarning, match=r"RandomErasing.*\(step 4\) runs unfused.*"
+                                                r"batches lose the batch path"):
+            same_items(ours, theirs, [0, 3, 5])
+    else:
+        same_items(ours, theirs, [0, 3, 5])
     torch.manual_seed(9)
     batch = ours.__getitems__([1, 2])
     torch.manual_seed(9)
@@ -151,6 +157,22 @@ STOPS = {
     "unfusable-geometric": (lambda: v2.Compose([v2.RandomResizedCrop(32), v2.ToImage(), v2.Resize(
         20, interpolation=T.InterpolationMode.NEAREST), v2.ToDtype(torch.float32, scale=True)]),
         r"fused 2 step\(s\), then: Resize\(.*\(step 2\) runs unfused: nearest on tensors"),
+    # a mid-chain step after the fused geometry: the steps after it and the batch path are lost
+    "mid-chain-unknown": (lambda: T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(),
+                                             T.RandomRotation(10), T.ToTensor(),
+                                             T.Normalize(MEAN, STD)]),
+                          r"fused 2 step\(s\), then: RandomRotation\(.*\(step 2\) runs unfused: "
+                          r"not a transform fuse knows .*the 2 step\(s\) after it \(ToTensor, "
+                          r"Normalize\) run unfused too, per sample, and batches lose the batch "
+                          r"path.*dataset\.explain\(\)"),
+    "mid-chain-lambda": (lambda: T.Compose([T.CenterCrop(32), T.Lambda(lambda im: im),
+                                            T.PILToTensor()]),
+                         r"fused 1 step\(s\), then: Lambda.*\(step 1\).*batches lose the batch "
+                         r"path"),
+    "after-the-tensor-steps": (lambda: T.Compose([T.RandomResizedCrop(32), T.ToTensor(),
+                                                  T.Normalize(MEAN, STD), T.RandomErasing()]),
+                               r"fused 3 step\(s\), then: RandomErasing.*\(step 3\) runs "
+                               r"unfused: .*after the tensor converter.*batches lose the batch path"),
 }
 
 
@@ -163,7 +185,27 @@ def test_a_chain_that_fuses_less_warns_once(tree, name):
         warnings.simplefilter("error")
         ours[0]
         ours.__getitems__([1, 2])
-    assert "unfused, in order" in ours.explain() and "report: " in ours.explain()
+    text = ours.explain()
+    assert "runs unfused, in order, in torchvision: " in text and "Summary: " in text
+    assert str(ours._live.get(ours.transform).fusion_report()) in text
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(STOPS) if n.startswith(("mid", "after"))])
+def test_a_step_that_costs_the_batch_path_warns_once_per_dataset(tree, name):
+    make, match = STOPS[name]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = fd.FastImageFolder(tree, make())
+        ours[0]
+        ours.__getitems__([1, 2])
+        ours.transform = ours.transform  # the same chain again: no second warning
+        ours[3]
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and re.search(match, messages[0]), messages
+    assert ours.fixed_sample_shape() is None  # the batch path the warning names is lost
+    with pytest.warns(RuntimeWarning, match=match):  # another dataset says it again, once
+        fd.FastImageFolder(tree, make())[0]
+    assert "Batches: no batch path, because step" in ours.explain()
 
 
 @pytest.mark.parametrize("make", [

@@ -251,6 +251,6 @@ def test_fused_colour_steps_give_the_unfused_chains_batches(tree, threads, chain
     """exact=True: the planned, fused batches are torchvision's own, sample for sample."""
     fused = folder(tree, chain, exact=True)
     unfused = folder(tree, opaque(chain), exact=True)
-    assert fused.explain().count("colour, on the decoded pixels") >= 1
-    assert "colour, on the decoded pixels" not in unfused.explain()
+    assert fused.explain().count("fused: the colours are adjusted natively") >= 1
+    assert "the colours are adjusted natively" not in unfused.explain()
     assert same(run(fused, threads, seed=7), run(unfused, threads, seed=7))

@@ -263,7 +263,13 @@ def seeded(seed: int) -> None:
 def test_timm_training_chain_exact_is_timms(timm_id, seed):
     transform = timm_chain(TIMM[timm_id])
     f = fuse(transform, exact=True)
-    assert f.plan["color"] and f.fusion_report() is None
+    report = f.fusion_report()
+    assert f.plan["color"]
+    if TIMM[timm_id].get("re_prob"):  # RandomErasing after Normalize: no batch path, reported
+        assert report is not None and type(report.step).__name__ == "RandomErasing"
+        assert report.loses_batch_path and "after the tensor converter" in report.reason
+    else:
+        assert report is None
     assert len(f.plan["tensor"]) == 2  # MaybeToTensor + Normalize: after the colour steps
     data = IMAGES["jpeg-420-500x375"]()
     seeded(seed)
@@ -282,8 +288,8 @@ def test_timm_training_chain_exact_is_timms(timm_id, seed):
 def test_explain_and_repr_show_the_colour_steps_fused():
     f = fuse(chain("grayscale", False))
     text = f.explain()
-    assert text.count("colour, on the decoded pixels") == 2
-    assert "report: the leading geometric run and the colour steps after it fused" in text
+    assert text.count("fused: the colours are adjusted natively on the decoded pixels") == 2
+    assert "Summary: every step fused." in text
     assert "colour: ColorJitter" in repr(f) and "RandomGrayscale" in repr(f)
     assert f.fusion_report() is None
 
@@ -311,9 +317,13 @@ def test_what_cannot_fuse_runs_unfused_and_is_reported(name):
 
 
 def test_a_random_apply_of_other_steps_is_an_augmentation():
-    """Unfused by design (like RandAugment): no report."""
+    """Unfused by design (like RandAugment): reported for the batch path it costs, and only then."""
     f = fuse(T.Compose([T.CenterCrop(64), T.RandomApply([T.GaussianBlur(3)]), T.ToTensor()]))
-    assert f.plan["color"] == [] and f.fusion_report() is None
+    report = f.fusion_report()
+    assert f.plan["color"] == [] and report is not None and report.index == 1
+    assert report.loses_batch_path and "not a transform fuse knows" in report.reason
+    f = fuse(T.Compose([T.CenterCrop(64), T.RandomApply([T.GaussianBlur(3)])]))  # PIL images
+    assert f.fusion_report() is None
 
 
 def test_a_subclass_is_not_fused():
@@ -321,14 +331,18 @@ def test_a_subclass_is_not_fused():
         pass
 
     f = fuse(T.Compose([T.CenterCrop(64), MyJitter(0.3), T.ToTensor()]))
-    assert f.plan["color"] == [] and f.fusion_report() is None
+    report = f.fusion_report()
+    assert f.plan["color"] == [] and report is not None and report.step is f.steps[1]
+    assert report.loses_batch_path
 
 
 def test_colour_steps_on_tensors_are_not_fused():
     """After ToImage torchvision runs its tensor kernels: not Pillow's arithmetic."""
     f = fuse(T2.Compose([T2.CenterCrop(64), T2.ToImage(), T2.ColorJitter(0.3, 0.3)]))
-    assert f.plan["color"] == [] and f.fusion_report() is None
-    assert isinstance(f.plan["trailing"][0], T2.ColorJitter)
+    assert f.plan["color"] == [] and isinstance(f.plan["trailing"][0], T2.ColorJitter)
+    report = f.fusion_report()  # it costs the batch path: said, with where it would fuse
+    assert report is not None and report.index == 2 and report.loses_batch_path
+    assert "after the tensor converter" in report.reason
 
 
 def test_a_tensor_stage_geometry_after_colour_is_not_joined():
