@@ -9,7 +9,7 @@ ASAN_LIB = $(shell gcc -print-file-name=libasan.so)
 ASAN_PKG := build/asan-pkg
 PYTEST_ARGS ?=
 
-.PHONY: test test-slow lint bench build sysdeps test-sanitize clean soak
+.PHONY: test test-slow lint bench build sysdeps test-sanitize clean soak docs results
 
 test: lint build
 	$(VPY) -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -45,6 +45,21 @@ bench: build $(VENV)/.bench-deps benchmarks/c_floor
 	fi
 	-bash benchmarks/setup_pillow_simd.sh
 	$(VPY) -m fastdecode bench --json bench.json --plot bench.png $(BENCH_ARGS)
+
+# The documentation site in site/ (MkDocs + Material + mkdocstrings, strict:
+# any warning fails; docs/decisions/docs-tool.md). The Reference pages are
+# generated at build time from the docstrings and the CLI's parser.
+docs: build $(VENV)/.docs-deps
+	$(VPY) -m mkdocs build --strict --clean
+
+$(VENV)/.docs-deps: requirements/docs.txt $(VENV)/.test-deps
+	$(VPY) -m pip install -q -r requirements/docs.txt
+	touch $@
+
+# The published results (docs/benchmarks/results.md, its figure, the README's
+# table) from the bench.json that `make bench` wrote.
+results: bench.json
+	$(VPY) -m benchmarks.results bench.json
 
 # System packages: the libjpeg-turbo headers, pkg-config, a compiler, venv;
 # cjpeg/jpegtran (libjpeg-turbo-progs) write the test JPEGs Pillow cannot:
@@ -100,7 +115,7 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	    $(abspath $(VPY)) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
 
 clean:
-	rm -rf build dist *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor benchmarks/latencyfs
+	rm -rf build dist site *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor benchmarks/latencyfs
 
 # `make wheel`: the sdist and a manylinux wheel in dist/. `python -m build`
 # makes the sdist, then a linux_* wheel from it in an isolated environment

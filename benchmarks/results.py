@@ -1,0 +1,369 @@
+"""Renders a ``fastdecode bench --json`` report as the published results.
+
+    python -m benchmarks.results bench.json
+
+writes, from that one file and nothing else:
+
+* ``docs/benchmarks/results.md``: the Benchmarks > Results page of the docs:
+  the machine, the date, the exact command, the library versions, the
+  summary table, the figure and every section's table;
+* ``docs/benchmarks/results.png``: the figure: one panel per section
+  (decode, fused, loader, storage), a bar per library with its ratio to the
+  section's baseline written on it, and the loaders' limit as a line;
+* the README's results table, between ``<!-- results:start -->`` and
+  ``<!-- results:end -->`` (``--readme``; the block equals the one on the
+  results page, which ``tests/api/test_docs.py`` checks).
+
+No figure is typed by hand: rerun ``make bench`` then this, and commit what
+changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+START = "<!-- results:start -->"
+END = "<!-- results:end -->"
+PAGE = Path("docs/benchmarks/results.md")
+FIGURE = Path("docs/benchmarks/results.png")
+README = Path("README.md")
+
+# The rows the summary table and the figure show, per section: the report's
+# key, the baseline's row name and the peers, in the order drawn.
+DECODE_ROWS = ("Pillow", "torchvision", "OpenCV", "PyTurboJPEG", "simplejpeg", "fastdecode",
+               "C floor")
+FUSED_ROWS = ("torchvision + PIL", "torchvision + pillow-simd", "simplejpeg + OpenCV",
+              "full decode + OpenCV AREA", "fastdecode fuse")
+LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
+LOADER_NAMES = {"ImageFolder+PIL": "ImageFolder", "FastImageFolder": "DataLoader(FastImageFolder)",
+                "FastLoader": "FastLoader"}
+
+
+def _num(value: Optional[float], digits: int = 0) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def _x(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def _part(report: dict, section: str, key: str) -> dict:
+    for part in report.get("sections", {}).get(section, {}).get("sections", []):
+        if part.get("key") == key:
+            return part
+    return {}
+
+
+def _row(part: dict, name: str) -> dict:
+    return next((r for r in part.get("rows", []) if r.get("name") == name and r.get("status", "ok") == "ok"),
+                {})
+
+
+def _loader_chain(report: dict, chain: str = "train") -> dict:
+    return report.get("sections", {}).get("loader", {}).get("chains", {}).get(chain, {})
+
+
+def _loader_rows(chain: dict) -> dict[str, dict]:
+    workers = chain.get("summary", {}).get("num_workers")
+    return {r["loader"]: r for r in chain.get("rows", []) if r.get("num_workers") == workers}
+
+
+def _noisy(row: dict) -> str:
+    return " (noisy)" if row.get("noisy") else ""
+
+
+def summary_rows(report: dict) -> list[tuple[str, str, str, str]]:
+    """(what, baseline, fastdecode, ratio) for the summary table."""
+    rows = []
+    full = _part(report, "decode", "jpeg_full")
+    if full:
+        base, ours = _row(full, "Pillow"), _row(full, "fastdecode")
+        if base and ours:
+            rows.append(("JPEG decode, one thread (images/s)",
+                         f"Pillow {_num(base['images_per_s'])}", _num(ours["images_per_s"]),
+                         _x(ours.get("speedup"))))
+    for key, label in (("train_float", "train chain"), ("eval_float", "eval chain")):
+        part = _part(report, "transforms", key)
+        base, ours = _row(part, "torchvision + PIL"), _row(part, "fastdecode fuse")
+        if base and ours:
+            rows.append((f"decode + {label} to float, one thread (ms/image)",
+                         f"torchvision + PIL {_num(base['ms_per_image'], 2)}",
+                         _num(ours["ms_per_image"], 2), _x(ours.get("speedup"))))
+    chain = _loader_chain(report)
+    if chain:
+        by_loader = _loader_rows(chain)
+        workers = chain["summary"]["num_workers"]
+        base = by_loader.get("ImageFolder+PIL", {})
+        for loader in ("FastImageFolder", "FastLoader"):
+            ours = by_loader.get(loader)
+            if base and ours:
+                rows.append((f"{LOADER_NAMES[loader]}, train chain, {workers} workers (images/s)",
+                             f"ImageFolder {_num(base['images_per_s'])}{_noisy(base)}",
+                             f"{_num(ours['images_per_s'])}{_noisy(ours)}", _x(ours.get("speedup"))))
+        limit = chain.get("limit", {})
+        if limit:
+            rows.append(("limit: usable CPUs / fused cost per image (images/s)",
+                         f"{limit['usable_cpus']} CPUs / {limit['fused_ms_per_image']:.2f} ms",
+                         f"{_num(limit['images_per_s'])}{_noisy(limit)}", ""))
+    storage = report.get("sections", {}).get("storage", {})
+    for row in storage.get("rows", []):
+        if row.get("delay_ms") == 5 and row.get("loader") in ("FastImageFolder", "FastLoader") \
+                and row.get("num_workers") == storage.get("summary", {}).get("num_workers"):
+            rows.append((f"{LOADER_NAMES[row['loader']]}, 5 ms per open, "
+                         f"{row['num_workers']} workers (images/s)",
+                         "ImageFolder at 5 ms", _num(row["images_per_s"]),
+                         _x(row.get("vs_imagefolder"))))
+    return rows
+
+
+def machine_line(report: dict) -> str:
+    m = report.get("machine", {})
+    return (f"{m.get('cpu_model', 'unknown CPU')}, {m.get('usable_cpus', '?')} usable CPUs "
+            f"of {m.get('cpu_count', '?')}, Python {m.get('python', '?')}")
+
+
+def summary_block(report: dict) -> str:
+    """The table the README and the results page share, markers included."""
+    lines = [START, "",
+             f"`fastdecode bench` ({report.get('mode', 'default')} run) on {machine_line(report)}; "
+             "speedups are within one run, libraries interleaved, medians of rounds.", "",
+             "| measured | baseline | fastdecode | speedup |", "|---|---:|---:|---:|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
+    if any(r.get("noisy") for r in _loader_rows(_loader_chain(report)).values()):
+        lines += ["", "*(noisy)*: the rounds of that row spread over 10 %; rerun on a quieter "
+                      "machine before trusting it."]
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def run_date(report: dict, source: Path) -> str:
+    if report.get("date"):
+        return str(report["date"])
+    stamp = datetime.fromtimestamp(source.stat().st_mtime, tz=timezone.utc)
+    return stamp.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def run_command(report: dict) -> str:
+    if report.get("command"):
+        return str(report["command"])
+    flag = {"quick": " --quick", "full": " --full"}.get(report.get("mode", "default"), "")
+    return f"fastdecode bench{flag} --json bench.json"
+
+
+def _decode_tables(report: dict) -> list[str]:
+    lines: list[str] = []
+    for part in report.get("sections", {}).get("decode", {}).get("sections", []):
+        lines += ["", f"### {part['title']}", "",
+                  f"{part.get('images', '?')} images; baseline {part.get('baseline')}"
+                  + (f", floor {part['floor']}" if part.get("floor") else "") + ".", "",
+                  "| library | images/s | ms/image | CPU ms/image | vs baseline | vs floor |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for r in part["rows"]:
+            if r.get("status", "ok") != "ok":
+                lines.append(f"| {r['name']} | {r.get('status')} | | | | |")
+                continue
+            lines.append(f"| {r['name']} | {_num(r['images_per_s'])} | {_num(r['ms_per_image'], 3)} | "
+                         f"{_num(r.get('cpu_ms_per_image'), 3)} | {_x(r.get('speedup'))} | "
+                         f"{_x(r.get('vs_floor'))} |")
+    return lines
+
+
+def _transform_tables(report: dict) -> list[str]:
+    lines: list[str] = []
+    for part in report.get("sections", {}).get("transforms", {}).get("sections", []):
+        lines += ["", f"### {part['title']}", "",
+                  "| method | ms/image | images/s | CPU ms/image | vs torchvision + PIL |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in part["rows"]:
+            if r.get("status", "ok") != "ok":
+                lines.append(f"| {r['name']} | {r.get('status')} | | | |")
+                continue
+            lines.append(f"| {r['name']} | {_num(r['ms_per_image'], 2)} | {_num(r['images_per_s'])} | "
+                         f"{_num(r.get('cpu_ms_per_image'), 2)} | {_x(r.get('speedup'))} |")
+    return lines
+
+
+def _loader_tables(report: dict) -> list[str]:
+    loader = report.get("sections", {}).get("loader", {})
+    lines: list[str] = []
+    for name, chain in loader.get("chains", {}).items():
+        lines += ["", f"### Loaders, {name} chain, batch {loader.get('batch_size', '?')}", "",
+                  "| loader | workers | images/s (median) | min-max | spread | CPU ms/image | "
+                  "% of limit | vs ImageFolder |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in chain.get("rows", []):
+            lines.append(f"| {LOADER_NAMES.get(r['loader'], r['loader'])} | {r['num_workers']} | "
+                         f"{_num(r['images_per_s'])}{_noisy(r)} | {_num(r['min_images_per_s'])}-"
+                         f"{_num(r['max_images_per_s'])} | {r['spread']:.0%} | "
+                         f"{r['cpu_s_per_image'] * 1000:.2f} | {r['efficiency']:.0%} | "
+                         f"{_x(r.get('speedup'))} |")
+        limit = chain.get("limit", {})
+        if limit:
+            lines += ["", f"Limit: {limit['usable_cpus']} CPUs / {limit['fused_ms_per_image']:.2f} ms "
+                          f"per fused image (one thread) = {_num(limit['images_per_s'])} images/s"
+                          f"{_noisy(limit)}."]
+    return lines
+
+
+def _storage_tables(report: dict) -> list[str]:
+    storage = report.get("sections", {}).get("storage", {})
+    if not storage.get("rows"):
+        return []
+    lines = ["", "### Slow storage (latencyfs, a delay per open)", "",
+             "| loader | workers | ms per open | images/s | vs own 0 ms | vs ImageFolder |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in storage["rows"]:
+        lines.append(f"| {LOADER_NAMES.get(r['loader'], r['loader'])} | {r['num_workers']} | "
+                     f"{r['delay_ms']:g} | {_num(r['images_per_s'])} | {_x(r.get('vs_0ms'))} | "
+                     f"{_x(r.get('vs_imagefolder'))} |")
+    return lines
+
+
+def page(report: dict, source: Path, figure_name: str) -> str:
+    versions = report.get("versions", {})
+    lines = ["# Benchmark results", "",
+             "Generated by `python -m benchmarks.results` from the JSON report of one run; "
+             "see [Method and machine](index.md) for what each number means.", "",
+             f"- **Date:** {run_date(report, source)}",
+             f"- **Command:** `{run_command(report)}`",
+             f"- **Machine:** {machine_line(report)}, {report.get('machine', {}).get('platform', '')}",
+             "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in versions.items()), ""]
+    skipped = report.get("skipped", {})
+    if skipped:
+        lines += ["- **Skipped:** " + "; ".join(f"{k}: {v}" for k, v in skipped.items()), ""]
+    lines += ["## Summary", "", summary_block(report), "",
+              f"![fastdecode bench: each section's libraries, ratio to its baseline]({figure_name})", "",
+              "The run's own closing lines:", "", "```text", *report.get("summary", []), "```", "",
+              "## Sections"]
+    lines += _decode_tables(report) + _transform_tables(report) + _loader_tables(report)
+    lines += _storage_tables(report)
+    for name, section in report.get("sections", {}).items():
+        if "command" in section:
+            lines += ["", f"`{name}` ran `{_clean_command(section['command'])}`."]
+    return "\n".join(lines) + "\n"
+
+
+def _clean_command(command: str) -> str:
+    """A section's command without its run's temporary paths."""
+    command = re.sub(r"--json \S+", "--json SECTION.json", command)
+    return re.sub(r"--data \S+", "--data DATA", command)
+
+
+def _bars(ax: Any, names: list[str], values: list[float], ratios: list[Optional[float]],
+          title: str, ylabel: str, base_index: int) -> None:
+    colors = ["#9e9e9e" if i == base_index else "#1f77b4" for i in range(len(names))]
+    colors = ["#d62728" if n.startswith("fastdecode") or "FastImageFolder" in n or n == "FastLoader" else c
+              for n, c in zip(names, colors)]
+    bars = ax.bar(range(len(names)), values, color=colors)
+    for bar, ratio in zip(bars, ratios):
+        if ratio is not None:
+            ax.annotate(f"{ratio:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=8, xytext=(0, 2),
+                        textcoords="offset points")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.set_ylim(0, max(values) * 1.18 if values else 1)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def figure(report: dict, path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "figure skipped: matplotlib is not installed"
+    panels = []
+    full = _part(report, "decode", "jpeg_full")
+    if full:
+        rows = [_row(full, n) for n in DECODE_ROWS if _row(full, n)]
+        base = _row(full, "Pillow").get("images_per_s")
+        panels.append(("decode: JPEG, one thread", "images/s", [r["name"] for r in rows],
+                       [r["images_per_s"] for r in rows],
+                       [r["images_per_s"] / base if base else None for r in rows], None))
+    fused = _part(report, "transforms", "train_float")
+    if fused:
+        rows = [_row(fused, n) for n in FUSED_ROWS if _row(fused, n)]
+        panels.append(("fused: train chain to float, one thread", "images/s",
+                       [r["name"].replace("torchvision + ", "tv + ") for r in rows],
+                       [r["images_per_s"] for r in rows], [r.get("speedup") for r in rows], None))
+    chain = _loader_chain(report)
+    if chain:
+        by_loader = _loader_rows(chain)
+        rows = [by_loader[n] for n in LOADERS if n in by_loader]
+        panels.append((f"loader: train chain, {chain['summary']['num_workers']} workers",
+                       "images/s (median)", [LOADER_NAMES[r["loader"]].replace("DataLoader(", "DL(")
+                                             for r in rows],
+                       [r["images_per_s"] for r in rows], [r.get("speedup") for r in rows],
+                       chain.get("limit", {}).get("images_per_s")))
+    storage = report.get("sections", {}).get("storage", {})
+    workers = storage.get("summary", {}).get("num_workers")
+    rows = [r for r in storage.get("rows", []) if r.get("delay_ms") == 5 and r.get("num_workers") == workers]
+    if rows:
+        panels.append((f"storage: 5 ms per open, {workers} workers", "images/s",
+                       [LOADER_NAMES.get(r["loader"], r["loader"]) for r in rows],
+                       [r["images_per_s"] for r in rows], [r.get("vs_imagefolder") for r in rows], None))
+    if not panels:
+        return "figure skipped: the report has no section to draw"
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    for ax, (title, ylabel, names, values, ratios, limit) in zip(axes[0], panels):
+        _bars(ax, names, values, ratios, title, ylabel, 0)
+        if limit:
+            ax.axhline(limit, color="black", linestyle="--", linewidth=1)
+            ax.annotate("limit", (len(names) - 0.5, limit), ha="right", va="bottom", fontsize=8)
+            ax.set_ylim(0, max(max(values), limit) * 1.18)
+    fig.suptitle("fastdecode bench: ratio to each section's baseline (grey)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return f"figure written to {path}"
+
+
+def replace_block(text: str, block: str) -> str:
+    """``text`` with its results block (markers included) replaced by ``block``."""
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {START} ... {END} block")
+    return text[:start] + block + text[end + len(END):]
+
+
+def extract_block(text: str) -> str:
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {START} ... {END} block")
+    return text[start:end + len(END)]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.results", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("report", type=Path, help="the JSON of fastdecode bench --json")
+    parser.add_argument("--page", type=Path, default=PAGE, help="default: %(default)s")
+    parser.add_argument("--figure", type=Path, default=FIGURE, help="default: %(default)s")
+    parser.add_argument("--readme", type=Path, default=README,
+                        help="the file whose results block is replaced (default: %(default)s; "
+                             "'' leaves it alone)")
+    args = parser.parse_args(argv)
+    report = json.loads(args.report.read_text())
+    args.page.parent.mkdir(parents=True, exist_ok=True)
+    print(figure(report, args.figure))
+    args.page.write_text(page(report, args.report, args.figure.name))
+    print(f"results page written to {args.page}")
+    if str(args.readme):
+        args.readme.write_text(replace_block(args.readme.read_text(), summary_block(report)))
+        print(f"results block of {args.readme} updated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

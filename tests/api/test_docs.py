@@ -1,0 +1,249 @@
+"""The documentation a user reads: the README, DESIGN.md, the docs site.
+
+- README.md is short, has no time stamps and no development-tree paths, and
+  its results table is the generated one (``python -m benchmarks.results``);
+- its Python examples, and the Getting started page's, run as written on a
+  generated ImageFolder tree;
+- every page the site's nav names exists or is generated, the Reference
+  covers every public name and every CLI option, and (where MkDocs is
+  installed) the site builds in strict mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DESIGN = ROOT / "DESIGN.md"
+RESULTS = ROOT / "docs" / "benchmarks" / "results.md"
+MKDOCS = ROOT / "mkdocs.yml"
+
+MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
+          "December")
+STAMPS = {
+    "an ISO date": r"\b(19|20)\d\d-\d\d-\d\d\b",
+    "UTC": r"\bUTC\b",
+    "a day and month": rf"\b\d{{1,2}} ({MONTHS})\b",
+    "a month and year": rf"\b({MONTHS}) (19|20)\d\d\b",
+    "a clock time": r"\b\d{1,2}:\d\d\b",
+}
+DEV_PATHS = {
+    "PYTHONPATH": r"PYTHONPATH=",
+    "a parent path": r"\.\./",
+    "the test tree": r"\btests/",
+    "the shared corpus": r"shared/corpus",
+}
+
+
+def _hook():
+    spec = importlib.util.spec_from_file_location("docs_reference_hook",
+                                                  ROOT / "docs" / "hooks" / "reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _results_module():
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks import results
+    finally:
+        sys.path.remove(str(ROOT))
+    return results
+
+
+def test_readme_is_short():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines (at most 250)"
+
+
+@pytest.mark.parametrize("path", [README, DESIGN], ids=["README", "DESIGN"])
+@pytest.mark.parametrize("kind", sorted(STAMPS))
+def test_no_time_stamps(path, kind):
+    found = re.findall(r".*" + STAMPS[kind] + r".*", path.read_text())
+    assert not found, f"{path.name} has {kind}: {found[:3]}"
+
+
+@pytest.mark.parametrize("kind", sorted(DEV_PATHS))
+def test_readme_has_no_development_paths(kind):
+    found = re.findall(r".*" + DEV_PATHS[kind] + r".*", README.read_text())
+    assert not found, f"README.md names {kind}: {found[:3]}"
+
+
+def test_design_is_the_short_overview():
+    text = DESIGN.read_text()
+    assert len(text.encode()) <= 60_000
+    for target in re.findall(r"\]\((docs/[^)#]+)\)", text):
+        assert (ROOT / target).exists(), f"DESIGN.md links to a missing {target}"
+
+
+def test_readme_results_block_is_the_generated_one():
+    results = _results_module()
+    readme_block = results.extract_block(README.read_text())
+    page_block = results.extract_block(RESULTS.read_text())
+    assert readme_block == page_block, "rerun: python -m benchmarks.results bench.json"
+    rows = [line for line in readme_block.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) >= 2, "the results table has no rows"
+
+
+def _report() -> dict:
+    """A small report in the shape ``fastdecode bench --json`` writes."""
+    def row(name, ips, speedup, **extra):
+        return {"name": name, "status": "ok", "images_per_s": ips, "ms_per_image": 1000 / ips,
+                "cpu_ms_per_image": 1000 / ips, "speedup": speedup, **extra}
+
+    def loader_row(loader, ips, speedup):
+        return {"loader": loader, "num_workers": 2, "images_per_s": ips, "min_images_per_s": ips * 0.9,
+                "max_images_per_s": ips * 1.1, "spread": 0.2, "noisy": loader == "FastLoader",
+                "cpu_s_per_image": 0.001, "efficiency": ips / 1000, "speedup": speedup}
+
+    return {
+        "mode": "quick", "date": "the run's date", "command": "fastdecode bench --quick",
+        "machine": {"cpu_model": "Test CPU", "usable_cpus": 2, "cpu_count": 4, "python": "3.x"},
+        "versions": {"fastdecode": "0"}, "summary": ["decode: ..."], "skipped": {"ray": "needs ray"},
+        "sections": {
+            "decode": {"sections": [{"key": "jpeg_full", "title": "JPEG", "baseline": "Pillow",
+                                     "rows": [row("fastdecode", 600, 1.5), row("Pillow", 400, 1.0)]}]},
+            "transforms": {"sections": [{"key": "train_float", "title": "train float", "rows": [
+                row("torchvision + PIL", 300, 1.0), row("fastdecode fuse", 750, 2.5)]}]},
+            "loader": {"batch_size": 256, "chains": {"train": {
+                "rows": [loader_row("ImageFolder+PIL", 200, 1.0), loader_row("FastImageFolder", 800, 4.0),
+                         loader_row("FastLoader", 900, 4.5)],
+                "summary": {"num_workers": 2},
+                "limit": {"usable_cpus": 2, "fused_ms_per_image": 2.0, "images_per_s": 1000,
+                          "noisy": False}}}},
+        },
+    }
+
+
+def test_results_generator_renders_every_section(tmp_path):
+    results = _results_module()
+    report = tmp_path / "bench.json"
+    report.write_text(json.dumps(_report()))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{results.START}\nold\n{results.END}\nend\n")
+    page, figure = tmp_path / "results.md", tmp_path / "results.png"
+    assert results.main([str(report), "--page", str(page), "--figure", str(figure),
+                         "--readme", str(readme)]) == 0
+    text = page.read_text()
+    assert results.extract_block(readme.read_text()) == results.extract_block(text)
+    assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("\nend\n")
+    for expected in ("the run's date", "`fastdecode bench --quick`", "Test CPU", "1.50x", "2.50x",
+                     "4.00x", "4.50x", "900 (noisy)", "ray: needs ray"):
+        assert expected in text
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert figure.read_bytes().startswith(b"\x89PNG")
+
+
+def _nav_pages() -> list[str]:
+    return re.findall(r":\s*([\w./-]+\.md)\s*$", MKDOCS.read_text(), re.M)
+
+
+def test_nav_pages_exist():
+    generated = set(_hook().pages())
+    pages = _nav_pages()
+    assert len(pages) >= 30
+    missing = [p for p in pages if p not in generated and not (ROOT / "docs" / p).is_file()]
+    assert not missing, f"mkdocs.yml names pages that do not exist: {missing}"
+
+
+def test_every_docs_page_is_in_the_nav():
+    pages = set(_nav_pages())
+    on_disk = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    assert not on_disk - pages, f"pages left out of the nav: {sorted(on_disk - pages)}"
+
+
+def test_reference_covers_every_public_module():
+    """Every module tests/helpers/public_api.py records has a Reference page."""
+    from helpers.public_api import MODULES
+
+    hook = _hook()
+    assert set(MODULES) <= {public for public, *_ in hook.MODULES}
+
+
+def test_reference_lists_every_public_name():
+    hook = _hook()
+    pages = hook.pages()
+    for public, source, page, _ in hook.MODULES:
+        for name in hook.public_names(source):
+            assert f"{public}.{name}" in pages[page], f"{public}.{name} is missing from {page}"
+
+
+def test_reference_names_every_cli_option():
+    from fastdecode.cli import COMMANDS
+    from fastdecode.cli.__main__ import build_parser
+
+    text = _hook().pages()["reference/cli.md"]
+    parser = build_parser()
+    for name in COMMANDS:
+        assert f"`fastdecode {name}`" in text
+    for action in parser._actions:
+        choices = getattr(action, "choices", None) or {}
+        for sub in choices.values() if isinstance(choices, dict) else ():
+            for option in sub._actions:
+                if option.help == argparse.SUPPRESS or option.dest == "help":
+                    continue
+                for flag in option.option_strings:
+                    assert f"`{flag}`" in text, f"{flag} is missing from the CLI reference"
+
+
+def _python_blocks(path: Path) -> str:
+    return "\n".join(re.findall(r"```python\n(.*?)```", path.read_text(), re.S))
+
+
+@pytest.fixture(scope="module")
+def example_tree(tmp_path_factory):
+    """An ImageFolder tree at data/train (2 classes x 40 JPEGs) and a photo.jpg."""
+    image = pytest.importorskip("PIL.Image")
+    np = pytest.importorskip("numpy")
+    base = tmp_path_factory.mktemp("examples")
+    rng = np.random.default_rng(0)
+    for label in ("cat", "dog"):
+        folder = base / "data" / "train" / label
+        folder.mkdir(parents=True)
+        for i in range(40):
+            pixels = rng.integers(0, 256, (375, 500, 3), dtype=np.uint8)
+            image.fromarray(pixels).save(folder / f"{i:03d}.jpg", quality=85)
+    (base / "photo.jpg").write_bytes((base / "data" / "train" / "cat" / "000.jpg").read_bytes())
+    return base
+
+
+@pytest.mark.no_sanitize
+@pytest.mark.parametrize("path", [README, ROOT / "docs" / "getting-started.md"],
+                         ids=["README", "getting-started"])
+def test_examples_run_as_written(path, example_tree):
+    pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    script = example_tree / f"{path.stem}_examples.py"
+    script.write_text(_python_blocks(path))
+    done = subprocess.run([sys.executable, "-W", "error", str(script)], cwd=example_tree,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "torch.Size([" in done.stdout
+
+
+@pytest.mark.no_sanitize
+def test_docs_build_strict(tmp_path):
+    """What `make docs` runs once its requirements are installed."""
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None:
+        pytest.skip("mkdocs is not installed (requirements/docs.txt; make docs installs it)")
+    site = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (site / "reference" / "fastdecode.html").read_text()
+    assert "decode_jpeg" in text and "read_header" in text
+    assert (site / "reference" / "cli.html").is_file()
+    assert (site / "search" / "search_index.json").is_file()
