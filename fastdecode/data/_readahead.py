@@ -32,26 +32,53 @@ start lazily, at the first read; in a forked child (a DataLoader worker)
 the parent's threads do not exist, so a window first used there starts
 empty, with threads of its own (a pid check at every call).
 
+Depth (Little's law: reads in flight >= rate x latency): by default the
+window is adaptive. It starts at ``DEFAULT_DEPTH`` (16) reads and measures
+each read's latency (open to bytes, the wait for byte room excluded) and
+the consumer's time per file (between takes, its waits excluded), both as
+moving averages, and keeps ``1.5 x latency / time per file + 2`` reads in
+flight, between 16 and ``DEFAULT_MAX_DEPTH`` (128), the byte bound holding
+apart: a 20 ms open with a worker decoding a file per 1.6 ms keeps ~21.
+An explicit depth is fixed.
+
+A path given twice (a batch drawn with replacement, or the next batch
+sharing a file with this one) is read once per occurrence, as without
+read-ahead; a submit with a ``key`` (the datasets key a batch by its sample
+indices) adds nothing while an earlier one with the key has reads in the
+window, so a batch submitted as "the next one" and again when it comes is
+read once.
+
 The knob: ``readahead=`` of the datasets, an int depth (0: off, every file
-read in the decoding thread as before) or a :class:`ReadAheadOptions`;
-None reads ``FASTDECODE_READAHEAD`` ("0", "16", "16,64MiB"), else the
-defaults (DESIGN.md "Slow storage: read-ahead" has the measurements).
+read in the decoding thread as before; N: N reads, fixed) or a
+:class:`ReadAheadOptions`; None reads ``FASTDECODE_READAHEAD`` ("0", "16",
+"16,64MiB", "auto", "auto,256MiB"), else the adaptive default (DESIGN.md
+"Slow storage: read-ahead" and docs/decisions/storage.md have the
+measurements).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, TypeVar, Union
+from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Protocol, TypeVar, Union
 
-__all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "ENV", "DatasetReads", "LocalReader", "Opened",
-           "ReadAhead", "ReadAheadOptions", "Reader", "as_reader", "parse_bytes", "with_later"]
+__all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "ENV", "DatasetReads",
+           "LocalReader", "Opened", "ReadAhead", "ReadAheadOptions", "Reader", "as_reader",
+           "parse_bytes", "with_later"]
 
 DEFAULT_DEPTH = 16
+DEFAULT_MAX_DEPTH = 128
 DEFAULT_MAX_BYTES = 64 << 20
+# the adaptive depth: reads in flight >= HEADROOM x (read latency / the
+# consumer's time per file) + SLACK (Little's law, with room for jitter)
+HEADROOM = 1.5
+SLACK = 2
+EWMA = 0.1  # the weight of one new read's latency / one file's consumer time
 ENV = "FASTDECODE_READAHEAD"
 
 _UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1 << 10, "M": 1000**2, "MB": 1000**2,
@@ -79,10 +106,16 @@ def parse_bytes(value: Union[int, str]) -> int:
 @dataclass(frozen=True)
 class ReadAheadOptions:
     """How many reads a process keeps in flight: ``depth`` reads started
-    and not yet taken (0: off), holding at most ``max_bytes`` of file bytes."""
+    and not yet taken (0: off), holding at most ``max_bytes`` of file bytes.
+    ``max_depth`` larger than ``depth``: adaptive, the window starts at
+    ``depth`` and keeps as many reads in flight as Little's law asks of the
+    latency it measures (up to ``max_depth``, always within ``max_bytes``);
+    None: ``depth`` fixed. The default (``readahead=None``, no
+    ``FASTDECODE_READAHEAD``) is :meth:`adaptive`."""
 
     depth: int = DEFAULT_DEPTH
     max_bytes: int = DEFAULT_MAX_BYTES
+    max_depth: Optional[int] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 0:
@@ -90,6 +123,22 @@ class ReadAheadOptions:
         if isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int) \
                 or self.max_bytes < 1:
             raise ValueError(f"readahead max_bytes must be an int >= 1, got {self.max_bytes!r}")
+        if self.max_depth is not None and (isinstance(self.max_depth, bool)
+                                           or not isinstance(self.max_depth, int)
+                                           or self.max_depth < self.depth):
+            raise ValueError(f"readahead max_depth must be None or an int >= depth "
+                             f"({self.depth}), got {self.max_depth!r}")
+
+    @classmethod
+    def adaptive(cls, max_bytes: int = DEFAULT_MAX_BYTES) -> "ReadAheadOptions":
+        """The default: ``DEFAULT_DEPTH`` reads in flight, grown up to
+        ``DEFAULT_MAX_DEPTH`` where the measured latency asks for more."""
+        return cls(DEFAULT_DEPTH, max_bytes, DEFAULT_MAX_DEPTH)
+
+    @property
+    def limit(self) -> int:
+        """The most reads in flight the window may ever keep."""
+        return self.depth if self.max_depth is None else self.max_depth
 
     @classmethod
     def resolve(cls, value: Union[None, int, "ReadAheadOptions"]) -> "ReadAheadOptions":
@@ -99,12 +148,16 @@ class ReadAheadOptions:
         if value is None:
             text = os.environ.get(ENV, "").strip()
             if not text:
-                return cls()
+                return cls.adaptive()
             depth, _, cap = text.partition(",")
             try:
-                return cls(int(depth), parse_bytes(cap) if cap.strip() else DEFAULT_MAX_BYTES)
+                max_bytes = parse_bytes(cap) if cap.strip() else DEFAULT_MAX_BYTES
+                if depth.strip().lower() == "auto":
+                    return cls.adaptive(max_bytes)
+                return cls(int(depth), max_bytes)
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"{ENV}={text!r}: {exc} (e.g. '0', '16', '16,64MiB')") from None
+                raise ValueError(f"{ENV}={text!r}: {exc} (e.g. '0', '16', '16,64MiB', "
+                                 f"'auto,64MiB')") from None
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"readahead must be None, an int depth or ReadAheadOptions, "
                             f"got {value!r}")
@@ -220,11 +273,12 @@ T = TypeVar("T")
 
 
 class _Entry:
-    __slots__ = ("path", "size", "state", "reserved", "data", "error", "dropped")
+    __slots__ = ("path", "size", "group", "state", "reserved", "data", "error", "dropped")
 
-    def __init__(self, path: str, size: Optional[int]) -> None:
+    def __init__(self, path: str, size: Optional[int], group: Hashable = None) -> None:
         self.path = path
         self.size = size
+        self.group = group  # the key of the submit that made it (None: none given)
         self.state = _QUEUED
         self.reserved: Optional[int] = None  # bytes held against the cap, once reserved
         self.data: Optional[bytes] = None
@@ -254,15 +308,21 @@ class ReadAhead:
         self._done = threading.Condition(lock)  # the consumer waits for its read here
         self._order: deque[_Entry] = deque()  # live entries, in submission order
         self._queue: deque[_Entry] = deque()  # entries not started (dropped ones skipped)
-        self._by_path: dict[str, list[_Entry]] = {}
+        self._by_path: dict[str, list[_Entry]] = {}  # live entries of a path, in order
+        self._groups: dict[Hashable, int] = {}  # a submit's key -> its live entries
         self._threads: list[threading.Thread] = []
         self._idle = 0  # threads waiting for a read to start
         self._started = 0  # reads started and not yet released (the count bound)
         self._bytes = 0  # bytes reserved by them (the byte bound)
         self._largest = 0  # the largest file seen (the estimate for unknown sizes)
         self._closed = False
+        self._depth = self.options.depth  # the count bound now (adaptive: moves)
+        self._latency = 0.0  # EWMA of a read's seconds, open to bytes (0: none yet)
+        self._per_file = 0.0  # EWMA of the consumer's seconds between takes, waits excluded
+        self._last_take: Optional[float] = None  # when the last take returned
         self.counters = {"submitted": 0, "started": 0, "taken": 0, "dropped": 0, "direct": 0,
-                         "failed": 0, "peak_in_flight": 0, "peak_bytes": 0}
+                         "failed": 0, "peak_in_flight": 0, "peak_bytes": 0,
+                         "waited": 0, "depth": self._depth, "peak_depth": self._depth}
 
     def _here(self) -> None:
         if self._pid != os.getpid():  # a forked child: the parent's threads are not here
@@ -270,22 +330,31 @@ class ReadAhead:
 
     # -- the consumer ------------------------------------------------------
 
-    def submit(self, paths: Iterable[str], sizes: Optional[Iterable[Optional[int]]] = None) -> None:
-        """Starts reading ``paths`` (in order, within the bounds) unless
-        already in the window; ``sizes``: their sizes when known (a listing)."""
+    def submit(self, paths: Iterable[str], sizes: Optional[Iterable[Optional[int]]] = None,
+               key: Hashable = None) -> None:
+        """Starts reading ``paths`` (in order, within the bounds), one read
+        per occurrence: a path given twice (a batch drawn with replacement,
+        or the next batch sharing a file with this one) is read for each,
+        as the decoding thread would without read-ahead. ``sizes``: their
+        sizes when known (a listing). ``key`` (e.g. the batch's indices)
+        makes the submit idempotent: while reads of an earlier submit with
+        the same key are still in the window, nothing is added (a batch
+        submitted as the next one, then again when it comes)."""
         self._here()
         if self.options.depth == 0:
             return
         sized = list(zip(paths, sizes)) if sizes is not None else [(p, None) for p in paths]
         with self._lock:
+            if key is not None and key in self._groups:
+                return
             for path, size in sized:
-                if path in self._by_path:
-                    continue
-                entry = _Entry(path, size)
+                entry = _Entry(path, size, key)
                 self._order.append(entry)
                 self._queue.append(entry)
-                self._by_path[path] = [entry]
+                self._by_path.setdefault(path, []).append(entry)
                 self.counters["submitted"] += 1
+            if key is not None and sized:
+                self._groups[key] = len(sized)
             self._start_threads()
 
     def take(self, path: str) -> bytes:
@@ -297,10 +366,13 @@ class ReadAhead:
             entries = self._by_path.get(path)
             entry = entries[0] if entries else None
             if entry is not None:
+                self._consumed()
                 while self._order[0] is not entry:
                     self._drop(self._order[0])
+                if entry.state != _DONE:
+                    self.counters["waited"] += 1  # the reads were not far enough ahead
                 if entry.state == _QUEUED:  # no thread took it yet: read it here, in bounds
-                    while self._started >= self.options.depth:
+                    while self._started >= self._depth:
                         self._done.wait()
                     self._claim(entry)
                     self._lock.release()
@@ -315,6 +387,7 @@ class ReadAhead:
                 self._forget(entry)
                 self._release(entry)
                 self.counters["taken"] += 1
+                self._last_take = time.monotonic()
         if entry is None:
             self.counters["direct"] += 1
             return self.reader.open(path).read()
@@ -330,7 +403,7 @@ class ReadAhead:
         """``items`` in order, each yielded once its read and those of up to
         ``4 x depth`` items after it were submitted: the caller takes
         ``path_of(item)`` (a long run of files never queues them all)."""
-        span = 4 * self.options.depth
+        span = 4 * self.options.limit
         buffer: deque[T] = deque()
         for item in items:
             buffer.append(item)
@@ -350,11 +423,16 @@ class ReadAhead:
     def stats(self) -> dict[str, int]:
         """Counters: reads submitted, started, taken, dropped (not taken:
         the consumer went another way), direct (read by the consumer),
-        failed; the peaks of reads in flight and of bytes reserved; and the
-        reads and bytes in flight now."""
+        failed, waited (takes whose read had not ended); the peaks of reads
+        in flight and of bytes reserved; the count bound now and its peak
+        (``depth``, ``peak_depth``: they move when adaptive); the reads
+        and bytes in flight now; and the measured read latency and the
+        consumer's time per file, in microseconds."""
         self._here()
         with self._lock:
-            return {**self.counters, "in_flight": self._started, "in_flight_bytes": self._bytes}
+            return {**self.counters, "in_flight": self._started, "in_flight_bytes": self._bytes,
+                    "latency_us": round(self._latency * 1e6),
+                    "per_file_us": round(self._per_file * 1e6)}
 
     def close(self) -> None:
         """Drops what is in flight and ends the threads (a later read starts them again)."""
@@ -379,6 +457,31 @@ class ReadAhead:
 
     # -- bookkeeping, under the lock ----------------------------------------
 
+    def _consumed(self) -> None:
+        """A take begins: the consumer's time since the last one returned
+        (its decode, not its waits) joins the EWMA; the depth follows."""
+        if self._last_take is None:
+            return
+        spent = time.monotonic() - self._last_take
+        self._per_file = spent if not self._per_file else \
+            self._per_file + EWMA * (spent - self._per_file)
+        self._adapt()
+
+    def _adapt(self) -> None:
+        """Adaptive options: the depth Little's law asks of the measured
+        latency and consumption (HEADROOM x latency / time per file + SLACK),
+        between ``depth`` and ``max_depth``; the byte bound holds apart."""
+        top = self.options.max_depth
+        if top is None or not self._latency or not self._per_file:
+            return
+        want = math.ceil(HEADROOM * self._latency / max(self._per_file, 1e-6)) + SLACK
+        depth = min(top, max(self.options.depth, want))
+        if depth != self._depth:
+            self._depth = depth
+            self.counters["depth"] = depth
+            self.counters["peak_depth"] = max(self.counters["peak_depth"], depth)
+            self._start_threads()
+
     def _forget(self, entry: _Entry) -> None:
         if self._order[0] is entry:
             self._order.popleft()
@@ -388,6 +491,12 @@ class ReadAhead:
         same.remove(entry)
         if not same:
             del self._by_path[entry.path]
+        if entry.group is not None:
+            left = self._groups[entry.group] - 1
+            if left:
+                self._groups[entry.group] = left
+            else:
+                del self._groups[entry.group]
 
     def _drop(self, entry: _Entry) -> None:
         self._forget(entry)
@@ -407,7 +516,7 @@ class ReadAhead:
         self._start_threads()
 
     def _next_queued(self) -> Optional[_Entry]:
-        if self._started >= self.options.depth:
+        if self._started >= self._depth:
             return None
         queue = self._queue
         while queue and (queue[0].dropped or queue[0].state != _QUEUED):
@@ -416,11 +525,11 @@ class ReadAhead:
 
     def _start_threads(self) -> None:
         """Wakes (or starts) threads for the queued reads the count bound lets start."""
-        want = min(len(self._queue), self.options.depth - self._started)
+        want = min(len(self._queue), self._depth - self._started)
         if want <= 0:
             return
         self._work.notify(want)
-        while self._idle < want and len(self._threads) < self.options.depth:
+        while self._idle < want and len(self._threads) < self._depth:
             t = threading.Thread(target=self._run, name="fastdecode-read", daemon=True)
             self._threads.append(t)
             self._idle += 1  # counted idle until it takes a read
@@ -479,13 +588,17 @@ class ReadAhead:
     def _read(self, entry: _Entry) -> None:
         data: Optional[bytes] = None
         error: Optional[BaseException] = None
+        began = time.monotonic()
+        waited = 0.0  # for its bytes' room: not the storage's latency
         try:
             opened = self.reader.open(entry.path)
             size = entry.size if entry.size is not None else opened.size
             with self._lock:
                 if size is None:
-                    size = self._largest or max(1, self.options.max_bytes // self.options.depth)
+                    size = self._largest or max(1, self.options.max_bytes // self._depth)
+                opened_at = time.monotonic()
                 wanted = self._reserve(entry, size)
+                waited = time.monotonic() - opened_at
             if wanted:
                 data = opened.read()
             else:
@@ -500,6 +613,9 @@ class ReadAhead:
                 self._room.notify_all()
             if data is not None:
                 self._largest = max(self._largest, len(data))
+                spent = time.monotonic() - began - waited
+                self._latency = spent if not self._latency else \
+                    self._latency + EWMA * (spent - self._latency)
                 if len(data) > entry.reserved:  # an unknown size, or a file that grew
                     self._bytes += len(data) - entry.reserved
                     entry.reserved = len(data)
@@ -545,9 +661,14 @@ class DatasetReads:
         they will be read) that the cache does not hold."""
         if self.options.depth == 0:
             return
+        items = list(items)
         cache = self.cache
+        # keyed by the samples: the batch a worker is given next is submitted
+        # again when it comes (and by __getitems__ once more), and must not
+        # be read twice; a path it shares with this batch is read for each
         self.window().submit([path for index, path in items
-                              if cache is None or not cache.holds(index, path)])
+                              if cache is None or not cache.holds(index, path)],
+                             key=tuple(index for index, _ in items))
 
     def read(self, index: Optional[int], path: str) -> bytes:
         """Sample ``index``'s bytes (at ``path``); stored in the cache on a

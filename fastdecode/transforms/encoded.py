@@ -32,6 +32,26 @@ class _AcceptsEncoded:
     ``forward`` for the transforms (nn.Modules), in ``__call__`` for Compose."""
 
     def forward(self, img):
+        """The transform of ``img``: fused on encoded bytes, torchvision's otherwise.
+
+        Parameters
+        ----------
+        img : bytes-like, PIL.Image.Image or torch.Tensor
+            Encoded image bytes (bytes, bytearray, memoryview, mmap, a 1-D
+            uint8 array or tensor), or what torchvision's transform takes.
+
+        Returns
+        -------
+        PIL.Image.Image or torch.Tensor
+            What torchvision's transform returns on the decoded image (on
+            ``img`` itself when it is not bytes).
+
+        Raises
+        ------
+        DecodeError
+            The bytes cannot be decoded (the subclasses as for
+            :func:`fastdecode.decode_image`).
+        """
         if _is_encoded(img):
             return self._fused()(img)
         return super().forward(img)  # type: ignore[misc]  # the torchvision class, mixed in
@@ -51,7 +71,28 @@ class _AcceptsEncoded:
 
 
 class RandomResizedCrop(_AcceptsEncoded, _T.RandomResizedCrop):
-    """torchvision's RandomResizedCrop, also on encoded bytes (see module doc)."""
+    """torchvision's RandomResizedCrop (a subclass: the same draws), also on encoded bytes.
+
+    Given encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
+    array or tensor) it returns what it returns on the decoded PIL image, the
+    decode and the transform done in one native call (see
+    :func:`fastdecode.transforms.fuse`); given a PIL image or a tensor it is
+    torchvision's transform unchanged.
+
+    Parameters
+    ----------
+    size : int or (int, int)
+        The output size, as torchvision's.
+    scale : (float, float), default (0.08, 1.0)
+        The range of the crop's area, as a fraction of the image's.
+    ratio : (float, float), default (3/4, 4/3)
+        The range of the crop's aspect ratio.
+    interpolation : InterpolationMode, str or int, default BILINEAR
+        torchvision's ``InterpolationMode``, a Pillow constant or a name
+        ('bilinear', 'bicubic', 'nearest', ...).
+    antialias : bool, default True
+        As torchvision's (PIL images are always resampled antialiased).
+    """
 
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  interpolation=InterpolationMode.BILINEAR, antialias=True):
@@ -60,7 +101,26 @@ class RandomResizedCrop(_AcceptsEncoded, _T.RandomResizedCrop):
 
 
 class Resize(_AcceptsEncoded, _T.Resize):
-    """torchvision's Resize, also on encoded bytes (see module doc)."""
+    """torchvision's Resize (a subclass), also on encoded bytes.
+
+    Given encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
+    array or tensor) it returns what it returns on the decoded PIL image, the
+    decode and the transform done in one native call (see
+    :func:`fastdecode.transforms.fuse`); given a PIL image or a tensor it is
+    torchvision's transform unchanged.
+
+    Parameters
+    ----------
+    size : int or (int, int)
+        The shorter edge's new length, or (height, width), as torchvision's.
+    interpolation : InterpolationMode, str or int, default BILINEAR
+        torchvision's ``InterpolationMode``, a Pillow constant or a name
+        ('bilinear', 'bicubic', 'nearest', ...).
+    max_size : int, optional
+        The longest edge's maximum, as torchvision's.
+    antialias : bool, default True
+        As torchvision's (PIL images are always resampled antialiased).
+    """
 
     def __init__(self, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
                  antialias=True):
@@ -69,15 +129,51 @@ class Resize(_AcceptsEncoded, _T.Resize):
 
 
 class CenterCrop(_AcceptsEncoded, _T.CenterCrop):
-    """torchvision's CenterCrop (zero padding included), also on encoded bytes."""
+    """torchvision's CenterCrop (a subclass; zero padding included), also on encoded bytes.
+
+    Given encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
+    array or tensor) it returns what it returns on the decoded PIL image, the
+    decode and the transform done in one native call (see
+    :func:`fastdecode.transforms.fuse`); given a PIL image or a tensor it is
+    torchvision's transform unchanged.
+
+    Parameters
+    ----------
+    size : int or (int, int)
+        The crop's size, as torchvision's; a crop larger than the image is
+        zero-padded.
+    """
 
 
 class RandomHorizontalFlip(_AcceptsEncoded, _T.RandomHorizontalFlip):
-    """torchvision's RandomHorizontalFlip, also on encoded bytes."""
+    """torchvision's RandomHorizontalFlip (a subclass: the same draw), also on encoded bytes.
+
+    Given encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
+    array or tensor) it returns what it returns on the decoded PIL image, the
+    decode and the transform done in one native call (see
+    :func:`fastdecode.transforms.fuse`); given a PIL image or a tensor it is
+    torchvision's transform unchanged.
+
+    Parameters
+    ----------
+    p : float, default 0.5
+        The probability of the mirror.
+    """
 
 
 class Compose(_AcceptsEncoded, _T.Compose):
-    """torchvision's Compose; on encoded bytes the whole chain is fused."""
+    """torchvision's Compose (a subclass); on encoded bytes the whole chain is fused.
+
+    Called on encoded bytes it returns what the chain returns on the decoded
+    PIL image, through :func:`fastdecode.transforms.fuse` of itself (re-fused
+    when a step's parameters change); on anything else it is torchvision's
+    Compose.
+
+    Parameters
+    ----------
+    transforms : list
+        The steps, torchvision's or fastdecode's transforms or any callables.
+    """
 
     def __call__(self, img):
         if _is_encoded(img):

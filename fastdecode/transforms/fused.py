@@ -156,28 +156,59 @@ def _as_data(data: Any):
 
 
 class FusedTransform:
-    """``f(data)`` == ``transform(Image.open(data).convert('RGB'))``, decoded
-    and transformed in as few passes as the chain allows.
+    """A transform chain fused into the decoder: ``f(data)`` on encoded bytes.
 
-    Build with :func:`fastdecode.transforms.fuse`. Picklable (re-fused from the
-    source transform on unpickling), so it works in DataLoader workers.
-
-    Attributes:
-        plan: ``{'geometric': [...], 'color': [...], 'tensor': [...],
-            'trailing': [...]}``, the
-            source transforms in each part (see the module docstring); ``repr``
-            prints it.
-        output_shape: (C, H, W) of every result when it is fixed and the whole
-            chain is geometric + tensor (then :meth:`decode_into` and
-            :meth:`finish` work); otherwise None.
-        last_params: the :class:`~fastdecode.transforms.Geometry` of the last
-            image (debugging only; not thread-safe).
+    ``f(data)`` equals ``transform(Image.open(data).convert('RGB'))``,
+    decoded and transformed in as few passes as the chain allows. Build it
+    with :func:`fastdecode.transforms.fuse` (the same parameters). Picklable
+    (re-fused from the source transform on unpickling), so it works in
+    DataLoader workers.
 
     The batch protocol (what datasets and loaders use; stable): when
     :attr:`output_shape` is not None, :meth:`decode_into` fills a uint8
     (C, H, W) slot, :attr:`tensor_table` is the per-channel table that
     :meth:`finish` applies (None when ``finish`` returns the uint8 pixels
     themselves) and :attr:`result_dtype` is the dtype ``finish`` returns.
+
+    Parameters
+    ----------
+    transform : callable or list, optional
+        The chain, as for :func:`fastdecode.transforms.fuse`.
+    exact : bool, default False
+        Bit-identical to torchvision (full-resolution decode).
+    region : {'box', 'whole', 'round'}, default 'box'
+        How a region kept after a resample is resampled.
+    dct_margin : float, default 2.0
+        How much larger than the output a reduced-scale JPEG decode stays.
+    max_pixels : int or None, default DEFAULT_MAX_PIXELS
+        The limit of every decode, as for :func:`fastdecode.decode_image`.
+    max_work_per_byte : int or None, default 2048
+        The work limit of every decode, as for :func:`fastdecode.decode_image`.
+
+    Attributes
+    ----------
+    plan : dict
+        ``{'geometric': [...], 'color': [...], 'tensor': [...],
+        'trailing': [...]}``: the source transforms in each part (see the
+        module docstring); ``repr`` prints it.
+    output_shape : (int, int, int) or None
+        (C, H, W) of every result when it is fixed and the whole chain is
+        geometric, colour and tensor steps (then :meth:`decode_into` and
+        :meth:`finish` work, and the datasets take the batch path);
+        otherwise None.
+    last_params : Geometry or None
+        The :class:`~fastdecode.transforms.Geometry` of the last image
+        (for debugging; not thread-safe).
+    steps : list
+        The flattened chain.
+
+    Raises
+    ------
+    TypeError
+        A step of the chain is not callable.
+    ValueError
+        An unknown ``region``, a ``dct_margin`` below 1, or limits the
+        decoders refuse.
     """
 
     def __init__(self, transform: Any, *, exact: bool = False, region: str = "box",
@@ -240,18 +271,33 @@ class FusedTransform:
     # -- following the source transform ------------------------------------------
 
     def is_current(self) -> bool:
-        """Whether the source transform still has the parameters this plan was
-        built from: False after any change fuse would plan differently for
-        (an attribute set, e.g. ``rrc.size = 160``; ``Compose.transforms``
-        edited or reassigned; a wrapper's inner transform replaced; a tensor
-        parameter edited in place). Cheap enough to ask per item (about 1.5 %
-        of a fused 224x224 train call)."""
+        """Whether the source transform still has the parameters this plan was built from.
+
+        Cheap enough to ask per item (about 1.5 % of a fused 224x224 train
+        call).
+
+        Returns
+        -------
+        bool
+            False after any change fuse would plan differently for (an
+            attribute set, e.g. ``rrc.size = 160``; ``Compose.transforms``
+            edited or reassigned; a wrapper's inner transform replaced; a
+            tensor parameter edited in place).
+        """
         return fingerprint(self.source) == self._fingerprint
 
     def refreshed(self) -> FusedTransform:
-        """``self`` when :meth:`is_current`, else a new fuse of the source
-        with the same options: ``f = f.refreshed()`` per item follows a live
-        transform (progressive resizing, an appended step) at once."""
+        """This plan, or a new one when the source transform changed.
+
+        ``f = f.refreshed()`` per item follows a live transform (progressive
+        resizing, an appended step) at once.
+
+        Returns
+        -------
+        FusedTransform
+            ``self`` when :meth:`is_current`, else a new fuse of the source
+            with the same options (exact, region, dct_margin, limits).
+        """
         if self.is_current():
             return self
         r = self.renderer
@@ -311,15 +357,37 @@ class FusedTransform:
         return self._complete(draw, self._render_into(data, draw))
 
     def decode_into(self, data: Any, out: Any) -> Geometry:
-        """Writes the geometric part's uint8 (C, H, W) result for ``data`` into
-        ``out`` and returns the :class:`~fastdecode.transforms.Geometry` used.
+        """Decodes ``data`` into a batch slot: the chain's uint8 pixels before the tensor step.
 
-        For batch loaders: ``out`` is a writable C-contiguous uint8 tensor or
-        array of shape :attr:`output_shape` (e.g. ``batch[i]`` of a
-        preallocated (N, C, H, W) uint8 batch); the random parameters are drawn
-        exactly as ``f(data)`` draws them. ``finish(batch)`` then turns the
-        uint8 batch into what ``f`` returns per image, stacked. Only available
-        when :attr:`output_shape` is not None (raises TypeError otherwise).
+        For batch loaders: the random parameters are drawn exactly as
+        ``f(data)`` draws them; ``finish(batch)`` then turns the uint8 batch
+        into what ``f`` returns per image, stacked.
+
+        Parameters
+        ----------
+        data : bytes-like or torch.Tensor
+            The encoded image (any bytes-like, or a 1-D uint8 tensor).
+        out : torch.Tensor or numpy.ndarray
+            A writable C-contiguous uint8 tensor or array of shape
+            :attr:`output_shape` (e.g. ``batch[i]`` of a preallocated
+            (N, C, H, W) uint8 batch).
+
+        Returns
+        -------
+        Geometry
+            The :class:`~fastdecode.transforms.Geometry` drawn for the image.
+
+        Raises
+        ------
+        TypeError
+            :attr:`output_shape` is None (the chain has no batch path), or
+            ``out`` is not an array or a CPU tensor.
+        ValueError
+            ``out`` has another dtype or shape, or is not writable and
+            C-contiguous.
+        DecodeError
+            The data cannot be decoded (the subclasses as for
+            :func:`fastdecode.decode_image`).
         """
         if self.output_shape is None:
             raise TypeError(
@@ -335,12 +403,30 @@ class FusedTransform:
         return draw.geo
 
     def finish(self, images: Any, out: Any = None):
-        """The deferred tensor part: uint8 (C, H, W) or (N, C, H, W) tensor (or
-        array) from :meth:`decode_into` -> what ``f(data)`` returns (stacked
-        along N), e.g. float32 normalized; one pass, into ``out`` when given
-        (a tensor/array of the result dtype and the same shape). A tensor with
-        the values of ``images`` is returned as is when the tensor part is a
-        plain PILToTensor. Needs :attr:`output_shape` (TypeError otherwise).
+        """The deferred tensor step: :meth:`decode_into`'s uint8 pixels to what ``f`` returns.
+
+        Parameters
+        ----------
+        images : torch.Tensor or numpy.ndarray
+            uint8 (3, H, W) or (N, 3, H, W) pixels from :meth:`decode_into`.
+        out : torch.Tensor or numpy.ndarray, optional
+            Where to write the result: of the result dtype
+            (:attr:`result_dtype`) and the same shape.
+
+        Returns
+        -------
+        torch.Tensor
+            What ``f(data)`` returns (stacked along N), e.g. float32
+            normalized, made in one pass (into ``out`` when given). ``images``
+            itself when the tensor step is a plain PILToTensor.
+
+        Raises
+        ------
+        TypeError
+            The chain has no batch path (:attr:`output_shape` is None).
+        ValueError
+            ``images`` is not uint8 (3, H, W) or (N, 3, H, W), or ``out``
+            does not fit.
         """
         if self.output_shape is None or self.tail is None:
             raise TypeError("finish needs a chain whose output_shape is not None")

@@ -81,22 +81,34 @@ class Stop(Exception):
 
 @dataclass
 class Geometry:
-    """The geometry of one image: what is decoded, resampled, kept and where it
-    lands; also what ``decode_into`` returns.
+    """The geometry of one image: what is decoded, resampled, kept, and where it lands.
 
-    Coordinates are (top, left, height, width). Stage 0 is the stored image
-    (``image_size``), stage 1 the resampled image (``size``) of ``crop``.
+    What :meth:`FusedTransform.decode_into` returns and
+    ``FusedTransform.last_params`` holds: the random crop box and flip drawn
+    for that image, in numbers. Boxes are (top, left, height, width). Stage
+    0 is the stored image (``image_size``), stage 1 the resampled image
+    (``size``) of ``crop``.
 
-    image_size: (H, W) of the stored image.
-    crop:       integer box of the stored image that is decoded.
-    size:       (h, w) that ``crop`` is resampled to, or None (no resample).
-    region:     the part kept, in stage-1 coordinates (stage 0 when ``size`` is
-                None; then it equals ``crop``).
-    canvas:     (H, W) of the result.
-    content:    where ``region`` lands on the canvas (before mirroring); the
-                rest of the canvas is zero (CenterCrop padding).
-    flip:       the canvas is mirrored left-right.
-    filter:     Pillow filter id of the resample (see :mod:`.filters`).
+    Parameters
+    ----------
+    image_size : (int, int)
+        (H, W) of the stored image.
+    crop : (int, int, int, int)
+        The integer box of the stored image that is decoded.
+    size : (int, int) or None
+        (h, w) that ``crop`` is resampled to; None for no resample.
+    region : (int, int, int, int)
+        The part kept, in stage-1 coordinates (stage 0 when ``size`` is
+        None; it then equals ``crop``).
+    canvas : (int, int)
+        (H, W) of the result.
+    content : (int, int, int, int)
+        Where ``region`` lands on the canvas (before mirroring); the rest of
+        the canvas is zero (CenterCrop's padding).
+    flip : bool, default False
+        Whether the canvas is mirrored left to right.
+    filter : int, default PIL.Image.BILINEAR
+        Pillow's filter id of the resample.
     """
 
     image_size: tuple[int, int]
@@ -110,19 +122,40 @@ class Geometry:
 
     @classmethod
     def start(cls, height: int, width: int) -> "Geometry":
+        """The geometry of an image before any transform: all of it, kept as it is.
+
+        Parameters
+        ----------
+        height, width : int
+            The stored image's size.
+
+        Returns
+        -------
+        Geometry
+            The whole image decoded, not resampled, not mirrored.
+        """
         box = (0, 0, height, width)
         return cls((height, width), box, None, box, (height, width), box)
 
     @property
     def padded(self) -> bool:
+        """Whether part of the canvas is zero padding (CenterCrop larger than the image)."""
         return self.content != (0, 0) + self.canvas
 
     @property
     def region_is_full(self) -> bool:
+        """Whether the whole resampled image is kept (no crop after the resample)."""
         return self.size is None or self.region == (0, 0) + self.size
 
     def source_box(self) -> tuple[float, float, float, float]:
-        """The kept region in stored-image coordinates (floats after a resample)."""
+        """The kept region in stored-image coordinates.
+
+        Returns
+        -------
+        (float, float, float, float)
+            (top, left, height, width) in pixels of the stored image
+            (fractional after a resample).
+        """
         if self.size is None:
             top, left, height, width = self.region
             return (float(top), float(left), float(height), float(width))
@@ -134,7 +167,14 @@ class Geometry:
     # -- the primitive operations -------------------------------------------------
 
     def do_crop(self, top: int, left: int, height: int, width: int) -> None:
-        """Crop (top, left, height, width) of the current canvas; zero outside it."""
+        """Crops the current canvas, as CenterCrop or a crop box does (zero outside it).
+
+        Parameters
+        ----------
+        top, left, height, width : int
+            The box, in canvas pixels; parts outside the canvas become zero
+            padding.
+        """
         canvas_h, canvas_w = self.canvas
         if self.flip:
             left = canvas_w - left - width
@@ -151,7 +191,21 @@ class Geometry:
         self.canvas = (height, width)
 
     def do_resize(self, height: int, width: int, pil_filter: int) -> None:
-        """Resample the canvas to (height, width); Stop if that is not exact."""
+        """Resamples the canvas to (height, width), as Resize does.
+
+        Parameters
+        ----------
+        height, width : int
+            The new canvas size.
+        pil_filter : int
+            Pillow's filter id of the resample.
+
+        Raises
+        ------
+        Stop
+            The resample cannot join the geometry exactly (a second resample,
+            a padded or empty canvas): it runs unfused instead.
+        """
         if (height, width) == self.canvas:
             return  # torchvision returns the image unchanged
         if self.size is not None:
@@ -168,6 +222,7 @@ class Geometry:
         self.filter = pil_filter
 
     def do_flip(self) -> None:
+        """Mirrors the canvas left to right (twice is no mirror)."""
         self.flip = not self.flip
 
 

@@ -191,6 +191,81 @@ def test_a_failed_read_is_raised_at_its_own_take(code):
     assert window.stats()["failed"] == 1
 
 
+def test_a_path_given_twice_is_read_for_each_occurrence():
+    """A batch drawn with replacement: each occurrence is a read of its own,
+    taken from the window (before: the second was read by the consumer)."""
+    sizes = _paths(4)
+    storage = FakeStorage(sizes, delay=0.002)
+    window = ReadAhead(ReadAheadOptions(8), storage)
+    batch = ["f000", "f001", "f000", "f002", "f001", "f000"]
+    window.submit(batch)
+    assert [window.take(p) for p in batch] == [storage.content(p) for p in batch]
+    stats = window.stats()
+    assert stats["direct"] == 0 and stats["taken"] == len(batch) == storage.opens
+
+
+def test_a_keyed_submit_is_added_once_while_its_reads_are_in_the_window():
+    """FastLoader's workers submit the batch they get next, then that batch
+    again when it comes (and __getitems__ once more): one read per sample;
+    files it shares with the batch before it are read for each."""
+    sizes = _paths(12)
+    storage = FakeStorage(sizes, delay=0.002)
+    window = ReadAhead(ReadAheadOptions(8), storage)
+    paths = list(sizes)
+    first, second = paths[:6], paths[3:9]  # three files in both
+    window.submit(first, key=(0,))
+    window.submit(second, key=(1,))
+    window.submit(first, key=(0,))  # the batch itself, when it comes
+    assert window.stats()["submitted"] == 12
+    assert [window.take(p) for p in first] == [storage.content(p) for p in first]
+    window.submit(second, key=(1,))
+    assert [window.take(p) for p in second] == [storage.content(p) for p in second]
+    stats = window.stats()
+    assert stats["direct"] == 0 and stats["dropped"] == 0 and storage.opens == 12
+    window.submit(first, key=(0,))  # taken: the same key is a new batch now
+    assert window.stats()["submitted"] == 18
+    assert [window.take(p) for p in first] == [storage.content(p) for p in first]
+
+
+def test_the_adaptive_depth_follows_the_latency_within_its_bounds():
+    """50 ms per read, a consumer spending ~0.5 ms per file: Little's law
+    asks for ~100 reads in flight; the window grows past its start (4) and
+    never past max_depth (24) nor the byte bound."""
+    sizes = _paths(150, vary=True)
+    storage = FakeStorage(sizes, delay=0.05)
+    options = ReadAheadOptions(4, 200_000, max_depth=24)
+    window = ReadAhead(options, storage)
+    paths = list(sizes)
+    window.submit(paths)
+    for p in paths:
+        assert window.take(p) == storage.content(p)
+        time.sleep(0.0005)
+    stats = window.stats()
+    assert 4 < stats["peak_depth"] <= 24
+    assert stats["peak_in_flight"] <= 24 and storage.peak <= 24
+    assert stats["peak_bytes"] <= 200_000
+    assert stats["latency_us"] > 0 and stats["per_file_us"] > 0
+
+
+def test_a_fixed_depth_never_moves():
+    sizes = _paths(40)
+    storage = FakeStorage(sizes, delay=0.01)
+    window = ReadAhead(ReadAheadOptions(3), storage)
+    window.submit(list(sizes))
+    for p in sizes:
+        window.take(p)
+    stats = window.stats()
+    assert stats["depth"] == stats["peak_depth"] == 3 and stats["peak_in_flight"] <= 3
+
+
+@pytest.mark.parametrize("depth,max_depth", [pytest.param(8, 4, id="below-depth"),
+                                             pytest.param(8, 2.5, id="float"),
+                                             pytest.param(8, True, id="bool")])
+def test_a_bad_max_depth_is_refused(depth, max_depth):
+    with pytest.raises(ValueError, match="max_depth must be None or an int >= depth"):
+        ReadAheadOptions(depth, max_depth=max_depth)
+
+
 def test_a_batch_that_did_not_come_is_dropped_and_its_bytes_released():
     sizes = _paths(30)
     storage = FakeStorage(sizes, delay=0.002)
@@ -245,7 +320,9 @@ def test_a_forked_child_starts_its_own_threads():
 
 
 @pytest.mark.parametrize("env,want", [
-    pytest.param("", ReadAheadOptions(), id="unset"),
+    pytest.param("", ReadAheadOptions.adaptive(), id="unset"),
+    pytest.param("auto", ReadAheadOptions.adaptive(), id="auto"),
+    pytest.param("auto,16MiB", ReadAheadOptions.adaptive(16 << 20), id="auto-and-cap"),
     pytest.param("0", ReadAheadOptions(0), id="off"),
     pytest.param("24", ReadAheadOptions(24), id="depth"),
     pytest.param("8,16MiB", ReadAheadOptions(8, 16 << 20), id="depth-and-cap"),
@@ -410,6 +487,32 @@ def test_on_error_skips_as_without_readahead(tmp_path, how):
                 f.write(saved)
     (a, ta, sa), (b, tb, sb) = results
     assert torch.equal(a, b) and ta == tb and sa == sb == 1
+
+
+def test_a_batch_drawn_with_replacement_is_read_ahead_whole(tree):
+    ds = FastImageFolder(tree, transform=TRAIN, readahead=8)
+    indices = [0, 3, 0, 5, 3, 0, 7]
+    ds.__getitems__(indices)
+    stats = ds.readahead_stats()
+    assert stats["direct"] == 0 and stats["taken"] == stats["submitted"] == len(indices)
+
+
+def test_a_ring_worker_reads_each_sample_once_and_none_in_its_own_thread(tree):
+    """The CPU ring's worker path, in-process: each batch's reads, then the
+    next batch's (sharing files with it, as draws with replacement do), none
+    read twice, none left to the decoding thread."""
+    from fastdecode.data._batches import CpuRing, RingFiller, SlotBatch
+
+    ds = FastImageFolder(tree, transform=TRAIN, readahead=8)
+    ring = CpuRing(1, (4, 3, 32, 32), torch.uint8)
+    filler = RingFiller(ds, ring, lambda samples: samples)
+    batches = [[0, 1, 2, 1], [2, 3, 0, 4], [4, 5, 5, 6]]
+    for k, batch in enumerate(batches):
+        later = batches[k + 1] if k + 1 < len(batches) else None
+        filler.__getitems__(SlotBatch(batch, None, later))
+    stats = ds.readahead_stats()
+    assert stats["direct"] == 0 and stats["dropped"] == 0
+    assert stats["taken"] == stats["submitted"] == sum(map(len, batches))
 
 
 def test_fastloader_gives_each_worker_the_batch_it_gets_next():
