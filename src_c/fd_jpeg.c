@@ -713,8 +713,17 @@ static void open_window(j_decompress_ptr c, const fd_jpeg_plan_t *p, fd_jpeg_win
         uint32_t b = sx1 + imcu_w < c->output_width ? sx1 + imcu_w : c->output_width;
         xoff = a;
         cw = b - a;
-        if (a > 0 || b < c->output_width)
+        /* libjpeg-turbo 2.1's jpeg_crop_scanline gives wrong (and, on a fresh
+         * decoder, uninitialized) pixels for a scaled decode of 2x4 / 4x2
+         * luma sampling (issue 27's fuzz finding, decode_jpeg-h2v4-scaled-crop):
+         * there the whole width is decoded and the columns sliced. */
+        const int scaled = c->output_width != c->image_width;
+        if (scaled && c->max_h_samp_factor * c->max_v_samp_factor > 4) {
+            xoff = 0;
+            cw = c->output_width;
+        } else if (a > 0 || b < c->output_width) {
             jpeg_crop_scanline(c, &xoff, &cw);
+        }
     }
     w->cw = cw;
     w->in_skip = (size_t)(sx0 - xoff) * dec_c;

@@ -163,8 +163,48 @@ def test_a_short_out_is_refused_in_every_form(fn, form):
         call(data, out=_short_outs(7)[form], **kw)
 
 
+def _first_decodes_poisoned() -> None:
+    """Leaves the thread's decoder buffers holding another image's rows."""
+    from helpers.jpeg_samples import encode
+
+    fd.decode_jpeg(encode(300, 400), crop=(3, 5, 200, 300), scale=0.5)
+
+
+@pytest.mark.parametrize("source", ["fuzz-input", "cjpeg-2x4", "cjpeg-4x2"])
+def test_scaled_crop_of_2x4_sampling_is_the_slice(source, tmp_path):
+    """Issue 27's campaign, decode_jpeg: a scaled crop of a JPEG whose luma is
+    sampled 2x4 (or 4x2) gave other pixels than the same slice of the full
+    decode (libjpeg-turbo 2.1's jpeg_crop_scanline; on a fresh decoder,
+    uninitialized ones). Such files now decode the whole width and slice."""
+    if source == "fuzz-input":
+        image, trailer = targets.split(
+            (REGRESSIONS / "decode_jpeg-h2v4-scaled-crop.bin").read_bytes())
+        targets.run("decode_jpeg", image + trailer)
+    else:
+        import subprocess
+
+        from PIL import Image
+
+        from helpers.jpeg_samples import CJPEG, natural_image
+
+        if CJPEG is None:
+            pytest.skip("cjpeg (libjpeg-turbo-progs) writes 2x4 sampling; Pillow cannot")
+        Image.fromarray(natural_image(149, 227)).save(tmp_path / "in.ppm")
+        sample = source.split("-")[1]
+        image = subprocess.run([CJPEG, "-sample", f"{sample},1x1,1x1", str(tmp_path / "in.ppm")],
+                               check=True, capture_output=True).stdout
+    for scale in (0.25, 0.5, 0.75):
+        for mode in ("RGB", "L"):
+            _first_decodes_poisoned()
+            m = round(scale * 8)
+            got = fd.decode_jpeg(image, crop=(2, 156, 6, 40), scale=scale, mode=mode)
+            full = fd.decode_jpeg(image, scale=scale, mode=mode)
+            want = full[2 * m // 8: -(-8 * m // 8), 156 * m // 8: -(-196 * m // 8)]
+            assert got.shape == want.shape and (got == want).all(), (scale, mode)
+
+
 def test_every_regression_file_is_listed():
     listed = set(CASES) | {"decode_bmp-rle4-tall-resize.bin", "decode_bmp-gray-crop-7-byte-out.bin",
-                           "read_header-png-broken-chunk.bin"}
+                           "read_header-png-broken-chunk.bin", "decode_jpeg-h2v4-scaled-crop.bin"}
     assert sorted(p.name for p in REGRESSIONS.glob("*.bin")) == sorted(listed)
     assert all(name.split("-", 1)[0] in targets.TARGETS for name in listed)
