@@ -60,6 +60,16 @@ MODES: dict[str, dict[str, Any]] = {
     "full": dict(delays=[0, 2, 5, 20], workers_x=[1, 4], batch=64, batches=6, rounds=3,
                  round_cap_s=4.0),
 }
+# issue 28's acceptance, at num_workers = the usable CPUs: summary key and floor
+TARGETS = {
+    "FastImageFolder 5 ms >= 0.9x of 0 ms": ("FastImageFolder_5ms_vs_0ms", 0.9),
+    "FastImageFolder 20 ms >= 0.8x of 0 ms": ("FastImageFolder_20ms_vs_0ms", 0.8),
+    "FastLoader 5 ms >= 0.9x of 0 ms": ("FastLoader_5ms_vs_0ms", 0.9),
+    "FastLoader 20 ms >= 0.8x of 0 ms": ("FastLoader_20ms_vs_0ms", 0.8),
+    "FastImageFolder 5 ms >= 2.5x ImageFolder": ("FastImageFolder_vs_imagefolder_5ms", 2.5),
+    "FastLoader 5 ms >= 2.5x ImageFolder": ("FastLoader_vs_imagefolder_5ms", 2.5),
+    "cache epoch 2 at 5 ms >= 0.95x of 0 ms": ("cache_5ms_vs_0ms", 0.95),
+}
 CACHE_SLACK = 1.25  # the cache's budget: the dataset's bytes times this, plus a MiB
 
 
@@ -188,6 +198,8 @@ def summary(rows: list[dict], usable: int) -> dict[str, Any]:
         out[f"{kind}_vs_imagefolder_5ms"] = get(kind, 5, "vs_imagefolder")
     out["cache_5ms_vs_0ms"] = get(CACHED, 5, "vs_0ms")
     out["cache_opens_at_5ms"] = get(CACHED, 5, "opens_per_round")
+    out["targets_met"] = {name: (None if out.get(key) is None else out[key] >= floor)
+                          for name, (key, floor) in TARGETS.items()}
     return out
 
 
@@ -265,7 +277,9 @@ def main(argv=None) -> int:
     report["summary"] = summary(rows, settings["usable"])
     report["machine"]["load_average_end"] = common.load_average()
     notes = [f"{k}: {v:.2f}x" if isinstance(v, float) else f"{k}: {v}"
-             for k, v in report["summary"].items()]
+             for k, v in report["summary"].items() if k != "targets_met"]
+    notes += [f"target {name}: {'met' if met else 'not met' if met is not None else 'no row'}"
+              for name, met in report["summary"]["targets_met"].items()]
     if CACHED not in kinds:
         notes.append("no cache= in this build: the cached row is left out")
     common.emit(f"\n### slow storage (latencyfs), train chain -> uint8, batch "

@@ -694,7 +694,8 @@ class DatasetReads:
 _END: Any = object()  # with_later: the end of a pass
 
 
-def with_later(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optional[list]]]:
+def with_later(batches: Iterable[Any], gap: int,
+               length: Optional[int] = None) -> Iterator[tuple[list, Optional[list]]]:
     """Each batch of ``batches`` (as a list) with the one ``gap`` places
     after it, None for the last ``gap``: under DataLoader's round-robin
     dispatch to ``gap`` workers, the batch the same worker gets next, whose
@@ -703,16 +704,20 @@ def with_later(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optiona
     never past its length: the pull that ends a pass may draw (a
     RandomSampler with a generator draws its next permutation there), and a
     pass left early must leave the generators as DataLoader leaves them. A
-    sampler longer than its ``len`` goes on, one batch per pull, unpaired."""
+    sampler longer than its ``len`` goes on, one batch per pull, unpaired.
+    ``length``: that ``len`` when ``batches`` is a wrapper without one (a
+    generator over the sampler)."""
     it: Iterator[Any] = iter(batches)
     if gap <= 0:
         for batch in it:
             yield list(batch), None
         return
-    try:
-        known: Optional[int] = len(batches)  # type: ignore[arg-type]
-    except TypeError:
-        known = None
+    known: Optional[int] = length
+    if known is None:
+        try:
+            known = len(batches)  # type: ignore[arg-type]
+        except TypeError:
+            known = None
     pending: deque[list] = deque()
     pulled = 0
     while known is None or pulled < known:

@@ -50,6 +50,10 @@ def test_summary_names_the_issues_ratios():
     assert out["FastLoader_20ms_vs_0ms"] is None  # not measured
     assert out["cache_5ms_vs_0ms"] == pytest.approx(780 / 800)
     assert out["cache_opens_at_5ms"] == [0, 0, 0]
+    met = out["targets_met"]
+    assert met["FastLoader 5 ms >= 0.9x of 0 ms"] is False
+    assert met["FastLoader 20 ms >= 0.8x of 0 ms"] is None  # no row to judge
+    assert met["cache epoch 2 at 5 ms >= 0.95x of 0 ms"] is True
     cached = next(r for r in bench_storage.results(cells()) if r["loader"] == "FastLoader+cache")
     assert cached["daemon_cpu_us_per_file"] is None  # no file opened
 

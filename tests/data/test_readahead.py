@@ -515,6 +515,21 @@ def test_a_ring_worker_reads_each_sample_once_and_none_in_its_own_thread(tree):
     assert stats["taken"] == stats["submitted"] == sum(map(len, batches))
 
 
+def test_with_later_never_pulls_past_a_given_length():
+    """A wrapper without len (a generator over the batch sampler) gives its
+    length: the pull that would end the pass is not made early."""
+    pulls = []
+
+    def batches():
+        for k in range(5):
+            pulls.append(k)
+            yield [k]
+
+    it = _readahead.with_later(batches(), 2, length=3)
+    assert [next(it) for _ in range(3)] == [([0], [2]), ([1], None), ([2], None)]
+    assert pulls == [0, 1, 2]
+
+
 def test_fastloader_gives_each_worker_the_batch_it_gets_next():
     class Ring:
         in_flight: set = set()
