@@ -234,7 +234,12 @@ def page(report: dict, source: Path, figure_name: str) -> str:
              f"- **Date:** {run_date(report, source)}",
              f"- **Command:** `{run_command(report)}`",
              f"- **Machine:** {machine_line(report)}, {report.get('machine', {}).get('platform', '')}",
-             "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in versions.items()), ""]
+             "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in versions.items())]
+    load = report.get("machine", {}).get("load_average_start")
+    if load:
+        lines.append(f"- **Load average at the start:** {', '.join(f'{x:.2f}' for x in load)} "
+                     "(1, 5, 15 min): above zero, other work shared the CPUs with the run")
+    lines.append("")
     skipped = report.get("skipped", {})
     if skipped:
         lines += ["- **Skipped:** " + "; ".join(f"{k}: {v}" for k, v in skipped.items()), ""]
