@@ -699,7 +699,10 @@ typedef struct {
 
 /* Crops columns to whole iMCUs with one iMCU of margin on each side, so the
  * fancy upsampler sees the same neighbours as a full decode, and skips the
- * rows above the crop, again keeping one iMCU row of context. */
+ * rows above the crop, again keeping one iMCU row of context. A progressive
+ * image keeps two: libjpeg's block smoothing (coefficients a scan left
+ * incomplete) reads a 5 x 5 block neighbourhood (issue 27's fuzz finding,
+ * decode_jpeg-progressive-gray-smoothing-crop). */
 static void open_window(j_decompress_ptr c, const fd_jpeg_plan_t *p, fd_jpeg_window *w)
 {
     const uint32_t dec_c = (uint32_t)c->output_components;
@@ -708,7 +711,8 @@ static void open_window(j_decompress_ptr c, const fd_jpeg_plan_t *p, fd_jpeg_win
     w->sy1 = (uint32_t)(p->src.top + p->src.height);
     JDIMENSION xoff = 0, cw = c->output_width;
     if (sx0 > 0 || sx1 < c->output_width) {
-        const uint32_t imcu_w = (uint32_t)(c->max_h_samp_factor * c->min_DCT_scaled_size);
+        const uint32_t imcu_w = (uint32_t)(c->max_h_samp_factor * c->min_DCT_scaled_size) *
+                                (c->progressive_mode ? 2u : 1u);
         uint32_t a = sx0 > imcu_w ? sx0 - imcu_w : 0;
         uint32_t b = sx1 + imcu_w < c->output_width ? sx1 + imcu_w : c->output_width;
         xoff = a;
@@ -728,7 +732,8 @@ static void open_window(j_decompress_ptr c, const fd_jpeg_plan_t *p, fd_jpeg_win
     w->cw = cw;
     w->in_skip = (size_t)(sx0 - xoff) * dec_c;
     w->row_in = (size_t)cw * dec_c;
-    const uint32_t imcu_h = (uint32_t)(c->max_v_samp_factor * c->min_DCT_scaled_size);
+    const uint32_t imcu_h = (uint32_t)(c->max_v_samp_factor * c->min_DCT_scaled_size) *
+                            (c->progressive_mode ? 2u : 1u);
     w->y = 0;
     if (w->sy0 > imcu_h)
         w->y = (uint32_t)jpeg_skip_scanlines(c, w->sy0 - imcu_h);

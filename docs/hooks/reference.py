@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import re
 from pathlib import Path
 from typing import Any
 
@@ -151,22 +150,6 @@ def pages() -> dict[str, str]:
     out = {page: module_page(public, source, text) for public, source, page, text in MODULES}
     out[CLI_PAGE] = cli_page()
     return out
-
-
-# Docstrings cross-reference in Sphinx's roles (:func:`fuse`, :class:`~x.Mode`),
-# which Markdown renders as the role's name then the code: keep only the code.
-SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const):<code>~?([^<]*)</code>")
-
-
-def _role(match: re.Match) -> str:
-    target = match.group(1)
-    if match.group(0).split("<code>", 1)[1].startswith("~"):
-        target = target.rsplit(".", 1)[-1]
-    return f"<code>{target}</code>"
-
-
-def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
-    return SPHINX_ROLE.sub(_role, html)
 
 
 def on_files(files: Any, config: Any) -> Any:

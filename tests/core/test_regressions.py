@@ -203,8 +203,26 @@ def test_scaled_crop_of_2x4_sampling_is_the_slice(source, tmp_path):
             assert got.shape == want.shape and (got == want).all(), (scale, mode)
 
 
+def test_progressive_crop_keeps_the_smoothing_context():
+    """Issue 27's `make fuzz` reruns, decode_jpeg: a crop of a 37 x 19 gray
+    progressive JPEG whose scans leave coefficients incomplete differed by 1
+    from the slice of the full decode, at every scale: libjpeg's block
+    smoothing reads a 5 x 5 block neighbourhood, the window kept one iMCU of
+    margin. A progressive crop now keeps two."""
+    image, trailer = targets.split(
+        (REGRESSIONS / "decode_jpeg-progressive-gray-smoothing-crop.bin").read_bytes())
+    targets.run("decode_jpeg", image + trailer)
+    for scale in (0.25, 0.5, 0.625, 1.0):
+        m = round(scale * 8)
+        full = fd.decode_jpeg(image, mode="L", scale=scale)
+        got = fd.decode_jpeg(image, mode="L", scale=scale, crop=(7, 18, 2, 5))
+        want = full[7 * m // 8: -(-9 * m // 8), 18 * m // 8: -(-23 * m // 8)]
+        assert got.shape == want.shape and (got == want).all(), scale
+
+
 def test_every_regression_file_is_listed():
     listed = set(CASES) | {"decode_bmp-rle4-tall-resize.bin", "decode_bmp-gray-crop-7-byte-out.bin",
-                           "read_header-png-broken-chunk.bin", "decode_jpeg-h2v4-scaled-crop.bin"}
+                           "read_header-png-broken-chunk.bin", "decode_jpeg-h2v4-scaled-crop.bin",
+                           "decode_jpeg-progressive-gray-smoothing-crop.bin"}
     assert sorted(p.name for p in REGRESSIONS.glob("*.bin")) == sorted(listed)
     assert all(name.split("-", 1)[0] in targets.TARGETS for name in listed)
