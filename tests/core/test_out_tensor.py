@@ -66,6 +66,9 @@ def test_a_flat_tensor_of_the_output_size_is_filled():
     assert flat.numpy().tobytes() == fd.decode_jpeg(data).tobytes()
 
 
+# torchvision imports triton (through torch._dynamo), which aborts under the
+# ASan preload of make test-sanitize
+@pytest.mark.no_sanitize
 def test_a_tensor_subclass_is_filled():
     tv_tensors = pytest.importorskip("torchvision.tv_tensors")
     data = DATA["jpeg"]()
