@@ -201,7 +201,7 @@ def storage_advice(p: StorageProbe, usable_cpus: int, num_workers: int,
         advice.append(
             f"keep >= {depth} reads in flight per worker (Little's law: {rate:,.0f} images/s "
             f"that {usable_cpus} CPU(s) decode x {p.latency_s * 1e3:.2f} ms / {workers} "
-            f"worker(s)); fastdecode's read-ahead keeps {default_depth} by default"
+            f"worker(s)); fastdecode's read-ahead keeps up to {default_depth} by default"
             + ("" if depth <= default_depth else
                f": raise it with readahead={depth} or FASTDECODE_READAHEAD={depth}"))
     fits = [b for b in (ram_bytes, shm_bytes) if b is not None]

@@ -286,7 +286,7 @@ def check_storage(facts: dict, opts: JobOptions, workers: int) -> Check:
                         "estimated_bytes": found.estimated_bytes}
     status, finding, advice = _storage.storage_advice(
         found, facts["usable_cpus"], workers, available_ram(), facts["shm_free_bytes"],
-        ReadAheadOptions.resolve(None).depth)
+        ReadAheadOptions.resolve(None).limit)  # adaptive: the most it grows to
     return Check("storage", status, finding, advice)
 
 

@@ -401,9 +401,11 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
     readahead: how many file reads each process keeps in flight, so a
       worker decodes while its next files arrive (storage with a round trip
       per open: NFS, Lustre, FUSE). An int depth (0: off, each file read
-      when its sample is decoded) or ``ReadAheadOptions(depth, max_bytes)``;
-      None: ``FASTDECODE_READAHEAD`` ("16", "16,64MiB", "0") or depth 16
-      within 64 MiB. A batch's reads are all started at once
+      when its sample is decoded; N: N reads, fixed) or
+      ``ReadAheadOptions(depth, max_bytes, max_depth)``; None:
+      ``FASTDECODE_READAHEAD`` ("16", "16,64MiB", "0", "auto,256MiB") or
+      the adaptive default: 16 reads, grown by Little's law to what the
+      measured latency asks (up to 128), within 64 MiB. A batch's reads are all started at once
       (``__getitems__``; FastLoader also starts the next batch's), taken
       and decoded in sample order, so the samples are the same as without
       it. ``readahead_stats()`` counts them. Only threads that read bytes
