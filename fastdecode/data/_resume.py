@@ -124,13 +124,17 @@ def later_carried(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Opti
     """``data/_readahead.py``'s ``with_later``, each batch keeping its seeds
     (:func:`carry`): with_later yields list copies, in the order drawn."""
     drawn: deque[Any] = deque()
+    try:  # with_later never pulls past it (noted() has no len)
+        length: Optional[int] = len(batches)  # type: ignore[arg-type]
+    except TypeError:
+        length = None
 
     def noted() -> Iterator[Any]:
         for batch in batches:
             drawn.append(batch)
             yield batch
 
-    for indices, later in with_later(noted(), gap):
+    for indices, later in with_later(noted(), gap, length=length):
         yield carry(drawn.popleft(), indices), later
 
 
