@@ -280,7 +280,12 @@ class Counted:
         return self
 
     def __next__(self) -> Any:
-        batch = next(self._it)
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            if self._tracker.live == self._serial:
+                self._tracker.live = None
+            raise
         if self._tracker.serial == self._serial:
             self._tracker.taken += 1
         return batch
@@ -329,6 +334,7 @@ class Tracker:
         self.epoch = -1  # the epoch the loop reads; -1: none begun
         self.taken = 0  # its batches the loop received
         self.serial = 0  # iter() calls: an older iterator no longer counts
+        self.live: Optional[int] = None  # the iter() whose iterator has not ended yet
         self.current: Optional[_Pass] = None
         self.pending: Optional[_Pass] = None  # the next epoch's, drawn ahead
         self.loaded: Optional[dict] = None  # applies at the next iter()
@@ -359,6 +365,8 @@ class Tracker:
         return self.serial
 
     def counted(self, it: Any, serial: int) -> Counted:
+        """``it``, the loader's iterator for iter() number ``serial``, counted."""
+        self.live = serial
         return Counted(it, self, serial)
 
     # -- the sampler's side ---------------------------------------------------
@@ -397,7 +405,7 @@ class Tracker:
         run = _Pass(epoch, states, order)
         run.marks[done] = (local, 0 if resume is None else resume["samples_global"],
                            None if resume is None or stateful is None
-                           else copy.deepcopy(stateful.state_dict()))
+                           else copy.deepcopy(resume["sampler_state"]))
         if resume is None and stateful is not None:
             run.marks[done] = (0, 0, copy.deepcopy(stateful.state_dict()))
         if ahead:
@@ -468,7 +476,8 @@ class Tracker:
         inner = samplers[1] if len(samplers) > 1 else None
         stateful = next((s for s in samplers if _stateful(s) and not _known_index(s)), None)
         if stateful is not None:
-            stateful.load_state_dict(state["sampler_state"])
+            if k:  # at batch 0 its state is that of the pass before's end: a new pass
+                stateful.load_state_dict(copy.deepcopy(state["sampler_state"]))
             return ((b, None) for b in iter(batch_sampler))
         if _is(batch_sampler, BatchSampler) and inner is not None:
             if _known_index(inner):
@@ -480,8 +489,9 @@ class Tracker:
                            f"states (nothing is decoded); exact only if it draws from nothing "
                            f"else; give it state_dict/load_state_dict. Said once.")
                 order = iter(list(iter(inner))[local:])
-            rest = list(_rebatch(order, batch_sampler.batch_size, batch_sampler.drop_last))
-            return ((b, None) for b in rest)
+            # the order is drawn already: batched as it is taken
+            return ((b, None) for b in _rebatch(order, batch_sampler.batch_size,
+                                                 batch_sampler.drop_last))
         _warn_once(f"replay {type(batch_sampler).__name__}",
                    f"FastLoader resumes {type(batch_sampler).__name__}, which has no "
                    f"state_dict, by replaying its batches from the epoch's saved random states "
@@ -554,6 +564,8 @@ class Tracker:
 
     def state_dict(self) -> dict:
         """The position after the last batch the loop received (module doc)."""
+        if self.loaded is not None:  # loaded, not iterated yet: still that position
+            return copy.deepcopy(self.loaded)
         run = self.current
         started = run is not None and self.epoch >= 0
         shape = _shape(self.sampler.batch_sampler)
@@ -598,16 +610,16 @@ class Tracker:
             raise ResumeError(f"FastLoader state version {state.get('version')!r}; this "
                               f"fastdecode reads version {VERSION}")
         mine = self.fingerprint()
-        for key, what in (("size", "samples"), ("classes", "class list"), ("files", "file list")):
+        for key, what in (("size", "size"), ("classes", "class list"), ("files", "file list")):
             if state["dataset"].get(key) != mine[key]:
                 raise ResumeError(f"another dataset: its {what} differs (saved "
                                   f"{state['dataset'].get(key)!r}, now {mine[key]!r})")
         if state["base_seed"] != self.base_seed:
             raise ResumeError(
                 f"another seed: the state's base seed is {state['base_seed']!r}, this loader's "
-                f"{self.base_seed!r} (resumable=True loaders draw it at construction, from "
-                f"`generator` or torch's global generator: seed them as the saved run did, on "
-                f"every rank)")
+                f"{self.base_seed!r} (resumable=True takes the generator's initial_seed(), "
+                f"torch.initial_seed() without one: seed them as the saved run did, on every "
+                f"rank, or give the seed: resumable=<int>)")
         saved, now = state["shape"], _shape(self.sampler.batch_sampler)
         if saved["samplers"] != now["samplers"]:
             raise ResumeError(f"another sampler: saved {' > '.join(saved['samplers'])}, now "
@@ -622,7 +634,7 @@ class Tracker:
                                   f"{now['batch_size']}")
         else:
             self._check_world(state, saved, now)
-        if self.epoch >= 0 and self.current is not None and not self.current.exhausted:
+        if self.live is not None and self.live == self.serial:
             _warn_once("loaded mid-pass",
                        "FastLoader.load_state_dict after iter(): the iterator already made "
                        "goes on from where it is; the state applies to the next iter()")

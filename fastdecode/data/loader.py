@@ -203,6 +203,8 @@ class FastLoader(_LoaderBase):
       same in-process, in workers (persistent or not) and in threads.
     """
 
+    _tracker: Optional[Tracker]
+
     def __init__(
         self,
         dataset,
@@ -246,7 +248,10 @@ class FastLoader(_LoaderBase):
             persistent_workers=persistent_workers and workers > 0,
             pin_memory_device=pin_memory_device, in_order=in_order)
         self._record_for_lightning(given)
-        self._tracker = self._make_tracker(resumable)
+        # set past DataLoader's __setattr__: Lightning's patched one records sets made
+        # after DataLoader.__init__ and replays them on the loader it re-creates, which
+        # would then follow this loader's sampler
+        self.__dict__["_tracker"] = self._make_tracker(resumable)
         self._lookahead = ahead
         self._ring: Optional[CudaRing] = None
         self._cpu_ring: Optional[CpuRing] = None
@@ -305,7 +310,7 @@ class FastLoader(_LoaderBase):
         # torch's global one, is then drawn from by the sampler only, so the
         # epochs' orders are the same in-process, in workers persistent or not,
         # and in threads
-        self.generator = torch.Generator().manual_seed(base)
+        self.__dict__["generator"] = torch.Generator().manual_seed(base)  # (see _tracker)
         return Tracker(self.dataset, self.batch_sampler, None, base)
 
     @property
