@@ -48,7 +48,35 @@ MMAP_THRESHOLD = 1 << 20
 
 
 def read_header(data: Any) -> ImageInfo:
-    """Reads the header of an encoded image without decoding any pixel."""
+    """Reads an encoded image's header: its size and format, without decoding any pixel.
+
+    JPEG and BMP headers are parsed natively; other formats through Pillow
+    (its header only, never the pixels).
+
+    Parameters
+    ----------
+    data : bytes-like
+        The encoded file: bytes, bytearray, memoryview, mmap or a 1-D uint8
+        numpy array.
+
+    Returns
+    -------
+    ImageInfo
+        ``format`` ('jpeg', 'bmp', or Pillow's name in lower case), ``width``
+        and ``height`` as stored (before any EXIF orientation),
+        ``channels``, ``color_space``, ``subsampling`` (JPEG; None
+        otherwise), ``progressive`` and the EXIF ``orientation`` (1 when
+        absent).
+
+    Raises
+    ------
+    UnsupportedFormatError
+        Neither the native decoders nor Pillow recognise the data.
+    DecodeError
+        The header is corrupt or truncated.
+    TypeError
+        ``data`` is not bytes-like.
+    """
     header = _native.read_native_header(data)
     if header is None:
         header = _fallback.read_header(data)
@@ -75,7 +103,8 @@ def decode_image(
 ) -> np.ndarray:
     """Decodes any image, natively for JPEG and BMP, through Pillow otherwise.
 
-    Every option means what it means for :func:`decode_jpeg`. Formats without
+    Every option means what it means for :func:`decode_jpeg` (see its
+    Parameters for each). Formats without
     DCT scaling resize from full resolution when ``size`` is given; without a
     size, ``scale``/``min_size`` box-filter the image to the size libjpeg would
     have produced. An animation or a multi-page file gives its first frame,
@@ -90,6 +119,39 @@ def decode_image(
     blocks): a file over it raises :class:`ImageTooLargeError` before the cost
     is paid. The default passes every real photo and refuses files of a few
     hundred bytes that declare a huge image; None disables it.
+
+    Parameters
+    ----------
+    data : bytes-like
+        The encoded file (bytes, bytearray, memoryview, mmap, a 1-D uint8
+        numpy array).
+    mode, scale, min_size, crop, size, interpolation, flip, layout : optional
+        As for :func:`decode_jpeg`; ``crop=(top, left, height, width)`` in
+        full-resolution pixels.
+    out : numpy.ndarray or torch.Tensor, optional
+        A writable C-contiguous uint8 array, or a contiguous CPU
+        ``torch.uint8`` tensor, of the output's shape; filled and returned.
+    exif, fast, strict : bool, default False
+        As for :func:`decode_jpeg` (``fast`` and ``strict`` apply to JPEG).
+    max_pixels, max_work_per_byte : int or None
+        The decode limits (above).
+
+    Returns
+    -------
+    numpy.ndarray
+        uint8 (H, W, C) or (C, H, W) pixels, or ``out`` itself when given.
+
+    Raises
+    ------
+    DecodeError
+        The data is corrupt or truncated.
+    UnsupportedFormatError
+        No decoder reads the format (or a stub plugin names it).
+    ImageTooLargeError
+        Above ``max_pixels`` or ``max_work_per_byte``.
+    ValueError, TypeError
+        Options out of range, or an ``out`` that does not fit (as for
+        :func:`decode_jpeg`).
     """
     options = DecodeOptions(mode=mode, scale=scale, min_size=min_size, crop=crop, size=size,
                             interpolation=interpolation, flip=flip, layout=layout, out=out,
@@ -114,7 +176,27 @@ def decode_image(
 def read_image(path: str | os.PathLike[str], **options: Unpack[DecodeOptions]) -> np.ndarray:
     """Reads and decodes the image file at ``path``; errors name the file.
 
-    Takes the options of :func:`decode_image`."""
+    Files of 1 MiB and more are memory-mapped rather than read.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    **options
+        The keywords of :func:`decode_image`.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint8 pixels, as :func:`decode_image` returns them.
+
+    Raises
+    ------
+    FastDecodeError
+        Any of :func:`decode_image`'s errors, with ``path`` set to the file.
+    OSError
+        The file cannot be opened or read.
+    """
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -130,7 +212,14 @@ def read_image(path: str | os.PathLike[str], **options: Unpack[DecodeOptions]) -
 
 
 def info() -> dict[str, Any]:
-    """Versions and capabilities of the running library (not of its headers)."""
+    """Versions and capabilities of the running library (not of its headers).
+
+    Returns
+    -------
+    dict
+        ``version`` (fastdecode's), ``libjpeg_turbo`` (the loaded
+        library's version) and ``simd`` (whether its SIMD code is in use).
+    """
     version, simd = _native.library_info()
     return {
         "version": __version__,
