@@ -379,9 +379,16 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
       is used as it is (``exact=True`` then needs one built with exact=True).
     on_error: 'raise' (an :class:`~fastdecode.errors.ImageFileError`, which
       is a DecodeError and an OSError, naming the file and index), 'skip'
-      (another index, drawn deterministically, is loaded instead and
-      ``skipped`` counts it; ``len`` is unchanged) or 'warn' (the same, with
-      a warning naming the file). 'skip' and 'warn' take every failure of
+      or 'warn' (the same, with a warning naming the file). Under 'skip' a
+      failed sample ``i`` is replaced by another sample, so ``len`` and the
+      batch size are unchanged and ``skipped`` counts each replacement: the
+      k-th try (k = 0, 1, ...) loads index
+      ``(i * 2654435761 + k * 40503 + 1) % len(dataset)``, a function of
+      ``i`` alone, so the same sample stands in for ``i`` in every worker,
+      every epoch and every sampler order (``ds[i]`` and batches alike; it
+      may repeat a sample the epoch also yields). After 16 failed
+      replacements the 17th failure is raised, so a dataset of bad files
+      fails instead of looping. 'skip' and 'warn' take every failure of
       a sample: a file that cannot be read or decoded, and any exception a
       custom ``loader``, ``transform`` or ``target_transform`` raises for
       it ('raise' lets those propagate as they are).
@@ -495,7 +502,11 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
     ``torchvision.datasets.ImageFolder``, with the same constructor plus the
     keyword-only ``exact``, ``on_error``, ``max_pixels``,
     ``max_work_per_byte``, ``storage_options``, ``refresh_index``,
-    ``readahead`` and ``cache``."""
+    ``readahead`` and ``cache``. ``on_error='skip'`` replaces a failed
+    sample ``i`` by the sample at ``(i * 2654435761 + k * 40503 + 1) %
+    len(dataset)`` on its k-th try (the same in every worker, epoch and
+    sampler order; ``len`` unchanged; raised after 16 failed replacements),
+    as FastDatasetFolder documents."""
 
     def __init__(
         self,

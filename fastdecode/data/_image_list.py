@@ -49,7 +49,12 @@ class FastImageList(_FastDataset):
     """A dataset over a list of image files, each with a target, decoded as
     FastImageFolder decodes: the same fused transform, ``exact=``,
     ``on_error=``, limits, :meth:`explain`, the batch path a stock
-    DataLoader takes (``__getitems__``) and FastLoader.
+    DataLoader takes (``__getitems__``) and FastLoader. ``on_error='skip'``
+    (or 'warn') replaces a failed sample ``i`` by the sample at index
+    ``(i * 2654435761 + k * 40503 + 1) % len(dataset)`` on its k-th try: a
+    function of ``i`` alone (the same in every worker, epoch and sampler
+    order), ``len`` unchanged, ``skipped`` counting it; after 16 failed
+    replacements the failure is raised.
 
     samples: (path, target) pairs; or ``paths`` with ``targets`` (same
       length; None: every target is -1).
