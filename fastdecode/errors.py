@@ -29,6 +29,20 @@ class FastDecodeError(Exception):
     """Base class of every error fastdecode raises on purpose.
 
     ``path`` names the file the data came from, when it is known.
+
+    Parameters
+    ----------
+    message : str
+        The reason, kept as the ``reason`` attribute.
+    path : str or None, optional
+        The file the data came from (default None: not known), kept as the
+        ``path`` attribute. When given, ``str()`` of the error is
+        ``"{path}: {message}"``; else the message alone.
+
+    Notes
+    -----
+    The error pickles with its ``reason`` and ``path`` (what a DataLoader
+    worker sends to the main process), and so do its subclasses.
     """
 
     def __init__(self, message: str, path: str | None = None) -> None:
@@ -59,6 +73,20 @@ class ImageFileError(DecodeError, OSError):
     ``path`` and ``filename`` name the file; ``errno`` is the operating
     system's when the read itself failed (missing file, no permission), else
     None. The message is the reason alone, as for every FastDecodeError.
+
+    Parameters
+    ----------
+    message : str
+        The reason, kept as the ``reason`` attribute; ``str()`` of the error
+        is this message alone (the path is not prefixed, and there is no
+        ``[Errno ...]`` form).
+    path : str or None, optional
+        The sample's file (default None), kept as both ``path`` and
+        ``filename``.
+    errno : int or None, optional
+        The operating system's error number when reading the file failed
+        (default None: the read succeeded and decoding failed), kept as
+        ``errno``.
     """
 
     def __init__(self, message: str, path: str | None = None, errno: int | None = None) -> None:
@@ -96,7 +124,27 @@ class ResumeError(FastDecodeError, ValueError):
 
 def file_error(exc: BaseException, message: str, path: str) -> ImageFileError:
     """The ImageFileError for ``exc`` raised while loading ``path``: the
-    narrowest class that keeps what ``exc`` was (too large, unsupported)."""
+    narrowest class that keeps what ``exc`` was (too large, unsupported).
+
+    Parameters
+    ----------
+    exc : BaseException
+        The error loading the file raised. An :class:`ImageTooLargeError`
+        gives an :class:`ImageFileTooLargeError`, an
+        :class:`UnsupportedFormatError` an :class:`UnsupportedImageFileError`,
+        anything else a plain :class:`ImageFileError`; an :class:`OSError`'s
+        ``errno`` is carried over.
+    message : str
+        The new error's message (its ``reason``).
+    path : str
+        The file that was being loaded.
+
+    Returns
+    -------
+    ImageFileError
+        The new error, not raised: the caller raises it (typically
+        ``from exc``).
+    """
     if isinstance(exc, ImageTooLargeError):
         cls: type[ImageFileError] = ImageFileTooLargeError
     elif isinstance(exc, UnsupportedFormatError):
