@@ -248,21 +248,25 @@ def _expected(tree: Path, chain, exact_seeds=SEED):
     return out
 
 
+@pytest.mark.slow  # the 2-node cluster: make test-full (tests/conftest.py tiers)
 def test_two_nodes_came_up(cluster_run):
     _, _, facts = cluster_run
     assert len(facts["nodes"]) == 2
 
 
+@pytest.mark.slow  # the 2-node cluster: make test-full (tests/conftest.py tiers)
 def test_warm_up_warms_one_worker_per_cpu(cluster_run):
     _, rows, facts = cluster_run
     assert len(set(rows["warm_pids"].tolist())) == NODE_CPUS * len(facts["nodes"])
 
 
+@pytest.mark.slow  # the 2-node cluster: make test-full (tests/conftest.py tiers)
 def test_decode_tasks_ran_on_both_nodes(cluster_run):
     _, rows, facts = cluster_run
     assert set(rows["float_node"]) == set(facts["nodes"])
 
 
+@pytest.mark.slow  # the 2-node cluster: make test-full (tests/conftest.py tiers)
 def test_read_images_rows_equal_fast_image_folder(cluster_run):
     tree, rows, _ = cluster_run
     expected = _expected(tree, chains()["float"])
@@ -273,6 +277,7 @@ def test_read_images_rows_equal_fast_image_folder(cluster_run):
         assert label == y
 
 
+@pytest.mark.slow  # the 2-node cluster: make test-full (tests/conftest.py tiers)
 def test_exact_mode_rows_equal_fused_exact(cluster_run):
     import torch
 
@@ -289,6 +294,7 @@ def test_exact_mode_rows_equal_fused_exact(cluster_run):
         np.testing.assert_array_equal(image, fused(Path(path).read_bytes()).numpy(), err_msg=path)
 
 
+@pytest.mark.slow  # the 2-node cluster: make test-full (tests/conftest.py tiers)
 @pytest.mark.parametrize("fmt", ["pyarrow", "numpy", "pyarrow-blocks"])
 def test_decode_map_rows_equal_fused(cluster_run, fmt):
     import torch
@@ -317,6 +323,7 @@ def test_killed_node_rows_once_and_equal(cluster_run):
         np.testing.assert_array_equal(image, expected[path][0].numpy(), err_msg=path)
 
 
+@pytest.mark.slow  # the 2-node cluster: make test-full (tests/conftest.py tiers)
 def test_convert_jobs_over_the_cluster_write_the_local_tree(cluster_run, tmp_path):
     from fastdecode.cli.convert import convert_tree, plan_conversion, source_classes
 

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.no_sanitize,
+    pytest.mark.slow,  # builds an sdist and a wheel and installs it: make test-full
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="manylinux wheels: Linux only"),
 ]
 
