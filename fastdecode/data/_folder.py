@@ -20,18 +20,67 @@ def _is_url(path: object) -> bool:
 
 
 def has_file_allowed_extension(filename: str, extensions: Union[str, tuple[str, ...]]) -> bool:
-    """True if ``filename`` ends with one of ``extensions`` (lowercase)."""
+    """True if ``filename`` ends with one of ``extensions`` (lowercase).
+
+    Parameters
+    ----------
+    filename : str
+        A file name or path; compared in lower case.
+    extensions : str or tuple of str
+        One suffix or several, given in lower case (e.g. ``".jpg"`` or
+        ``IMG_EXTENSIONS``).
+
+    Returns
+    -------
+    bool
+        Whether the lower-cased ``filename`` ends with one of them.
+    """
     suffixes = extensions if isinstance(extensions, str) else tuple(extensions)
     return filename.lower().endswith(suffixes)
 
 
 def is_image_file(filename: str) -> bool:
+    """True if ``filename`` has one of torchvision's image extensions.
+
+    Parameters
+    ----------
+    filename : str
+        A file name or path; compared in lower case.
+
+    Returns
+    -------
+    bool
+        Whether it ends with one of ``IMG_EXTENSIONS`` (.jpg, .jpeg, .png,
+        .ppm, .bmp, .pgm, .tif, .tiff, .webp), as
+        ``torchvision.datasets.folder.is_image_file``.
+    """
     return has_file_allowed_extension(filename, IMG_EXTENSIONS)
 
 
 def find_classes(directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
     """Class folders of ``directory``, sorted, and their indices (a remote
-    URL: from its listing index, see :mod:`fastdecode.data._remote`)."""
+    URL: from its listing index, see :mod:`fastdecode.data._remote`).
+
+    Parameters
+    ----------
+    directory : str or path-like
+        The dataset root: each subfolder is a class. A string with ``://``
+        (other than ``file://``) is a remote URL.
+
+    Returns
+    -------
+    classes : list of str
+        The subfolder names, sorted.
+    class_to_idx : dict of str to int
+        Each class's index: its position in ``classes``.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``directory`` has no subfolder (or does not exist).
+    OSError
+        ``directory`` cannot be listed.
+    """
     if _is_url(directory):
         from fastdecode.data._remote import folder_classes
 
@@ -49,7 +98,40 @@ def make_dataset(
     is_valid_file: Optional[Callable[[str], bool]] = None,
     allow_empty: bool = False,
 ) -> list[tuple[str, int]]:
-    """(path, class_index) pairs, walked exactly as torchvision walks them."""
+    """(path, class_index) pairs, walked exactly as torchvision walks them.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        The dataset root (``~`` expanded); a string with ``://`` (other than
+        ``file://``) is a remote URL, walked from its listing index.
+    class_to_idx : dict of str to int, optional
+        The classes to collect and their indices; None (the default):
+        :func:`find_classes` of ``directory``.
+    extensions : str or tuple of str, optional
+        The lower-case suffixes of the files to keep. Exactly one of
+        ``extensions`` and ``is_valid_file`` must be given.
+    is_valid_file : callable, optional
+        ``path -> bool``: whether to keep a file.
+    allow_empty : bool, default False
+        If True, a class with no valid file is allowed; else it raises.
+
+    Returns
+    -------
+    list of (str, int)
+        Each kept file's path and class index: classes in sorted order, each
+        class folder walked (symlinks followed) with directories and file
+        names sorted.
+
+    Raises
+    ------
+    ValueError
+        ``class_to_idx`` is empty, or ``extensions`` and ``is_valid_file``
+        are both given or both None.
+    FileNotFoundError
+        A class has no valid file (unless ``allow_empty``), or
+        ``class_to_idx`` is None and ``directory`` has no class folder.
+    """
     if not _is_url(directory):
         directory = os.path.expanduser(directory)
     if class_to_idx is None:

@@ -111,7 +111,32 @@ class ReadAheadOptions:
     ``depth`` and keeps as many reads in flight as Little's law asks of the
     latency it measures (up to ``max_depth``, always within ``max_bytes``);
     None: ``depth`` fixed. The default (``readahead=None``, no
-    ``FASTDECODE_READAHEAD``) is :meth:`adaptive`."""
+    ``FASTDECODE_READAHEAD``) is :meth:`adaptive`.
+
+    A frozen dataclass; the datasets take it as ``readahead=``.
+
+    Parameters
+    ----------
+    depth : int, optional
+        The reads started and not yet taken, >= 0 (default
+        ``DEFAULT_DEPTH``, 16); 0 turns read-ahead off (every file is read in
+        the decoding thread). With ``max_depth``, the depth the adaptive
+        window starts at.
+    max_bytes : int, optional
+        The most file bytes the reads in flight may hold, >= 1 (default
+        ``DEFAULT_MAX_BYTES``, 64 MiB). A single file larger than this is read
+        only when nothing else is reserved.
+    max_depth : int or None, optional
+        None (the default): ``depth`` is fixed. An int >= ``depth``: the
+        depth adapts to the measured read latency, between ``depth`` and
+        ``max_depth``.
+
+    Raises
+    ------
+    ValueError
+        ``depth`` is not an int >= 0, ``max_bytes`` not an int >= 1, or
+        ``max_depth`` neither None nor an int >= ``depth``.
+    """
 
     depth: int = DEFAULT_DEPTH
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -132,7 +157,25 @@ class ReadAheadOptions:
     @classmethod
     def adaptive(cls, max_bytes: int = DEFAULT_MAX_BYTES) -> "ReadAheadOptions":
         """The default: ``DEFAULT_DEPTH`` reads in flight, grown up to
-        ``DEFAULT_MAX_DEPTH`` where the measured latency asks for more."""
+        ``DEFAULT_MAX_DEPTH`` where the measured latency asks for more.
+
+        Parameters
+        ----------
+        max_bytes : int, optional
+            The byte bound of the reads in flight (default
+            ``DEFAULT_MAX_BYTES``, 64 MiB).
+
+        Returns
+        -------
+        ReadAheadOptions
+            ``ReadAheadOptions(DEFAULT_DEPTH, max_bytes, DEFAULT_MAX_DEPTH)``
+            (16 to 128 reads).
+
+        Raises
+        ------
+        ValueError
+            ``max_bytes`` is not an int >= 1.
+        """
         return cls(DEFAULT_DEPTH, max_bytes, DEFAULT_MAX_DEPTH)
 
     @property
@@ -142,7 +185,32 @@ class ReadAheadOptions:
 
     @classmethod
     def resolve(cls, value: Union[None, int, "ReadAheadOptions"]) -> "ReadAheadOptions":
-        """The options of a ``readahead=`` argument (see the module doc)."""
+        """The options of a ``readahead=`` argument (see the module doc).
+
+        Parameters
+        ----------
+        value : None, int or ReadAheadOptions
+            A ReadAheadOptions is returned as it is. An int is a fixed depth
+            (``ReadAheadOptions(depth=value)``; 0: off). None reads the
+            ``FASTDECODE_READAHEAD`` environment variable: ``"DEPTH"`` or
+            ``"DEPTH,BYTES"`` (a fixed depth, e.g. ``"16,64MiB"``), ``"auto"``
+            or ``"auto,BYTES"`` (:meth:`adaptive`); unset or empty:
+            :meth:`adaptive` with its defaults.
+
+        Returns
+        -------
+        ReadAheadOptions
+            The options to use.
+
+        Raises
+        ------
+        TypeError
+            ``value`` is not None, an int (a bool is not one) or a
+            ReadAheadOptions.
+        ValueError
+            The int or ``FASTDECODE_READAHEAD`` is not a valid depth or byte
+            count (the message quotes the variable and gives examples).
+        """
         if isinstance(value, ReadAheadOptions):
             return value
         if value is None:

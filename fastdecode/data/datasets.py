@@ -94,7 +94,28 @@ def _to_pil(array: np.ndarray) -> Any:
 def default_loader(path: Union[str, Path]) -> Any:
     """The RGB PIL image of the file at ``path``: what torchvision's
     ``default_loader`` returns (PIL backend), decoded by fastdecode (JPEG and
-    BMP natively, other formats through Pillow). Errors are ImageFileErrors."""
+    BMP natively, other formats through Pillow). Errors are ImageFileErrors.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A local file, read whole. It is decoded with fastdecode's defaults
+        (the EXIF orientation is not applied, as PIL's ``Image.open`` does
+        not; the ``max_pixels`` and ``max_work_per_byte`` limits hold).
+
+    Returns
+    -------
+    PIL.Image.Image
+        The decoded image, mode 'RGB'.
+
+    Raises
+    ------
+    ImageFileError
+        The file cannot be read (``errno`` set) or decoded;
+        :class:`UnsupportedImageFileError` and :class:`ImageFileTooLargeError`
+        where the format is not decodable or the image is above the size
+        limits. Each names the file (``path``, ``filename``).
+    """
     name = os.fspath(path)
     with _naming(name, None):
         return _to_pil(decode_image(_read_bytes(name)))

@@ -60,14 +60,6 @@ PENDING = {
     "fastdecode.FastLoader.load_state_dict",
     "fastdecode.FastLoader.state_dict",
     "fastdecode.collate",
-    "fastdecode.datasets.ReadAheadOptions",
-    "fastdecode.datasets.ReadAheadOptions.adaptive",
-    "fastdecode.datasets.ReadAheadOptions.resolve",
-    "fastdecode.datasets.default_loader",
-    "fastdecode.datasets.find_classes",
-    "fastdecode.datasets.has_file_allowed_extension",
-    "fastdecode.datasets.is_image_file",
-    "fastdecode.datasets.make_dataset",
     "fastdecode.worker_init_fn",
 }
 
