@@ -95,9 +95,9 @@ def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, lis
         rows = []
         for workers in settings["workers"]:
             wave = max(workers, 1)
-            # the timed batches in whole waves, then the ramp wave that
-            # bench_loader.run_round leaves out of the timing, on top
-            batches = (math.ceil(settings["batches"] / wave) + 1) * wave
+            # the timed batches in whole waves, then the ramp wave and the
+            # final wave that bench_loader.run_round leaves out of the timing
+            batches = (math.ceil(settings["batches"] / wave) + 2) * wave
             for kind in DATASETS:
                 bar.set_postfix_str(f"{name}: {kind}, num_workers={workers}, start-up")
                 with pinned(workers):
