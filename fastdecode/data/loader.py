@@ -57,7 +57,29 @@ def collate(batch: Sequence[Any]) -> Any:
     tensor (what FastImageFolder.__getitems__ returns) are handed on as that
     tensor, with no copy (in a worker, on a slot of its shared pool: see
     data/_shared_pool.py). The stock ``default_collate`` now does the same
-    for FastImageFolder's samples (``collate_rows``)."""
+    for FastImageFolder's samples (``collate_rows``).
+
+    Parameters
+    ----------
+    batch : sequence
+        The samples of one batch. When they are ``(image, target)`` pairs
+        whose images are the rows of one batch tensor, in order, that tensor
+        is the batch's images and the targets are collated by
+        ``default_collate``; anything else goes to ``default_collate`` whole.
+
+    Returns
+    -------
+    object
+        ``[images, targets]`` for such pairs (``images`` the batch tensor
+        itself, not a copy); else what ``default_collate(batch)`` returns.
+
+    Raises
+    ------
+    TypeError
+        ``default_collate``'s, for samples of a type it cannot collate.
+    RuntimeError
+        ``default_collate``'s, for tensors of different shapes.
+    """
     if batch and isinstance(batch[0], tuple) and len(batch[0]) == 2:
         base = whole_batch([b[0] for b in batch])
         if base is not None:
@@ -75,7 +97,16 @@ def worker_init_fn(worker_id: int) -> None:
     OpenCV, torch): workers are the parallelism, nested pools only fight; and
     the worker's longer time slice (``_system.settle_in_worker``, which the
     datasets also call, once per process: more workers than CPUs take turns
-    every 20 ms, not every image)."""
+    every 20 ms, not every image).
+
+    FastLoader runs it in each worker before the user's ``worker_init_fn``;
+    with a plain DataLoader, pass it as ``worker_init_fn=``.
+
+    Parameters
+    ----------
+    worker_id : int
+        The worker's id, as DataLoader passes it (not used).
+    """
     limit_threads_to_one()
     settle_in_worker()
 
@@ -143,6 +174,10 @@ class _LoaderBase(DataLoader):
     that names dead workers."""
 
     def check_worker_number_rationality(self) -> None:
+        """Does nothing: DataLoader's worker-count check (a warning at
+        construction and at every iterator with workers, from
+        ``os.sched_getaffinity`` alone) is replaced by FastLoader's own,
+        which counts the cgroup quota too and warns once."""
         pass
 
     def _get_iterator(self):
@@ -188,19 +223,94 @@ class FastLoader(_LoaderBase):
     samples and their order are exact always (``num_workers``, ``threads``
     and the world size may change: docs/guides/resuming.md).
 
-    resumable: False (default) draws random augmentations as DataLoader does
-      (from each worker's RNG, or in-process from the global one), so the
-      batches equal DataLoader's bit for bit, and those drawn after a resume
-      are not the uninterrupted run's. True seeds each sample's draws by
-      (base seed, epoch, its position in the epoch's order) only, never by
-      the worker, thread or rank that decodes it: a resumed run yields the
-      uninterrupted run's batches bit for bit, with any ``num_workers`` or
-      ``threads``, and the training loop's global RNGs are never drawn from.
-      The base seed is ``generator.initial_seed()`` (torch's
-      ``initial_seed()`` without one); an int gives it. The epochs' orders
-      are then the sampler's draws only: ``iter()`` draws its base seed
-      (the workers' seeds) from a generator of its own, so the order is the
-      same in-process, in workers (persistent or not) and in threads.
+    Parameters
+    ----------
+    dataset : Dataset
+        A map-style or iterable dataset. A FastImageFolder /
+        FastDatasetFolder / FastImageList takes the fast paths (the batch
+        rings, the threads' draw/decode split); any other dataset loads as
+        DataLoader loads it.
+    batch_size : int or None, default 1
+        As DataLoader's.
+    shuffle : bool or None, default False
+        As DataLoader's.
+    sampler, batch_sampler : Sampler or iterable, optional
+        As DataLoader's. Under ``torch.distributed`` with two processes or
+        more, a sampler that does not shard the data (no DistributedSampler,
+        no ``num_replicas``) warns once, at ``iter()``.
+    num_workers : int or None, default None
+        Worker processes; None: the CPUs this process may use (affinity and
+        cgroup quota). More than those warns once (RuntimeWarning). Ignored
+        (no workers) when ``threads`` is given.
+    collate_fn : callable, optional
+        None (the default): :func:`collate`, zero-copy for the datasets'
+        batch tensors. A collate_fn of one's own also turns off the CPU
+        batch ring.
+    pin_memory : bool, default True
+        As DataLoader's, but only where CUDA is available (else False).
+    drop_last : bool, default False
+        As DataLoader's.
+    timeout : float, default 0
+        As DataLoader's.
+    worker_init_fn : callable, optional
+        ``worker_id -> None``, run in each worker after fastdecode's
+        :func:`worker_init_fn` (one thread per library pool, the longer time
+        slice), which always runs.
+    multiprocessing_context : optional
+        As DataLoader's.
+    generator : torch.Generator, optional
+        As DataLoader's: the sampler's and the workers' base seed's
+        generator. With ``resumable=True`` its ``initial_seed()`` is the base
+        seed, and the loader's ``generator`` attribute becomes a generator of
+        its own seeded with it.
+    prefetch_factor : int or None, default 2
+        Batches in flight per worker (None: 2); with ``threads=N``, ``N x
+        prefetch_factor`` batches are submitted ahead.
+    persistent_workers : bool, default False
+        As DataLoader's (only with workers).
+    pin_memory_device : str, default ''
+        As DataLoader's.
+    in_order : bool, default True
+        As DataLoader's.
+    threads : int or None, default None
+        An in-process pool of this many threads instead of worker processes
+        (the decode releases the GIL). For a dataset with a draw/render split
+        (FastDatasetFolder, FastImageFolder, FastImageList decoding with
+        fastdecode) the random draws are made in the loader's thread, in
+        batch order, so the batches are reproducible; other items (another
+        dataset, a custom ``loader``) run whole in the pool and warn once.
+    device : str or torch.device, optional
+        None or 'cpu': batches on the CPU. 'cuda' (or a CUDA device): batches
+        on that device; with workers, batches and a dataset of fixed sample
+        shape, through the pinned ring (uint8 copied, then the chain's
+        ToTensor/Normalize run on the GPU); else each batch is copied on a
+        side stream.
+    resumable : bool or int, default False
+        False draws random augmentations as DataLoader does
+        (from each worker's RNG, or in-process from the global one), so the
+        batches equal DataLoader's bit for bit, and those drawn after a resume
+        are not the uninterrupted run's. True seeds each sample's draws by
+        (base seed, epoch, its position in the epoch's order) only, never by
+        the worker, thread or rank that decodes it: a resumed run yields the
+        uninterrupted run's batches bit for bit, with any ``num_workers`` or
+        ``threads``, and the training loop's global RNGs are never drawn from.
+        The base seed is ``generator.initial_seed()`` (torch's
+        ``initial_seed()`` without one); an int gives it. The epochs' orders
+        are then the sampler's draws only: ``iter()`` draws its base seed
+        (the workers' seeds) from a generator of its own, so the order is the
+        same in-process, in workers (persistent or not) and in threads.
+
+    Raises
+    ------
+    RuntimeError
+        ``device`` is a CUDA device and CUDA is not available.
+    TypeError
+        ``resumable`` is neither a bool nor an int.
+    ValueError
+        ``resumable`` is True or an int but the dataset is not map-style or
+        there are no batches (``batch_size=None`` and no
+        ``batch_sampler``); and DataLoader's own (conflicting ``sampler``,
+        ``shuffle`` and ``batch_sampler``, ...).
     """
 
     _tracker: Optional[Tracker]
@@ -402,7 +512,32 @@ class FastLoader(_LoaderBase):
         stateful sampler's own state, the base seed, the sampler's shape and
         a fingerprint of the dataset. A few KB of primitives whatever the
         dataset's size (``torch.load(weights_only=True)`` reads it), the
-        same on every rank."""
+        same on every rank.
+
+        Taken before the first ``iter()``, it resumes at the beginning; after
+        an epoch's last batch, at the next epoch's first batch; right after
+        :meth:`load_state_dict` (before ``iter()``), it is the loaded state.
+
+        Returns
+        -------
+        dict
+            The state: ``kind`` and ``version``, ``epoch``, ``started``,
+            ``batches`` and ``samples`` taken (``samples_global`` across the
+            ranks), ``finished``, ``order_replicas``, ``random`` (the saved
+            generator states), ``sampler_state`` (a stateful sampler's own
+            ``state_dict()``, else None), ``sampler_epoch`` (a
+            DistributedSampler's epoch), ``base_seed`` (None unless
+            ``resumable``), ``shape`` (the sampler chain, batch size,
+            ``drop_last``, replicas) and ``dataset`` (its size, class list and
+            file list fingerprint). Pass it to :meth:`load_state_dict`.
+
+        Raises
+        ------
+        ResumeError
+            The loader has no position to save (an iterable dataset, or no
+            batches), or the position after the last batch taken was not kept
+            (batches taken out of order).
+        """
         return self._resume_tracker().state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -410,7 +545,31 @@ class FastLoader(_LoaderBase):
         loader, raising :class:`~fastdecode.errors.ResumeError` naming what
         differs (dataset, seed, sampler, batch size, a global batch the
         world size does not divide); the next ``iter()`` continues its
-        epoch at the next batch, in O(1)."""
+        epoch at the next batch, in O(1).
+
+        Nothing before the resume point is read or decoded, and later
+        ``iter()`` calls run the following epochs. The state may be loaded
+        with other ``num_workers``, ``threads`` or a world size that keeps
+        the global batch (``batch_size x ranks``). Loaded while an iterator
+        is still running, it warns once; that iterator goes on as it is and
+        the state applies to the next ``iter()``.
+
+        Parameters
+        ----------
+        state_dict : dict
+            What :meth:`state_dict` returned (for instance read back with
+            ``torch.load(..., weights_only=True)``).
+
+        Raises
+        ------
+        ResumeError
+            The loader has no position to load (an iterable dataset, or no
+            batches), ``state_dict`` is not a FastLoader state or of another
+            version, or it does not fit this loader: another dataset (size,
+            class list, file list), base seed, sampler chain or sampler
+            settings, batch size, or a global batch the new world size does
+            not divide.
+        """
         self._resume_tracker().load_state_dict(state_dict)
 
     def _resume_tracker(self) -> Tracker:
