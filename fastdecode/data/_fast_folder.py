@@ -17,7 +17,7 @@ import torch
 from fastdecode._options import DEFAULTS as _D
 from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits, decode_image
-from fastdecode.data import _planned, _remote
+from fastdecode.data import _listing, _planned, _remote
 from fastdecode.data._base import (
     TV_DEFAULT_LOADER,
     DatasetFolder,
@@ -456,16 +456,28 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
             root = _remote.scrub_url(os.fspath(root))
         self._setup_fast(root, loader, transform, target_transform, exact, on_error,
                          max_pixels, max_work_per_byte)
-        classes, class_to_idx = self.find_classes(self.root)
-        samples = self.make_dataset(
-            self.root, class_to_idx=class_to_idx, extensions=extensions,
-            is_valid_file=is_valid_file, allow_empty=allow_empty,
-        )
+        listing = None
+        if (not is_url(self.root) and is_valid_file is None and extensions is not None
+                and type(self).find_classes is FastDatasetFolder.find_classes
+                and type(self).make_dataset is FastDatasetFolder.make_dataset):
+            # the same classes and samples, walked on bytes, or from the local index
+            listing = _listing.folder_listing(os.path.expanduser(os.fspath(self.root)),
+                                              extensions, allow_empty, refresh_index)
+            classes, class_to_idx, store = listing.classes, listing.class_to_idx, listing.store
+            self.targets = listing.targets  # ints shared with class_to_idx, as torchvision's
+        else:
+            classes, class_to_idx = self.find_classes(self.root)
+            samples = self.make_dataset(
+                self.root, class_to_idx=class_to_idx, extensions=extensions,
+                is_valid_file=is_valid_file, allow_empty=allow_empty,
+            )
+            self.targets = [s[1] for s in samples]  # ints shared with class_to_idx
+            store = SampleStore(samples)
+        self._listing_source = "listed" if listing is None else listing.source
         self.extensions = extensions
         self.classes = classes
         self.class_to_idx = class_to_idx
-        self.targets = [s[1] for s in samples]  # ints shared with class_to_idx, as torchvision's
-        self.samples = SamplesView(SampleStore(samples))
+        self.samples = SamplesView(store)
         self.imgs = self.samples  # ImageFolder's name (kept on DatasetFolder too, as before)
         self._setup_reads(readahead, cache)
 

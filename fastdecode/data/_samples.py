@@ -2,9 +2,9 @@
 
 A list of (str, int) tuples is millions of Python objects; every forked
 DataLoader worker that touches one bumps its reference count and so copies its
-page. :class:`SampleStore` keeps all paths in one uint8 array with an offsets
-array and the targets in an int64 array: three objects, read-only, shared
-copy-on-write for free.
+page. :class:`SampleStore` keeps each folder's prefix once, the file names in
+one uint8 array with an offsets array, and the targets in a small int array: a
+few objects, read-only, shared copy-on-write for free.
 
 ``dataset.samples`` (and ``imgs``, the same object, as in torchvision) is a
 :class:`SamplesView`: every list operation works on it (indexing, slices,
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, MutableSequence
-from typing import Any, Iterator, Optional, Union, overload
+from typing import Any, Iterator, Optional, Sequence, Union, overload
 
 import numpy as np
 
@@ -32,9 +32,18 @@ __all__ = ["SampleStore", "SamplesView", "shared_int_list"]
 
 
 class SampleStore:
-    """(path, target) pairs packed into numpy arrays; immutable."""
+    """(path, target) pairs packed into numpy arrays; immutable.
 
-    __slots__ = ("_blob", "_offsets", "_targets")
+    A path is a folder prefix (one per folder, kept once) followed by the
+    file's name: ``folders[folder_index[i]] + names[offsets[i]:offsets[i + 1]]``
+    as bytes (``os.fsencode``). A store built from pairs keeps whole paths
+    under one empty prefix; :meth:`from_folders` (the folder walk and its
+    index) keeps each folder once, so a path costs its name's bytes, 4 for
+    its offset, 1-2 for its folder and 2 for its target (int16 while the
+    targets fit): about 30 bytes a sample on ImageNet's names."""
+
+    __slots__ = ("_folders", "_folder_offsets", "_folder_index", "_prefix", "_names",
+                 "_offsets", "_targets")
 
     def __init__(self, samples: Iterable[tuple[Union[str, os.PathLike], int]]) -> None:
         encoded = []
@@ -42,18 +51,64 @@ class SampleStore:
         for path, target in samples:
             encoded.append(os.fsencode(path))
             targets.append(int(target))
-        lengths = np.fromiter((len(p) for p in encoded), dtype=np.int64, count=len(encoded))
-        self._offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=self._offsets[1:])
-        self._blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        self._targets = np.asarray(targets, dtype=np.int64)
+        self._set(np.zeros(1, np.uint8)[:0], np.zeros(2, np.int64), None, b"".join(encoded),
+                  _offsets_of(encoded), np.asarray(targets, dtype=np.int64))
+
+    @classmethod
+    def from_folders(cls, folders: Sequence[bytes], folder_index: np.ndarray,
+                     names: Sequence[bytes], targets: np.ndarray) -> SampleStore:
+        """A store of ``folders[folder_index[i]] + names[i]`` with ``targets[i]``
+        (``folders``: bytes prefixes, each with its trailing separator)."""
+        store = cls.__new__(cls)
+        store._set(np.frombuffer(b"".join(folders), np.uint8), _offsets_of(folders),
+                   folder_index, b"".join(names), _offsets_of(names), targets)
+        return store
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> SampleStore:
+        """The store whose :meth:`arrays` are ``arrays`` (a listing index)."""
+        store = cls.__new__(cls)
+        index = arrays.get("folder_index")
+        store._set(arrays["folders"], arrays["folder_offsets"],
+                   None if index is None or index.size == 0 else index,
+                   arrays["names"], arrays["offsets"], arrays["targets"])
+        return store
+
+    def _set(self, folders: np.ndarray, folder_offsets: np.ndarray,
+             folder_index: Optional[np.ndarray], names: Any, offsets: np.ndarray,
+             targets: np.ndarray) -> None:
+        self._folders = folders
+        self._folder_offsets = np.asarray(folder_offsets, np.int64)
+        n_folders = len(self._folder_offsets) - 1
+        self._folder_index: Optional[np.ndarray] = (None if folder_index is None or n_folders <= 1
+                              else np.asarray(folder_index, _uint_for(n_folders)))
+        self._prefix = self._folders.tobytes() if n_folders == 1 else b""
+        self._names = names if isinstance(names, np.ndarray) else np.frombuffer(names, np.uint8)
+        self._offsets: np.ndarray = np.asarray(offsets, _uint_for(len(self._names) + 1))
+        self._targets: np.ndarray = np.asarray(targets, _int_for(targets))
+        for array in (self._folders, self._folder_offsets, self._folder_index, self._names,
+                      self._offsets, self._targets):
+            if array is not None and array.flags.writeable:
+                array.flags.writeable = False
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The store's arrays, by name (what a listing index saves)."""
+        return {"folders": self._folders, "folder_offsets": self._folder_offsets,
+                "folder_index": (np.zeros(0, np.uint8) if self._folder_index is None
+                                 else self._folder_index),
+                "names": self._names, "offsets": self._offsets, "targets": self._targets}
 
     def __len__(self) -> int:
         return len(self._targets)
 
     def path(self, index: int) -> str:
-        start, end = self._offsets[index], self._offsets[index + 1]
-        return os.fsdecode(self._blob[start:end].tobytes())
+        names, offsets = self._names, self._offsets
+        name = names[offsets[index]:offsets[index + 1]].tobytes()
+        if self._folder_index is None:
+            return os.fsdecode(self._prefix + name)
+        folder = self._folder_index[index]
+        bounds = self._folder_offsets
+        return os.fsdecode(self._folders[bounds[folder]:bounds[folder + 1]].tobytes() + name)
 
     def target(self, index: int) -> int:
         return int(self._targets[index])
@@ -64,16 +119,59 @@ class SampleStore:
 
     @property
     def nbytes(self) -> int:
-        return self._blob.nbytes + self._offsets.nbytes + self._targets.nbytes
+        return sum(a.nbytes for a in self.arrays().values())
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, np.ndarray]]]:
+        return _store_of, (self.arrays(),)
+
+
+def _store_of(arrays: dict[str, np.ndarray]) -> SampleStore:
+    return SampleStore.from_arrays(arrays)
+
+
+def _offsets_of(parts: Sequence[bytes]) -> np.ndarray:
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
+    return offsets
+
+
+def _uint_for(bound: int) -> type:
+    """The smallest unsigned dtype that holds 0..bound."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if bound <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
+def _int_for(values: Any) -> type:
+    """The smallest signed dtype that holds ``values`` (int64 when empty)."""
+    values = np.asarray(values)
+    if values.size == 0 or values.dtype.kind not in "iu":
+        return np.int64
+    low, high = int(values.min()), int(values.max())
+    for dtype in (np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return dtype
+    return np.int64
 
 
 def shared_int_list(values: np.ndarray) -> list[int]:
     """``values.tolist()`` with one int object per distinct value (8 bytes per
-    entry, as torchvision's targets list, whose ints come from class_to_idx)."""
+    entry, as torchvision's targets list, whose ints come from class_to_idx).
+    Runs of one value (a folder listing's targets: one run per class) are
+    repeated whole."""
     if len(values) == 0:
         return []
     low = int(values.min())
     table = list(range(low, int(values.max()) + 1))
+    starts = np.flatnonzero(np.diff(values)) + 1
+    if len(starts) < len(values) // 16:  # few runs: one list repeat per run
+        out: list[int] = []
+        bounds = [0, *starts.tolist(), len(values)]
+        for start, end in zip(bounds, bounds[1:]):
+            out += [table[int(values[start]) - low]] * (end - start)
+        return out
     return [table[v - low] for v in values.tolist()]
 
 
