@@ -98,9 +98,9 @@ def summary_rows(report: dict) -> list[tuple[str, str, str, str]]:
                          f"torchvision + PIL {_num(base['ms_per_image'], 2)}",
                          _num(ours["ms_per_image"], 2), _x(ours.get("speedup"))))
     chain = _loader_chain(report)
-    if chain:
+    if chain and _loader_rows(chain):
         by_loader = _loader_rows(chain)
-        workers = chain["summary"]["num_workers"]
+        workers = chain.get("summary", {}).get("num_workers")
         base = by_loader.get("ImageFolder+PIL", {})
         for loader in ("FastImageFolder", "FastLoader"):
             ours = by_loader.get(loader)
@@ -234,7 +234,12 @@ def page(report: dict, source: Path, figure_name: str) -> str:
              f"- **Date:** {run_date(report, source)}",
              f"- **Command:** `{run_command(report)}`",
              f"- **Machine:** {machine_line(report)}, {report.get('machine', {}).get('platform', '')}",
-             "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in versions.items()), ""]
+             "- **Versions:** " + ", ".join(f"{k} {v}" for k, v in versions.items())]
+    load = report.get("machine", {}).get("load_average_start")
+    if load:
+        lines.append(f"- **Load average at the start:** {', '.join(f'{x:.2f}' for x in load)} "
+                     "(1, 5, 15 min): above zero, other work shared the CPUs with the run")
+    lines.append("")
     skipped = report.get("skipped", {})
     if skipped:
         lines += ["- **Skipped:** " + "; ".join(f"{k}: {v}" for k, v in skipped.items()), ""]
@@ -298,10 +303,9 @@ def figure(report: dict, path: Path) -> str:
                        [r["name"].replace("torchvision + ", "tv + ") for r in rows],
                        [r["images_per_s"] for r in rows], [r.get("speedup") for r in rows], None))
     chain = _loader_chain(report)
-    if chain:
-        by_loader = _loader_rows(chain)
-        rows = [by_loader[n] for n in LOADERS if n in by_loader]
-        panels.append((f"loader: train chain, {chain['summary']['num_workers']} workers",
+    rows = [_loader_rows(chain)[n] for n in LOADERS if n in _loader_rows(chain)]
+    if rows:
+        panels.append((f"loader: train chain, {rows[0]['num_workers']} workers",
                        "images/s (median)", [LOADER_NAMES[r["loader"]].replace("DataLoader(", "DL(")
                                              for r in rows],
                        [r["images_per_s"] for r in rows], [r.get("speedup") for r in rows],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,14 @@ MODULES = (
      "timm: its training script and dataset factory loading through fastdecode."),
 )
 CLI_PAGE = "reference/cli.md"
+# Classes whose __init__ is torchvision's (they subclass its transforms and add
+# none): their docstrings document its parameters, which a static reading of
+# fastdecode cannot see in a signature, so griffe is not asked to match them.
+INHERITED_INIT = {
+    "fastdecode.transforms.CenterCrop",
+    "fastdecode.transforms.Compose",
+    "fastdecode.transforms.RandomHorizontalFlip",
+}
 # Public names that are another package's object, re-exported as it is: the
 # page says whose it is instead of rendering a docstring fastdecode does not own.
 EXTERNAL = {
@@ -95,24 +104,27 @@ def module_page(public: str, source: str, description: str) -> str:
             lines += [f"## `{public}.{name}` {{#{public}.{name}}}", "", f"`{target}`: {text}", ""]
             continue
         lines += [f"::: {ident}", "    options:", "      heading_level: 2",
-                  f"      heading: \"{public}.{name}\"", f"      toc_label: \"{name}\"", ""]
+                  f"      heading: \"{public}.{name}\"", f"      toc_label: \"{name}\""]
+        if f"{public}.{name}" in INHERITED_INIT:
+            lines += ["      docstring_options:", "        warn_unknown_params: false"]
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
 def _option_row(action: argparse.Action, formatter: argparse.HelpFormatter) -> str:
-    names = ", ".join(f"`{n}`" for n in action.option_strings) or f"`{action.dest}`"
+    names = ", ".join(action.option_strings) or action.dest
     if action.option_strings and action.nargs != 0:
         metavar = action.metavar or action.dest.upper()
         if isinstance(metavar, tuple):
             metavar = " ".join(metavar)
-        names += f" `{metavar}`" + (" ..." if action.nargs in ("+", "*") else "")
+        names += f" {metavar}" + (" ..." if action.nargs in ("+", "*") else "")
     text = formatter._expand_help(action) if action.help else ""  # argparse's %(default)s
     if action.choices is not None:
         text += " Choices: " + ", ".join(f"`{c}`" for c in action.choices) + "."
     if action.option_strings and action.nargs != 0 and action.default not in (None, argparse.SUPPRESS) \
-            and "%(default)" not in (action.help or ""):
+            and "default" not in text.lower():
         text += f" Default: `{action.default}`."
-    return f"| {names} | {' '.join(text.split()).replace('|', '&#124;')} |"
+    return f"| `{names}` | {' '.join(text.split()).replace('|', '&#124;')} |"
 
 
 def cli_page() -> str:
@@ -150,6 +162,22 @@ def pages() -> dict[str, str]:
     out = {page: module_page(public, source, text) for public, source, page, text in MODULES}
     out[CLI_PAGE] = cli_page()
     return out
+
+
+# Docstrings cross-reference in Sphinx's roles (:func:`fuse`, :class:`~x.Mode`),
+# which Markdown renders as the role's name then the code: keep only the code.
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const):<code>~?([^<]*)</code>")
+
+
+def _role(match: re.Match) -> str:
+    target = match.group(1)
+    if match.group(0).split("<code>", 1)[1].startswith("~"):
+        target = target.rsplit(".", 1)[-1]
+    return f"<code>{target}</code>"
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    return SPHINX_ROLE.sub(_role, html)
 
 
 def on_files(files: Any, config: Any) -> Any:

@@ -9,8 +9,10 @@ the transforms of real training recipes and the loaders on slow storage
 (a FUSE mount adding 0-20 ms per open; a skip line without FUSE). Each
 shows a progress bar on stderr and prints its Markdown tables as it finishes; this command runs them in turn
 on one dataset, ends with a five-line summary, and writes one JSON report
-(every section's numbers, the machine, the library versions) and a PNG plot
-of the loaders' images/s (medians, min-max bars, the limit as a line).
+(every section's numbers, the machine, the library versions, the date and
+the command) and a PNG figure: a bar per library and section with its ratio
+to the baseline, the loaders' limit as a line (``benchmarks/results.py``,
+which also renders the report as the docs' results page).
 
 The default run takes about four minutes on 2 cores (once the generated set
 exists); --full is the whole sweep (num_workers 0-8, every size, the
@@ -91,43 +93,26 @@ def section_argv(name: str, data: Path, mode: str, json_path: Path) -> list[str]
     return ["--data", str(data), "--json", str(json_path), *MODE_ARGS[mode][name]]
 
 
-def plot_loader(loader_report: dict, path: Path) -> str:
-    """Median images/s against num_workers with min-max bars, one line per
-    loader and the limit as a dashed line, one panel per chain."""
-    try:
-        import matplotlib
+def plot(report: dict, path: Path) -> str:
+    """The figure of the published results (``benchmarks/results.py``): one
+    panel per section, a bar per library with its ratio to the section's
+    baseline written on it, the loaders' limit as a line."""
+    return benchmark_module("results").figure(report, path)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "plot skipped: matplotlib is not installed (pip install matplotlib)"
-    chains = loader_report.get("chains", {})
-    fig, axes = plt.subplots(1, max(1, len(chains)), figsize=(5 * max(1, len(chains)), 3.6),
-                             squeeze=False)
-    for ax, (chain, result) in zip(axes[0], chains.items()):
-        for loader in dict.fromkeys(r["loader"] for r in result["rows"]):
-            rows = sorted((r for r in result["rows"] if r["loader"] == loader),
-                          key=lambda r: r["num_workers"])
-            medians = [r["images_per_s"] for r in rows]
-            ax.errorbar([r["num_workers"] for r in rows], medians, marker="o", capsize=3,
-                        label=loader,
-                        yerr=[[m - r["min_images_per_s"] for m, r in zip(medians, rows)],
-                              [r["max_images_per_s"] - m for m, r in zip(medians, rows)]])
-        limit = result["limit"]
-        ax.axhline(limit["images_per_s"], color="grey", linestyle="--",
-                   label=f"limit: {limit['usable_cpus']} CPUs / "
-                         f"{limit['fused_ms_per_image']:.2f} ms fused")
-        ax.set_xticks(sorted({r["num_workers"] for r in result["rows"]}))
-        ax.set_title(f"{chain} chain")
-        ax.set_xlabel("num_workers")
-        ax.set_ylabel("images/s (median, min-max)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return f"plot written to {path}"
+
+def command_line(args: argparse.Namespace) -> str:
+    """The ``fastdecode bench`` command that gives this run, for the report."""
+    words = ["fastdecode", "bench"]
+    if args.data is not None:
+        words += ["--data", str(args.data)]
+    words += ["--quick"] if args.quick else ["--full"] if args.full else []
+    if args.sections:
+        words += ["--sections", *args.sections]
+    if args.json is not None:
+        words += ["--json", str(args.json)]
+    if args.plot is not None:
+        words += ["--plot", str(args.plot)]
+    return " ".join(words)
 
 
 def _ratio(value: float | None, text: str) -> str:
@@ -182,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
     mode = "quick" if args.quick else "full" if args.full else "default"
     sections = args.sections or list(SECTIONS if args.full else DEFAULT_SECTIONS)
     report: dict[str, Any] = {"data": str(data), "quick": args.quick, "mode": mode,
+                              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                              "command": command_line(args),
                               "machine": common.machine_facts(),
                               "versions": common.library_versions(), "sections": {},
                               "skipped": {}}
@@ -214,8 +201,8 @@ def run(args: argparse.Namespace) -> int:
                 report["skipped"][name] = report["sections"][name]["skipped"]
             report["sections"][name]["seconds"] = time.perf_counter() - start
     report["summary"] = summary_lines(report["sections"])
-    if "loader" in report["sections"] and args.plot is not None:
-        print(plot_loader(report["sections"]["loader"], args.plot))
+    if report["sections"] and args.plot is not None:
+        print(plot(report, args.plot))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2, default=str))
         print(f"report written to {args.json}")
@@ -239,6 +226,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "--full: all)")
     parser.add_argument("--json", type=Path, help="write every number to this file")
     parser.add_argument("--plot", type=Path, default=Path("fastdecode-bench.png"),
-                        help="PNG of the loaders' images/s against num_workers (default: "
-                             "%(default)s)")
+                        help="PNG of the results: a panel per section, a bar per library with "
+                             "its ratio to the baseline, the loaders' limit as a line "
+                             "(default: %(default)s)")
     parser.set_defaults(run=run)
