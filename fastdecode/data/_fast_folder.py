@@ -84,7 +84,14 @@ class _FastDataset(VisionDataset):
     def cache_stats(self) -> Optional[dict[str, int]]:
         """The shared cache's counters over every process (hits, misses,
         stored, rejected: past the budget; used and capacity in bytes), or
-        None without ``cache=``."""
+        None without ``cache=``.
+
+        Returns
+        -------
+        dict of str to int or None
+            The counters, summed over every process that shares the cache;
+            None when the dataset has no ``cache=``.
+        """
         cache = self._reads_here().cache
         return None if cache is None else cache.stats()
 
@@ -93,7 +100,14 @@ class _FastDataset(VisionDataset):
         submitted, started, taken, dropped, direct (read by the decoding
         thread itself), failed; peak_in_flight and peak_bytes, the peaks of
         reads in flight and of their bytes (never above the bounds but for
-        a single file larger than ``max_bytes``)."""
+        a single file larger than ``max_bytes``).
+
+        Returns
+        -------
+        dict of str to int
+            The counters of the read-ahead window of the calling process and
+            thread (a window is per thread; zeros before any read).
+        """
         return self._reads_here().window().stats()
 
     def _read(self, path: str, index: Optional[int] = None) -> bytes:
@@ -133,6 +147,10 @@ class _FastDataset(VisionDataset):
 
     @property
     def transform(self) -> Optional[Callable]:
+        """The sample transform chain (None: the decoded PIL image). Followed
+        live: a chain set here (or changed in place) is fused again and used
+        from the next item on; with the fast loader, setting it fuses it at
+        once, so a chain that cannot be fused warns once, here."""
         return self.__dict__.get("_transform")
 
     @transform.setter
@@ -143,19 +161,32 @@ class _FastDataset(VisionDataset):
 
     @property
     def exact(self) -> bool:
+        """The constructor's ``exact``: True when decodes are bit-identical
+        to ImageFolder's (no reduced DCT scale)."""
         return self._live.exact
 
     @property
     def max_pixels(self) -> Optional[int]:
+        """The constructor's ``max_pixels``: the most pixels a decode of the
+        dataset accepts (None: no limit)."""
         return self._live.limits["max_pixels"]
 
     @property
     def max_work_per_byte(self) -> Optional[int]:
+        """The constructor's ``max_work_per_byte``: the most decoding work
+        per byte of file a decode of the dataset accepts (None: no limit)."""
         return self._live.limits["max_work_per_byte"]
 
     def explain(self) -> str:
         """How each item is loaded: the fused plan of ``transform`` (what joins
-        the decode, what runs unfused), as text."""
+        the decode, what runs unfused), as text.
+
+        Returns
+        -------
+        str
+            The plan; for a custom ``loader``, a line saying it is called as
+            torchvision calls it, nothing fused.
+        """
         if not self._fast_loader():
             return f"custom loader {self.loader!r}: called as torchvision calls it, nothing fused"
         return self._live.explain(self.transform)
@@ -260,7 +291,15 @@ class _FastDataset(VisionDataset):
 
     def fixed_sample_shape(self) -> Optional[tuple[int, int, int]]:
         """(C, H, W) of the uint8 geometric result when every sample has it
-        (the leading transforms fix the size), else None."""
+        (the leading transforms fix the size), else None.
+
+        Returns
+        -------
+        tuple of int or None
+            The shape every sample's pixels have before the chain's tensor
+            step; None with a custom ``loader`` or a chain whose output size
+            varies. FastLoader uses it to size its batch rings.
+        """
         fused = self._batch_fused()
         return None if fused is None else tuple(fused.output_shape)
 
@@ -268,7 +307,15 @@ class _FastDataset(VisionDataset):
         """The per-channel table (C, 256) that turns the uint8 result into
         the chain's float result (ToTensor, Normalize, ToDtype...), or None
         when the chain's result is the uint8 pixels themselves. Lets a loader
-        defer that step to the GPU."""
+        defer that step to the GPU.
+
+        Returns
+        -------
+        torch.Tensor or None
+            The (C, 256) table, entry ``[c, v]`` the result for value ``v``
+            of channel ``c``; None also when :meth:`fixed_sample_shape` is
+            None.
+        """
         fused = self._batch_fused()
         if fused is None or fused.tensor_table is None:
             return None
@@ -276,7 +323,33 @@ class _FastDataset(VisionDataset):
 
     def decode_batch_into(self, indices: list[int], pixels: Any) -> list[Any]:
         """Decodes samples ``indices`` into the uint8 (N, C, H, W) ``pixels``
-        (tensor or array), slot by slot, and returns their targets."""
+        (tensor or array), slot by slot, and returns their targets.
+
+        Parameters
+        ----------
+        indices : list of int
+            The samples, one per slot (negative indices count from the end).
+        pixels : torch.Tensor or numpy.ndarray
+            uint8, of shape ``(len(indices),
+            *fixed_sample_shape())`` (a CPU tensor is written through its
+            numpy view); slot ``j`` receives sample ``indices[j]``.
+
+        Returns
+        -------
+        list
+            The targets, one per slot, ``target_transform`` applied. Under
+            ``on_error='skip'``/``'warn'`` a failed slot holds its
+            replacement's pixels and target.
+
+        Raises
+        ------
+        TypeError
+            The dataset has a custom ``loader`` or a chain without a fixed
+            output size (:meth:`fixed_sample_shape` is None).
+        ImageFileError
+            A sample cannot be read or decoded (``on_error='raise'``, or 16
+            failed replacements).
+        """
         fused = self._batch_fused()
         if fused is None:
             raise TypeError("decode_batch_into needs the default loader and a transform chain "
@@ -372,64 +445,111 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
     :func:`fastdecode.transforms.fuse`); any other ``loader`` is called as
     torchvision calls it, with no fast path.
 
-    exact: False (default) lets JPEGs decode at a reduced DCT scale when the
-      output is much smaller (within the bound :func:`~fastdecode.transforms.
-      fuse` documents); True gives tensors bit-identical to ImageFolder's.
-      A :class:`~fastdecode.transforms.FusedTransform` given as ``transform``
-      is used as it is (``exact=True`` then needs one built with exact=True).
-    on_error: 'raise' (an :class:`~fastdecode.errors.ImageFileError`, which
-      is a DecodeError and an OSError, naming the file and index), 'skip'
-      or 'warn' (the same, with a warning naming the file). Under 'skip' a
-      failed sample ``i`` is replaced by another sample, so ``len`` and the
-      batch size are unchanged and ``skipped`` counts each replacement: the
-      k-th try (k = 0, 1, ...) loads index
-      ``(i * 2654435761 + k * 40503 + 1) % len(dataset)``, a function of
-      ``i`` alone, so the same sample stands in for ``i`` in every worker,
-      every epoch and every sampler order (``ds[i]`` and batches alike; it
-      may repeat a sample the epoch also yields). After 16 failed
-      replacements the 17th failure is raised, so a dataset of bad files
-      fails instead of looping. 'skip' and 'warn' take every failure of
-      a sample: a file that cannot be read or decoded, and any exception a
-      custom ``loader``, ``transform`` or ``target_transform`` raises for
-      it ('raise' lets those propagate as they are).
-    max_pixels, max_work_per_byte: the limits of every decode the dataset
-      runs (fused or not, in every worker), as for
-      :func:`fastdecode.decode_image`: a file above them is an
-      :class:`~fastdecode.errors.ImageTooLargeError` naming it and its index
-      (``on_error`` applies). A custom ``loader`` is called as it is.
-    storage_options, refresh_index: ``root`` may be any fsspec URL
-      (``s3://``, ``gs://``, ``http://``...; ``storage_options`` as pandas
-      takes them). It is listed once and the listing kept as a local index
-      file (re-opening lists nothing; ``refresh_index=True`` lists again);
-      files are fetched concurrently per batch, transient failures retried
-      within a bound, then an ImageFileError naming the URL (``on_error``
-      applies). Credentials stay out of errors and pickles
-      (:mod:`fastdecode.data._remote`).
-    readahead: how many file reads each process keeps in flight, so a
-      worker decodes while its next files arrive (storage with a round trip
-      per open: NFS, Lustre, FUSE). An int depth (0: off, each file read
-      when its sample is decoded; N: N reads, fixed) or
-      ``ReadAheadOptions(depth, max_bytes, max_depth)``; None:
-      ``FASTDECODE_READAHEAD`` ("16", "16,64MiB", "0", "auto,256MiB") or
-      the adaptive default: 16 reads, grown by Little's law to what the
-      measured latency asks (up to 128), within 64 MiB. A batch's reads are all started at once
-      (``__getitems__``; FastLoader also starts the next batch's), taken
-      and decoded in sample order, so the samples are the same as without
-      it. ``readahead_stats()`` counts them. Only threads that read bytes
-      are added, no decode threads.
-    cache: a byte budget (int, or a string such as '2GiB') for the files'
-      encoded bytes, held in shared memory for every worker and every
-      epoch: from the second epoch on a dataset that fits reads no files.
-      Its space is checked against /dev/shm and the available RAM first
-      (:class:`~fastdecode.errors.CacheSpaceError` when short); files past
-      the budget are read as usual. ``cache_stats()`` counts hits and
-      misses. Nothing is left in /dev/shm (``data/_cache.py``).
-
     ``samples``, ``targets`` (and FastImageFolder's ``imgs``) are what
     torchvision has: separate lists, ``imgs`` the same object as ``samples``;
     items come from ``samples``. ``samples`` is kept compact until changed
     (see :mod:`fastdecode.data._samples`). The transform chain is followed
     live: a change to it is used from the next item on, in every process.
+
+    Parameters
+    ----------
+    root : str or path-like
+        The dataset folder, one subfolder per class; or any fsspec URL
+        (``s3://``, ``gs://``, ``http://``...), listed once and the listing
+        kept as a local index file (re-opening lists nothing);
+        its files are fetched concurrently per batch, transient failures
+        retried within a bound, then an ImageFileError naming the URL
+        (``on_error`` applies). Credentials stay out of errors and pickles
+        (:mod:`fastdecode.data._remote`). A local tree selected by
+        ``extensions`` (no ``is_valid_file``) of 20,000 files or more is kept
+        as a local index too, used again while its folders are unchanged.
+    loader : callable
+        ``path -> sample``. fastdecode's :func:`default_loader`,
+        torchvision's ``default_loader``/``pil_loader``, or None: samples are
+        decoded by fastdecode and ``transform`` runs fused. Any other loader
+        is called as torchvision calls it, with no fast path (and the
+        limits do not apply to it).
+    extensions : tuple of str, optional
+        The lower-case suffixes of the files to keep, as DatasetFolder's;
+        exactly one of ``extensions`` and ``is_valid_file`` is given.
+    transform : callable, optional
+        The sample transform chain (see :func:`fastdecode.transforms.fuse`).
+        A :class:`~fastdecode.transforms.FusedTransform` is used as it is
+        (``exact=True`` then needs one built with exact=True).
+    target_transform : callable, optional
+        Applied to each target, as torchvision does.
+    is_valid_file : callable, optional
+        ``path -> bool``: whether to keep a file, as DatasetFolder's.
+    allow_empty : bool, default False
+        If True, a class folder with no valid file is allowed; else it
+        raises FileNotFoundError.
+    exact : bool, default False
+        False lets JPEGs decode at a reduced DCT scale when the output is
+        much smaller (within the bound :func:`~fastdecode.transforms.fuse`
+        documents); True gives tensors bit-identical to ImageFolder's.
+    on_error : {'raise', 'skip', 'warn'}, default 'raise'
+        'raise': an :class:`~fastdecode.errors.ImageFileError` (a DecodeError
+        and an OSError) naming the file and index. 'skip' or 'warn' (the
+        same, with a RuntimeWarning naming the file): a failed sample ``i``
+        is replaced by another sample, so ``len`` and the batch size are
+        unchanged and ``skipped`` counts each replacement: the k-th try
+        (k = 0, 1, ...) loads index
+        ``(i * 2654435761 + k * 40503 + 1) % len(dataset)``, a function of
+        ``i`` alone, so the same sample stands in for ``i`` in every worker,
+        every epoch and every sampler order (``ds[i]`` and batches alike; it
+        may repeat a sample the epoch also yields). After 16 failed
+        replacements the 17th failure is raised, so a dataset of bad files
+        fails instead of looping. 'skip' and 'warn' take every failure of a
+        sample: a file that cannot be read or decoded, and any exception a
+        custom ``loader``, ``transform`` or ``target_transform`` raises for
+        it ('raise' lets those propagate as they are).
+    max_pixels, max_work_per_byte : int or None
+        The limits of every decode the dataset runs (fused or not, in every
+        worker), as for :func:`fastdecode.decode_image`, with its defaults
+        (178956970 pixels, 2048 blocks per byte; None disables one): a file
+        above them is an :class:`~fastdecode.errors.ImageTooLargeError`
+        naming it and its index (``on_error`` applies). A custom ``loader``
+        is called as it is.
+    storage_options : dict, optional
+        For a URL ``root``: the fsspec filesystem's options, as pandas takes
+        them.
+    refresh_index : bool, default False
+        True lists ``root`` again (remote) or walks it again (local) instead
+        of opening its kept index, and writes the index anew.
+    readahead : int, ReadAheadOptions or None, default None
+        How many file reads each process keeps in flight, so a worker
+        decodes while its next files arrive (storage with a round trip per
+        open: NFS, Lustre, FUSE). An int depth (0: off, each file read when
+        its sample is decoded; N: N reads, fixed) or
+        ``ReadAheadOptions(depth, max_bytes, max_depth)``; None:
+        ``FASTDECODE_READAHEAD`` ("16", "16,64MiB", "0", "auto,256MiB") or
+        the adaptive default: 16 reads, grown by Little's law to what the
+        measured latency asks (up to 128), within 64 MiB. A batch's reads
+        are all started at once (``__getitems__``; FastLoader also starts the
+        next batch's), taken and decoded in sample order, so the samples are
+        the same as without it. ``readahead_stats()`` counts them. Only
+        threads that read bytes are added, no decode threads.
+    cache : int, str or None, default None
+        A byte budget (int, or a string such as '2GiB') for the files'
+        encoded bytes, held in shared memory for every worker and every
+        epoch: from the second epoch on a dataset that fits reads no files.
+        Its space is checked against /dev/shm and the available RAM first;
+        files past the budget are read as usual. ``cache_stats()`` counts
+        hits and misses. Nothing is left in /dev/shm (``data/_cache.py``).
+
+    Raises
+    ------
+    ValueError
+        ``on_error`` is not one of the three, a limit, ``readahead`` or
+        ``cache`` is out of range, or ``extensions`` and ``is_valid_file``
+        are both given or both None.
+    TypeError
+        A limit, ``readahead`` or ``cache`` of the wrong type.
+    FileNotFoundError
+        ``root`` has no class folder, or a class has no valid file (unless
+        ``allow_empty``).
+    CacheSpaceError
+        ``cache=`` does not fit in /dev/shm or the available RAM.
     """
 
     def __init__(
@@ -491,12 +611,64 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
         is_valid_file: Optional[Callable[[str], bool]] = None,
         allow_empty: bool = False,
     ) -> list[tuple[str, int]]:
+        """torchvision's overridable hook: (path, class_index) pairs, as
+        :func:`fastdecode.datasets.make_dataset` walks them. A subclass that
+        overrides it (or :meth:`find_classes`) is called as torchvision calls
+        it (the walk on bytes and the local index are then not used).
+
+        Parameters
+        ----------
+        directory : str or path-like
+            The dataset root.
+        class_to_idx : dict of str to int
+            The classes to collect and their indices (required here).
+        extensions : tuple of str, optional
+            The lower-case suffixes to keep; exactly one of ``extensions``
+            and ``is_valid_file`` is given.
+        is_valid_file : callable, optional
+            ``path -> bool``: whether to keep a file.
+        allow_empty : bool, default False
+            If True, a class with no valid file is allowed.
+
+        Returns
+        -------
+        list of (str, int)
+            Each kept file's path and class index, in torchvision's order.
+
+        Raises
+        ------
+        ValueError
+            ``class_to_idx`` is None or empty, or ``extensions`` and
+            ``is_valid_file`` are both given or both None.
+        FileNotFoundError
+            A class has no valid file (unless ``allow_empty``).
+        """
         if class_to_idx is None:
             raise ValueError("The class_to_idx parameter cannot be None.")
         return make_dataset(directory, class_to_idx, extensions=extensions,
                             is_valid_file=is_valid_file, allow_empty=allow_empty)
 
     def find_classes(self, directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
+        """torchvision's overridable hook: the class folders of
+        ``directory``, as :func:`fastdecode.datasets.find_classes` finds them.
+
+        Parameters
+        ----------
+        directory : str or path-like
+            The dataset root (or its remote URL).
+
+        Returns
+        -------
+        classes : list of str
+            The subfolder names, sorted.
+        class_to_idx : dict of str to int
+            Each class's index in ``classes``.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``directory`` has no subfolder.
+        """
         return find_classes(directory)
 
 
@@ -518,7 +690,35 @@ class FastImageFolder(FastDatasetFolder, ImageFolder):
     sample ``i`` by the sample at ``(i * 2654435761 + k * 40503 + 1) %
     len(dataset)`` on its k-th try (the same in every worker, epoch and
     sampler order; ``len`` unchanged; raised after 16 failed replacements),
-    as FastDatasetFolder documents."""
+    as FastDatasetFolder documents.
+
+    Parameters
+    ----------
+    root : str or path-like
+        The dataset folder (one subfolder per class) or an fsspec URL, as
+        FastDatasetFolder's.
+    transform, target_transform : callable, optional
+        As FastDatasetFolder's: the sample chain (run fused) and the target
+        transform.
+    loader : callable, optional
+        torchvision's ``default_loader`` by default (fastdecode's
+        :func:`default_loader` without torchvision): decoded by fastdecode,
+        fused. Any other loader is called as ImageFolder calls it.
+    is_valid_file : callable, optional
+        ``path -> bool``: whether to keep a file; None (the default) keeps
+        the files with one of ``IMG_EXTENSIONS``, as ImageFolder does.
+    allow_empty : bool, default False
+        If True, a class folder with no valid file is allowed.
+    exact, on_error, max_pixels, max_work_per_byte : optional
+        As FastDatasetFolder's (defaults False, 'raise', 178956970, 2048).
+    storage_options, refresh_index, readahead, cache : optional
+        As FastDatasetFolder's (defaults None, False, None, None).
+
+    Raises
+    ------
+    ValueError, TypeError, FileNotFoundError, CacheSpaceError
+        As FastDatasetFolder's.
+    """
 
     def __init__(
         self,
