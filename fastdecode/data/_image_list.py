@@ -56,23 +56,60 @@ class FastImageList(_FastDataset):
     order), ``len`` unchanged, ``skipped`` counting it; after 16 failed
     replacements the failure is raised.
 
-    samples: (path, target) pairs; or ``paths`` with ``targets`` (same
-      length; None: every target is -1).
-    root: a local folder or fsspec URL that relative paths are under.
-    Paths and ``root`` may be fsspec URLs (one protocol; ``storage_options``
-      as pandas takes them); remote files are fetched concurrently per batch
-      and retried as FastImageFolder's remote roots are.
-    Targets: ints are kept as they are (``classes`` may name them); strings
-      are class names, turned into indices of their sorted set as
-      ImageFolder does (``classes``, ``class_to_idx``); anything else (a COCO
-      image's annotations) is kept per sample as it is: collate such batches
-      with :meth:`collate`.
-    readahead, cache: the reads in flight and the shared cache of encoded
-      bytes, as FastImageFolder's (local files).
-
     ``samples`` holds (path, target) pairs (compact, as FastImageFolder's,
     when the targets are ints) and ``targets`` the targets.
     :meth:`from_csv` and :meth:`from_json` read a manifest.
+
+    Parameters
+    ----------
+    samples : sequence of (path, target), optional
+        The files and their targets. Exactly one of ``samples`` and
+        ``paths`` is given.
+    transform, target_transform : callable, optional
+        The sample chain (run fused, as FastImageFolder's) and the target
+        transform.
+    paths : sequence of path-like, optional
+        The files, with ``targets``.
+    targets : sequence, optional
+        One target per path (the same length); None: every target is -1.
+        Used with ``paths`` only. Ints (numpy's too) are kept as ints
+        (``classes`` may name them); strings are class names, turned into
+        indices of their sorted set as ImageFolder does (``classes``,
+        ``class_to_idx``); anything else (a COCO image's annotations) is
+        kept per sample as it is: collate such batches with :meth:`collate`.
+    root : str or path-like, optional
+        A local folder (``~`` expanded) or fsspec URL that relative paths
+        are under; absolute paths and URLs are kept as they are. Paths and
+        ``root`` may be fsspec URLs (one protocol per dataset); remote files
+        are fetched concurrently per batch and retried as FastImageFolder's
+        remote roots are.
+    classes : sequence of str, optional
+        The class names. With string targets, their order gives the indices
+        (every target must be one of them); with int targets, the names of
+        indices 0, 1, ... None: the sorted set of string targets, else none.
+    loader : callable, optional
+        As FastDatasetFolder's: fastdecode's :func:`default_loader` (the
+        default) decodes fused; any other loader is called as it is.
+    exact, on_error, max_pixels, max_work_per_byte : optional
+        As FastDatasetFolder's (defaults False, 'raise', 178956970, 2048);
+        ``on_error='skip'`` replaces a failed sample as the summary says.
+    storage_options : dict, optional
+        The fsspec filesystem's options for URL paths, as pandas takes them.
+    readahead, cache : optional
+        The reads in flight and the shared cache of encoded bytes, as
+        FastImageFolder's (local files only).
+
+    Raises
+    ------
+    ValueError
+        Both or neither of ``samples`` and ``paths``; ``targets`` of another
+        length than ``paths``; URLs of more than one protocol; a string
+        target not in ``classes``; an ``on_error``, a limit, ``readahead``
+        or ``cache`` out of range.
+    TypeError
+        A limit, ``readahead`` or ``cache`` of the wrong type.
+    CacheSpaceError
+        ``cache=`` does not fit in /dev/shm or the available RAM.
     """
 
     def __init__(
@@ -159,7 +196,43 @@ class FastImageList(_FastDataset):
         ``path,label``. Labels that are all integers are class indices, else
         class names (sorted into ``classes``). Relative paths are under
         ``root`` (default: the manifest's folder). The manifest may be an
-        fsspec URL; other keywords are the constructor's."""
+        fsspec URL; other keywords are the constructor's.
+
+        Parameters
+        ----------
+        manifest : str or path-like
+            The CSV file (UTF-8), local or an fsspec URL. Blank rows are
+            skipped. The first row is a header when one of its cells is
+            ``path_column``; else column 0 is the path and column 1 (when
+            the first row has two cells or more) the label.
+        transform, target_transform : callable, optional
+            As the constructor's.
+        root : str or path-like, optional
+            The folder (or URL) relative paths are under; None: the
+            manifest's folder.
+        path_column : str, default 'path'
+            The header's path column.
+        label_column : str, default 'label'
+            The header's label column; a header without it gives every
+            sample the target -1.
+        storage_options : dict, optional
+            The fsspec options, for the manifest and the files.
+        **kwargs
+            The constructor's other keywords (``exact``, ``on_error``,
+            ``readahead``, ...).
+
+        Returns
+        -------
+        FastImageList
+            The dataset, in the manifest's row order.
+
+        Raises
+        ------
+        OSError
+            The manifest cannot be read.
+        ValueError
+            As the constructor raises it (a label not in ``classes``, ...).
+        """
         name = os.fspath(manifest)
         rows = list(csv.reader(io.StringIO(_read_text(name, storage_options))))
         rows = [r for r in rows if r and any(c.strip() for c in r)]
@@ -195,7 +268,45 @@ class FastImageList(_FastDataset):
         image without any); ``classes`` are the category names in id order
         and ``class_to_idx`` maps each to its category id. Collate COCO
         batches with :meth:`collate`. Relative paths are under ``root``
-        (default: the manifest's folder)."""
+        (default: the manifest's folder).
+
+        Parameters
+        ----------
+        manifest : str or path-like
+            The JSON file (UTF-8), local or an fsspec URL.
+        transform, target_transform : callable, optional
+            As the constructor's.
+        root : str or path-like, optional
+            The folder (or URL) relative paths are under; None: the
+            manifest's folder.
+        path_key : str, default 'path'
+            The key of each object's path (list manifests).
+        label_key : str, default 'label'
+            The key of each object's label (list manifests); unless every
+            object has it, every target is -1.
+        storage_options : dict, optional
+            The fsspec options, for the manifest and the files.
+        **kwargs
+            The constructor's other keywords (``exact``, ``on_error``,
+            ``readahead``, ...).
+
+        Returns
+        -------
+        FastImageList
+            The dataset, in the file's order; for a COCO file also with
+            ``images`` (the file's image records).
+
+        Raises
+        ------
+        OSError
+            The manifest cannot be read.
+        ValueError
+            The JSON is invalid, or neither a list nor a dict with
+            ``images``; or as the constructor raises it.
+        KeyError
+            An object without ``path_key``, or a COCO image without ``id``
+            or ``file_name``.
+        """
         name = os.fspath(manifest)
         data = json.loads(_read_text(name, storage_options))
         base = _parent(name) if root is None else root
@@ -229,7 +340,23 @@ class FastImageList(_FastDataset):
     def collate(batch: Sequence[tuple[Any, Any]]) -> list:
         """[images, targets]: the images as :func:`fastdecode.collate` stacks
         them (the batch tensor taken whole), the targets as a list, one per
-        sample, uncollated (COCO annotations differ in count per image)."""
+        sample, uncollated (COCO annotations differ in count per image).
+
+        Pass it as ``collate_fn=`` (a DataLoader's or FastLoader's) for
+        targets that :func:`fastdecode.collate` cannot stack.
+
+        Parameters
+        ----------
+        batch : sequence of (image, target)
+            The samples of one batch.
+
+        Returns
+        -------
+        list
+            ``[images, targets]``: the images as one tensor (the batch
+            tensor itself when the samples are its rows), the targets as a
+            list in sample order.
+        """
         from fastdecode.data.loader import collate as _collate
 
         images = _collate([(image, 0) for image, _ in batch])[0]

@@ -35,14 +35,9 @@ RAISES_NOTHING = {"fastdecode.info", "fastdecode.datasets.is_image_file",
                   "fastdecode.worker_init_fn"}  # a pool or kernel that says no is left as it is
 
 
-# Not yet in the NumPy style with every parameter named (issue 31, in progress: the datasets,
-# the loader, the errors and the small types). strict: one documented fails here until removed.
-PENDING = {
-    "fastdecode.FastImageList",
-    "fastdecode.FastImageList.collate",
-    "fastdecode.FastImageList.from_csv",
-    "fastdecode.FastImageList.from_json",
-}
+# Not yet in the NumPy style with every parameter named (issue 31: done, none left; a name
+# added here is xfailed). strict: one documented fails here until removed.
+PENDING: set[str] = set()
 
 
 def _public() -> dict[str, object]:
