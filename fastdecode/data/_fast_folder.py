@@ -105,8 +105,8 @@ class _FastDataset(VisionDataset):
         Returns
         -------
         dict of str to int
-            The counters of the read-ahead window of the calling process and
-            thread (a window is per thread; zeros before any read).
+            The counters of the read-ahead window of the calling process
+            and thread.
         """
         return self._reads_here().window().stats()
 
