@@ -205,10 +205,15 @@ def kill_a_worker_soon(rng: random.Random, killed: list, pids: list,
     return thread
 
 
+LATE = 4 * 5.0  # seconds: 4 x torch's MP_STATUS_CHECK_INTERVAL
+
+
 def random_kill_trial(make_loader, trial: int, pids: list) -> type:
     """Iterates epochs until a random worker is killed; returns the type of
-    what was raised, after checking it came within 5 s of the kill and named
-    the killed worker."""
+    what was raised, after checking it came within LATE s of the kill (no
+    hang: a stock DataLoader sees a dead worker at its next 5 s status check,
+    so the bound is that check's period with room for a loaded 2-core host)
+    and named the killed worker."""
     rng = random.Random(trial)
     others = set(children())  # what earlier tests left running is not ours to kill
     loader = make_loader()
@@ -230,7 +235,7 @@ def random_kill_trial(make_loader, trial: int, pids: list) -> type:
     del loader
     assert raised, "no kill landed in 60 s"
     assert killed, f"raised without a kill: {raised[:2]}"
-    assert raised[2] - killed[-1][1] < 5, "the error came late"
+    assert raised[2] - killed[-1][1] < LATE, "the error came late"
     if issubclass(raised[0], RuntimeError):
         assert any(str(pid) in raised[1] for pid, _ in killed), raised[1]
     return raised[0]
