@@ -17,12 +17,11 @@ import pytest
 
 pytest.importorskip("torchvision")
 
+from benchmarks import bench_listing  # noqa: E402
 from fastdecode.data import _listing  # noqa: E402
 from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset  # noqa: E402
 from fastdecode.data._samples import SampleStore  # noqa: E402
 from fastdecode.datasets import FastDatasetFolder, FastImageFolder  # noqa: E402
-
-from benchmarks import bench_listing  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
