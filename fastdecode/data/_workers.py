@@ -18,6 +18,8 @@ a worker killed while it writes a batch larger than the pipe's atomic size
 leaves half a message, and the other workers hold the pipe's write end, so no
 end of file comes. :class:`NamingQueue` reads each message with a bounded
 wait between chunks and gives up, naming the dead worker, when one is dead.
+A worker named dead also has its orphaned /dev/shm names removed
+(:func:`sweep_orphan_segments`).
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ import weakref
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Optional
 
+import torch.multiprocessing
 from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL, signal_handling
 from torch.utils.data.dataloader import _DatasetKind, _MultiProcessingDataLoaderIter
 
 from fastdecode.data._next_epoch import NextEpoch
 
-__all__ = ["DEATH_GRACE_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue", "WorkerIter"]
+__all__ = ["DEATH_GRACE_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue", "WorkerIter",
+           "sweep_orphan_segments"]
 
 # How long a failed hand-over waits for the worker's death to become visible:
 # a SIGKILLed worker's sockets close before it is reaped, so the main process
@@ -50,6 +54,32 @@ DEATH_GRACE_S = 5.0
 WORKER_CHECK_S = 1.0
 # The most a read of one message asks for at a time.
 CHUNK = 1 << 20
+
+
+def sweep_orphan_segments(pids: Any) -> None:
+    """Removes the /dev/shm segments that dead workers ``pids`` left named.
+
+    Under torch's ``file_descriptor`` sharing strategy (Linux's default) a
+    worker creates each batch's segment as ``/dev/shm/torch_<pid>_...`` and
+    unlinks the name at once, passing the descriptor; a worker killed between
+    the two leaves the name, and nothing else ever removes it. Any such name
+    of a dead pid is an orphan: the segment lives on only through descriptors
+    already passed. Under ``file_system`` the names are the sharing itself
+    (torch_shm_manager removes them), so nothing is swept then."""
+    if torch.multiprocessing.get_sharing_strategy() != "file_descriptor":
+        return
+    prefixes = tuple(f"torch_{pid}_" for pid in pids)
+    if not prefixes:
+        return
+    try:
+        names = [n for n in os.listdir("/dev/shm") if n.startswith(prefixes)]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.unlink(os.path.join("/dev/shm", name))
+        except OSError:  # gone already, or not ours to remove
+            pass
 
 
 def _how(worker: Any) -> str:
@@ -299,6 +329,7 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
             dead = [w for i, w in enumerate(self._workers)
                     if self._workers_status[i] and not w.is_alive()]
             if dead or time.monotonic() >= deadline:
+                sweep_orphan_segments(w.pid for w in dead)
                 return dead
             time.sleep(0.01)
 
