@@ -10,7 +10,7 @@ ASAN_LIB = $(shell gcc -print-file-name=libasan.so)
 ASAN_PKG := build/asan-pkg
 PYTEST_ARGS ?=
 
-.PHONY: test test-full test-slow coverage lint bench build sysdeps test-sanitize clean soak docs results
+.PHONY: test test-full test-slow coverage lint bench build sysdeps test-sanitize clean soak docs docs-check results
 
 # The default tier (tests/conftest.py, tests/helpers/tiers.py): of each
 # parameter matrix over 24 cases a seeded subset holding every value of every
@@ -66,6 +66,27 @@ docs: build $(VENV)/.docs-deps
 
 $(VENV)/.docs-deps: requirements/docs.txt $(VENV)/.test-deps
 	$(VPY) -m pip install -q -r requirements/docs.txt
+	touch $@
+
+# The built site in a real browser (tests/browser/check_site.py): headless
+# Chromium (Debian's chromium + chromium-driver) checks that the index
+# renders, search finds FastLoader and the API page shows its signature;
+# screenshots in build/docs-check/. Runs in a loopback-only network
+# namespace (only lo up: the site is served on 127.0.0.1, and nothing the
+# browser would fetch elsewhere is reachable), bounded in time. Not part of
+# make test; .ci/run runs it after the tests.
+docs-check: docs $(VENV)/.docs-check-deps
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  echo "installing system packages (chromium chromium-driver)"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
+	timeout 300 unshare --user --map-root-user --net --fork --kill-child \
+	    sh -c 'ip link set lo up && exec "$$@"' sh \
+	    $(VPY) tests/browser/check_site.py site --out build/docs-check
+
+$(VENV)/.docs-check-deps: requirements/docs-check.txt $(VENV)/.docs-deps
+	$(VPY) -m pip install -q -r requirements/docs-check.txt
 	touch $@
 
 # The published results (docs/benchmarks/results.md, its figure, the README's
