@@ -10,6 +10,17 @@ __all__ = ["COMMANDS", "Command"]
 
 
 class Command(NamedTuple):
+    """One subcommand of the ``fastdecode`` command line.
+
+    Attributes
+    ----------
+    module : str
+        The module that implements it: its ``register(subparsers)`` adds the
+        full parser and sets ``run``.
+    help : str
+        The line ``fastdecode --help`` lists for it.
+    """
+
     module: str  # defines register(subparsers), which adds the full parser and sets run
     help: str  # the line `fastdecode --help` lists
 

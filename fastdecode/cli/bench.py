@@ -90,6 +90,25 @@ def benchmark_module(module: str):
 
 
 def section_argv(name: str, data: Path, mode: str, json_path: Path) -> list[str]:
+    """The command line of benchmark section ``name`` in this run.
+
+    Parameters
+    ----------
+    name : str
+        The section, a key of ``SECTIONS``.
+    data : Path
+        The ImageFolder tree it measures.
+    mode : str
+        The run mode, ``"quick"``, ``"default"`` or ``"full"`` (a key of
+        ``MODE_ARGS``).
+    json_path : Path
+        Where the section writes its numbers.
+
+    Returns
+    -------
+    list of str
+        The arguments for the section module's ``main``.
+    """
     return ["--data", str(data), "--json", str(json_path), *MODE_ARGS[mode][name]]
 
 
@@ -153,6 +172,22 @@ def summary_lines(sections: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs ``fastdecode bench``: each section in turn on one dataset, then the
+    summary, the JSON report (with ``--json``) and the figure.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line (``--data``, ``--quick`` or ``--full``,
+        ``--sections``, ``--json``, ``--plot``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 when every section ran or was skipped (a missing
+        optional package or benchmark module), 1 when a section failed, 2
+        when the benchmarks cannot be imported or ``--data`` is not a folder.
+    """
     from tqdm import tqdm
 
     try:
@@ -211,6 +246,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the ``bench`` subcommand to ``subparsers``: its parser, its
+    options and its ``run``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The subcommands of the ``fastdecode`` parser.
+    """
     parser = add_command(subparsers, "bench", description=__doc__, epilog=EPILOG)
     parser.add_argument("--data", type=Path,
                         help="an ImageFolder tree (default: a generated ImageNet-like set, "

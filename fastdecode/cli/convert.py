@@ -365,6 +365,14 @@ def run_shards(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the ``convert`` subcommand to ``subparsers``: its parser, its
+    options and its ``run``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The subcommands of the ``fastdecode`` parser.
+    """
     parser = add_command(subparsers, "convert", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("source", metavar="SRC", type=Path, help="ImageFolder root")
     parser.add_argument("destination", metavar="DST", type=Path,

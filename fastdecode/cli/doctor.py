@@ -39,6 +39,21 @@ PINNED_PROBE_BYTES = 1 << 20
 
 @dataclass
 class Check:
+    """The result of one check of ``fastdecode doctor``.
+
+    Attributes
+    ----------
+    name : str
+        What was checked (``"cpus"``, ``"num_workers"``, ...).
+    status : str
+        One of ``STATUSES``: ``"ok"``, ``"warn"`` (it costs speed) or
+        ``"fail"`` (it stops or stalls training).
+    finding : str
+        What the check found.
+    recommendation : str
+        The one concrete thing to set or do about it.
+    """
+
     name: str
     status: str
     finding: str
@@ -59,6 +74,8 @@ class JobOptions:
 
     @property
     def batch_bytes(self) -> int:
+        """The bytes of one batch: ``batch_size`` RGB images of ``image_size``
+        x ``image_size`` pixels, 4 bytes a value with ``float32``, else 1."""
         return self.batch_size * 3 * self.image_size ** 2 * (4 if self.float32 else 1)
 
 
@@ -416,6 +433,14 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the ``doctor`` subcommand to ``subparsers``: its parser, its
+    options and its ``run``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The subcommands of the ``fastdecode`` parser.
+    """
     parser = add_command(
         subparsers, "doctor",
         description="Checks what makes a PyTorch data loader stall or crash on this machine\n"

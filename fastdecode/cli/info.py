@@ -12,6 +12,19 @@ __all__ = ["register", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs ``fastdecode info``: prints :func:`fastdecode.info`'s entries, one
+    ``key  value`` line each, or with ``--json`` one JSON object.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line (``--json``).
+
+    Returns
+    -------
+    int
+        The exit status, always 0.
+    """
     details = info()
     if args.json:
         print(json.dumps(details, indent=2))
@@ -23,6 +36,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the ``info`` subcommand to ``subparsers``: its parser, its
+    options and its ``run``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The subcommands of the ``fastdecode`` parser.
+    """
     parser = add_command(
         subparsers, "info",
         description="Prints the fastdecode version, the libjpeg-turbo it runs with and its "

@@ -182,6 +182,44 @@ def default_worker_counts(usable: int) -> list[int]:
 def tune(data: Path, transform: Callable, description: str, batch_size: int, batches: int,
          step_time: Optional[float], worker_counts: Optional[list[int]],
          progress: Callable[[str], None] = lambda line: None) -> Result:
+    """Measures ``transform`` on the ImageFolder tree ``data`` and recommends
+    num_workers and prefetch_factor: passes of :func:`measure_pass` until the
+    last two recommend the same num_workers (``MAX_PASSES`` at most; from
+    the third on, each with twice the batches of the one before).
+
+    Parameters
+    ----------
+    data : Path
+        The ImageFolder tree (read with ``on_error="skip"``).
+    transform : callable
+        The chain each image goes through, as the job's dataset applies it.
+    description : str
+        How the result names the transform.
+    batch_size : int
+        Images per batch.
+    batches : int
+        Batches timed per measurement in the first two passes.
+    step_time : float or None
+        Seconds the training step takes per batch, without waiting on data;
+        None sizes the workers by the best rate the machine reaches.
+    worker_counts : list of int or None
+        The num_workers values to measure; None: 1, 2, 4, ... up to the
+        usable CPUs (and the count ``step_time`` calls for).
+    progress : callable, optional
+        Called with a line of text as each measurement starts.
+
+    Returns
+    -------
+    Result
+        The last pass's measurements and recommendation, with every pass's
+        recommendation (``passes``), whether the last two agree (``stable``)
+        and the notes.
+
+    Raises
+    ------
+    UsageError
+        ``data`` is not an ImageFolder tree.
+    """
     import torch
 
     from fastdecode.data.datasets import FastImageFolder
@@ -441,6 +479,14 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the ``tune`` subcommand to ``subparsers``: its parser, its
+    options and its ``run``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The subcommands of the ``fastdecode`` parser.
+    """
     parser = add_command(
         subparsers, "tune",
         description="Measures one worker's decode time per batch on your data with your\n"

@@ -63,6 +63,23 @@ def load_pixels(data: bytes, max_side: int | None) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Outcome:
+    """What converting one file gave.
+
+    Attributes
+    ----------
+    source : str
+        The source file.
+    error : str or None
+        Why it failed (``"ExceptionType: message"``); None when it was written.
+    source_bytes : int
+        The size of the source in bytes (0 when it failed).
+    output_bytes : int
+        The size of the written file in bytes (0 when it failed).
+    destination_errno : int or None
+        The errno of a write error in ``DESTINATION_ERRNOS`` (a full disk, a
+        quota, a read-only filesystem), which stops the run; else None.
+    """
+
     source: str
     error: str | None = None
     source_bytes: int = 0
@@ -146,6 +163,31 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
 def run_jobs(
     jobs: list[tuple[str, str]], options: EncodeOptions, workers: int
 ) -> Iterator[Outcome]:
+    """Converts ``jobs`` in ``workers`` spawned processes (in this one when
+    1), yielding their outcomes in the order of ``jobs``. When the caller
+    stops (an exception, Ctrl-C, closing the generator) the workers get a
+    SIGTERM and remove their partial files.
+
+    Parameters
+    ----------
+    jobs : list of (str, str)
+        (source, output) paths.
+    options : EncodeOptions
+        How each image is written.
+    workers : int
+        The number of worker processes; 1 converts in this process.
+
+    Yields
+    ------
+    Outcome
+        One per job; a file that cannot be converted is an Outcome with its
+        error, not an exception.
+
+    Raises
+    ------
+    concurrent.futures.process.BrokenProcessPool
+        A worker process died.
+    """
     if workers == 1:
         yield from converted(options, jobs)
         return

@@ -58,6 +58,17 @@ def write_bmp(file: BinaryIO, pixels: np.ndarray, options: EncodeOptions) -> Non
 
 
 def write_jpeg(file: BinaryIO, pixels: np.ndarray, options: EncodeOptions) -> None:
+    """Encodes the pixels as a JPEG (Pillow's encoder) into ``file``.
+
+    Parameters
+    ----------
+    file : BinaryIO
+        The open output file.
+    pixels : numpy.ndarray
+        (H, W, 3) uint8 RGB pixels.
+    options : EncodeOptions
+        Its ``quality`` and ``subsampling`` are used.
+    """
     from PIL import Image
 
     Image.fromarray(pixels).save(

@@ -191,13 +191,46 @@ class ImageDatasource(Datasource):
         self.row_bytes = int(np.prod(decoder.shape)) * decoder.dtype.itemsize + 8
 
     def get_name(self) -> str:
+        """The name Ray shows for this datasource's read operator.
+
+        Returns
+        -------
+        str
+            ``"FastdecodeImages"``.
+        """
         return "FastdecodeImages"
 
     def estimate_inmemory_data_size(self) -> Optional[int]:
+        """The size of the decoded Dataset in bytes, for Ray's planning.
+
+        Returns
+        -------
+        int
+            Each row's image bytes and 8 for its label, times the rows.
+        """
         return self.row_bytes * len(self.listing.paths)
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: Optional[int] = None,
                        data_context: Any = None) -> list[ReadTask]:
+        """Ray's read tasks over the listing: contiguous ranges of whole blocks
+        (of ``block_rows`` rows; only the last block may be short), at most
+        ``parallelism`` of them.
+
+        Parameters
+        ----------
+        parallelism : int
+            The number of read tasks Ray asks for.
+        per_task_row_limit : int or None
+            Passed on to each ``ReadTask`` (a row limit Ray pushes down).
+        data_context : Any
+            Ray's DataContext; not used.
+
+        Returns
+        -------
+        list of ReadTask
+            One per range of rows, each yielding blocks of decoded rows, with
+            their metadata (rows, bytes); empty for an empty listing.
+        """
         n = len(self.listing.paths)
         if n == 0:
             return []
@@ -309,6 +342,31 @@ class Decode:
         self.seed_column = seed_column
 
     def __call__(self, batch: Any) -> Any:
+        """Decodes one batch's ``column`` through the chain.
+
+        Parameters
+        ----------
+        batch : pyarrow.Table, dict of numpy.ndarray or pandas.DataFrame
+            A batch of the Dataset, with the encoded-bytes ``column`` (and
+            ``seed_column`` when seeded).
+
+        Returns
+        -------
+        pyarrow.Table, dict of numpy.ndarray or pandas.DataFrame
+            The batch in its own format with ``output_column`` holding the
+            decoded (N, C, H, W) images (a pandas frame: one per row);
+            ``column`` is replaced, or dropped when ``output_column`` differs.
+
+        Raises
+        ------
+        KeyError
+            The batch has no ``column`` (or no ``seed_column``).
+        ValueError
+            An Arrow bytes column has null rows.
+        fastdecode.errors.FastDecodeError
+            A row cannot be decoded; the error names it by the ``path`` column
+            when the batch has one, else by its row.
+        """
         if isinstance(batch, pa.Table):
             return self._arrow(batch)
         columns = {k: batch[k] for k in batch}  # dict of numpy arrays or a pandas frame

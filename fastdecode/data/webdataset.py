@@ -78,6 +78,22 @@ class handler:  # noqa: N801 - used like webdataset's own handler functions
         self.keys = frozenset(k.lower() for k in keys)
 
     def __call__(self, key: str, data: bytes) -> Any:
+        """Decodes a sample's field when its key is an image key.
+
+        Parameters
+        ----------
+        key : str
+            The field's key (``"jpg"``, ``"cls"``; of a dotted key, the part
+            after the last dot), matched without case.
+        data : bytes
+            The field's encoded bytes.
+
+        Returns
+        -------
+        Any
+            ``fuse(transform, exact=exact)(data)`` for an image key; None for
+            any other key, which webdataset then hands to its next handler.
+        """
         if key.rsplit(".", 1)[-1].lower() not in self.keys:
             return None
         settle_in_worker()
@@ -98,6 +114,26 @@ class collate:  # noqa: N801 - used like a function: collation_fn=collate(t)
         self.image = image
 
     def __call__(self, samples: Sequence[Sequence[Any]]) -> tuple:
+        """Collates a batch of samples, decoding their image field into one tensor.
+
+        Parameters
+        ----------
+        samples : sequence of sequences
+            The batch's sample tuples; field ``image`` holds encoded bytes.
+
+        Returns
+        -------
+        tuple
+            One entry per field: at position ``image`` the images as one
+            (n, C, H, W) tensor; the other fields collated as webdataset
+            collates them (numbers, and bytes holding an integer such as
+            ``cls``'s, as tensors).
+
+        Raises
+        ------
+        fastdecode.errors.FastDecodeError
+            An image cannot be decoded; the error names its sample.
+        """
         import torch
         from webdataset.filters import default_collation_fn
 

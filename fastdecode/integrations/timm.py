@@ -57,6 +57,25 @@ class TimmImageFolder(FastImageFolder):
                          exact=exact, on_error=on_error)
 
     def find_classes(self, directory: Any) -> tuple[list[str], dict[str, int]]:
+        """The classes timm's ImageDataset gives ``directory`` (its reader's leaf
+        folder names, or ``class_map``'s); the samples, listed with them, are
+        kept for :meth:`make_dataset`.
+
+        Parameters
+        ----------
+        directory : path-like
+            The dataset root.
+
+        Returns
+        -------
+        (list of str, dict of str to int)
+            The class names in index order and the class-to-index mapping.
+
+        Raises
+        ------
+        RuntimeError
+            No image was found (timm's own message).
+        """
         from timm.data.readers.class_map import load_class_map
         from timm.data.readers.img_extensions import get_img_extensions
         from timm.data.readers.reader_image_folder import find_images_and_targets
@@ -76,6 +95,18 @@ class TimmImageFolder(FastImageFolder):
     def make_dataset(self, directory: Any, class_to_idx: dict[str, int],  # type: ignore[override]
                      extensions: Any = None, is_valid_file: Any = None,
                      allow_empty: bool = False) -> list[tuple[str, int]]:
+        """The samples :meth:`find_classes` listed: timm's files, labels and order.
+
+        Parameters
+        ----------
+        directory, class_to_idx, extensions, is_valid_file, allow_empty
+            As FastImageFolder's; not used (timm's listing applies its own).
+
+        Returns
+        -------
+        list of (str, int)
+            (path, class index) per sample.
+        """
         return self.__dict__.pop("_timm_samples")
 
     def filename(self, index: int, basename: bool = False, absolute: bool = False) -> str:
@@ -86,6 +117,20 @@ class TimmImageFolder(FastImageFolder):
         return name if absolute else os.path.relpath(name, self.root)
 
     def filenames(self, basename: bool = False, absolute: bool = False) -> list[str]:
+        """Every sample's file name, as :meth:`filename` gives it.
+
+        Parameters
+        ----------
+        basename : bool, default False
+            Only the file's base name.
+        absolute : bool, default False
+            The path as listed instead of one relative to ``root``.
+
+        Returns
+        -------
+        list of str
+            One per sample, in index order.
+        """
         return [self.filename(i, basename, absolute) for i in range(len(self))]
 
 
@@ -137,6 +182,12 @@ def install(*, exact: bool = False, on_error: str = "raise") -> None:
 
 
 def installed() -> bool:
+    """Whether :func:`install` is in effect (and not undone by :func:`uninstall`).
+
+    Returns
+    -------
+    bool
+    """
     return bool(_ORIGINAL)
 
 

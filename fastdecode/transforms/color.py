@@ -66,6 +66,15 @@ class ColorOp:
         self.transform = transform
 
     def draw(self) -> Steps:  # pragma: no cover - every subclass defines it
+        """Draws this image's parameters from torch's RNG as the transform's
+        ``forward`` would, and returns the native steps they give.
+
+        Returns
+        -------
+        Steps
+            The (op, factor) steps to apply; empty when the image passes
+            unchanged.
+        """
         raise NotImplementedError
 
 

@@ -176,6 +176,20 @@ class Compose(_AcceptsEncoded, _T.Compose):
     """
 
     def __call__(self, img):
+        """Applies the chain to ``img``.
+
+        Parameters
+        ----------
+        img : bytes-like, PIL.Image.Image or torch.Tensor
+            Encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
+            array or tensor), or an image as torchvision's Compose takes it.
+
+        Returns
+        -------
+        Any
+            What the chain returns on the decoded PIL image (for encoded bytes,
+            through the fused chain), or on ``img`` itself.
+        """
         if _is_encoded(img):
             return self._fused()(img)
         return super().__call__(img)

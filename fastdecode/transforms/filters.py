@@ -50,6 +50,8 @@ class Filter:
 
     @property
     def mode(self) -> InterpolationMode:
+        """torchvision's InterpolationMode for this filter (torchvision is
+        imported only when this is asked)."""
         from torchvision.transforms import InterpolationMode
 
         return InterpolationMode(self.name)

@@ -304,6 +304,20 @@ class GeoOp:
         self.transform = transform
 
     def apply(self, geo: Geometry) -> None:  # pragma: no cover - abstract
+        """Applies this op to ``geo``, drawing its random parameters as the
+        transform draws them.
+
+        Parameters
+        ----------
+        geo : Geometry
+            The image's geometry so far; mutated.
+
+        Raises
+        ------
+        Stop
+            The op cannot join the geometry exactly: it and the ops after it run
+            unfused.
+        """
         raise NotImplementedError
 
     def fixed_size(self, size):
@@ -315,6 +329,21 @@ class GeoOp:
 
 
 class RandomResizedCropOp(GeoOp):
+    """RandomResizedCrop (v1 or v2): a box drawn as torchvision draws it,
+    cropped and resampled to ``size``.
+
+    Parameters
+    ----------
+    transform : Any
+        The torchvision transform.
+    size : (int, int)
+        (h, w) of the output.
+    pil_filter : int
+        Pillow's filter id of the resample.
+    v2 : bool
+        Whether ``transform`` is a ``transforms.v2`` class.
+    """
+
     def __init__(self, transform, size, pil_filter, v2: bool):
         super().__init__(transform)
         self.size = size
@@ -323,6 +352,19 @@ class RandomResizedCropOp(GeoOp):
         self._log_ratio: Optional[tuple] = None  # (ratio, its float32 log), as torchvision
 
     def draw(self, canvas: tuple[int, int]) -> tuple[int, int, int, int]:
+        """Draws the crop box with torchvision's torch RNG calls
+        (:func:`sample_resized_crop`).
+
+        Parameters
+        ----------
+        canvas : (int, int)
+            (H, W) of the canvas the box is drawn in.
+
+        Returns
+        -------
+        (int, int, int, int)
+            The box (top, left, height, width).
+        """
         t = self.transform
         ratio = tuple(t.ratio)
         cached = self._log_ratio
@@ -340,6 +382,20 @@ class RandomResizedCropOp(GeoOp):
         return self.filter
 
     def apply(self, geo: Geometry) -> None:
+        """Crops ``geo`` to a drawn box and resamples the crop to ``size``.
+
+        Parameters
+        ----------
+        geo : Geometry
+            The image's geometry so far; mutated.
+
+        Raises
+        ------
+        Stop
+            The canvas is zero-padded (the op runs unfused), or the resample
+            cannot join the geometry (the crop has joined it; the resize runs
+            unfused, as a :class:`PilResize`).
+        """
         if geo.padded:
             raise Stop("random crop of a zero-padded canvas")
         top, left, height, width = self.draw(geo.canvas)
@@ -351,10 +407,38 @@ class RandomResizedCropOp(GeoOp):
             raise Stop(stop.reason, steps=[PilResize(self.size, flt)]) from None
 
     def fixed_size(self, size):
+        """The canvas size after this op: its own (h, w), whatever the size before.
+
+        Parameters
+        ----------
+        size : (int, int) or None
+            The canvas size before this op; not used.
+
+        Returns
+        -------
+        (int, int)
+            (h, w) of the output.
+        """
         return tuple(self.size)
 
 
 class ResizeOp(GeoOp):
+    """Resize (v1 or v2): the canvas resampled to the size torchvision
+    computes from ``size`` and ``max_size``.
+
+    Parameters
+    ----------
+    transform : Any
+        The torchvision transform.
+    size : list of int or None
+        ``[s]`` (the shorter edge), ``[h, w]``, or None (v2, with
+        ``max_size``).
+    max_size : int or None
+        The longest edge allowed, as torchvision's.
+    pil_filter : int
+        Pillow's filter id of the resample.
+    """
+
     def __init__(self, transform, size, max_size, pil_filter):
         super().__init__(transform)
         self.size = size  # None, [s] or [h, w]
@@ -362,6 +446,19 @@ class ResizeOp(GeoOp):
         self.filter = pil_filter
 
     def apply(self, geo: Geometry) -> None:
+        """Resamples ``geo``'s canvas to the size torchvision computes for it.
+
+        Parameters
+        ----------
+        geo : Geometry
+            The image's geometry so far; mutated.
+
+        Raises
+        ------
+        Stop
+            torchvision would raise for this size or give an empty image, or
+            the resample cannot join the geometry (see :meth:`Geometry.do_resize`).
+        """
         h, w = geo.canvas
         try:
             new_h, new_w = resized_output_size(h, w, self.size, self.max_size)
@@ -372,17 +469,53 @@ class ResizeOp(GeoOp):
         geo.do_resize(new_h, new_w, self.filter)
 
     def fixed_size(self, size):
+        """The canvas size after this op, when the transform fixes it.
+
+        Parameters
+        ----------
+        size : (int, int) or None
+            The canvas size before this op; not used.
+
+        Returns
+        -------
+        (int, int) or None
+            ``self.size`` when it gives both (h, w); None when the output
+            depends on the image's size.
+        """
         if self.size is not None and len(self.size) == 2:
             return (int(self.size[0]), int(self.size[1]))
         return None
 
 
 class CenterCropOp(GeoOp):
+    """CenterCrop: a window of ``size`` around the canvas centre, zero-padded
+    where it is larger than the canvas (as torchvision's ``F.center_crop``).
+
+    Parameters
+    ----------
+    transform : Any
+        The torchvision transform.
+    size : (int, int)
+        (h, w) of the crop.
+    """
+
     def __init__(self, transform, size):
         super().__init__(transform)
         self.size = size  # (h, w)
 
     def apply(self, geo: Geometry) -> None:
+        """Crops ``geo``'s canvas to ``size`` around its centre.
+
+        Parameters
+        ----------
+        geo : Geometry
+            The image's geometry so far; mutated.
+
+        Raises
+        ------
+        Stop
+            The crop size is empty.
+        """
         crop_h, crop_w = self.size
         if crop_h <= 0 or crop_w <= 0:
             raise Stop("empty crop")
@@ -399,10 +532,33 @@ class CenterCropOp(GeoOp):
         geo.do_crop(top, left, crop_h, crop_w)
 
     def fixed_size(self, size):
+        """The canvas size after this op: its own (h, w), whatever the size before.
+
+        Parameters
+        ----------
+        size : (int, int) or None
+            The canvas size before this op; not used.
+
+        Returns
+        -------
+        (int, int)
+            (h, w) of the crop.
+        """
         return tuple(self.size)
 
 
 class FlipOp(GeoOp):
+    """RandomHorizontalFlip (v1 or v2): the canvas mirrored with probability
+    ``p``, decided by the same ``torch.rand(1)`` draw as torchvision's.
+
+    Parameters
+    ----------
+    transform : Any
+        The torchvision transform.
+    p : float
+        The probability of the mirror.
+    """
+
     def __init__(self, transform, p):
         super().__init__(transform)
         self.p = p
@@ -410,6 +566,14 @@ class FlipOp(GeoOp):
         self.p32 = float(np.float32(p))
 
     def apply(self, geo: Geometry) -> None:
+        """Draws ``torch.rand(1)`` as the transform does and mirrors ``geo``'s
+        canvas when the draw is below ``p`` (compared as torch compares it).
+
+        Parameters
+        ----------
+        geo : Geometry
+            The image's geometry so far; mutated.
+        """
         # v1: `if torch.rand(1) < p: flip`; v2: `if torch.rand(1) >= p: skip`.
         # torch.rand(1) is empty(1).uniform_(0, 1): the same draw into this
         # thread's scratch tensor, compared as torch compares it (6x cheaper).
@@ -435,6 +599,18 @@ class PilResize:
         self.filter = pil_filter
 
     def __call__(self, img):
+        """Resamples ``img`` to ``size`` with ``filter``.
+
+        Parameters
+        ----------
+        img : PIL.Image.Image
+            The cropped image.
+
+        Returns
+        -------
+        PIL.Image.Image
+            The resampled image; ``img`` itself when it has that size already.
+        """
         if (img.height, img.width) == self.size:
             return img
         return img.resize((self.size[1], self.size[0]), self.filter)

@@ -60,6 +60,13 @@ class Draws:
         self._words = []
 
     def word(self) -> int:
+        """The generator's next 32-bit word (numpy draws ``_WORDS`` at a time).
+
+        Returns
+        -------
+        int
+            The word, as torch's Mersenne Twister would give it next.
+        """
         if not self._words:
             self._words = self._state.randint(0, 2**32, size=_WORDS,
                                               dtype=np.uint64).tolist()[::-1]
@@ -87,6 +94,18 @@ class RangeDraw:
 
 
 def range_draw(a: float, b: float) -> RangeDraw:
+    """The range of a float32 ``uniform_(a, b)`` as torch holds it.
+
+    Parameters
+    ----------
+    a, b : float
+        The bounds of the range.
+
+    Returns
+    -------
+    RangeDraw
+        ``low`` (``a`` in float32) and ``span`` (``b - a`` in float32).
+    """
     low = np.float32(a)
     return RangeDraw(float(low), float(np.float32(b) - low))
 
