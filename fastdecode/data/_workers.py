@@ -19,7 +19,9 @@ leaves half a message, and the other workers hold the pipe's write end, so no
 end of file comes. :class:`NamingQueue` reads each message with a bounded
 wait between chunks and gives up, naming the dead worker, when one is dead.
 A worker named dead also has its orphaned /dev/shm names removed
-(:func:`sweep_orphan_segments`).
+(:func:`sweep_orphan_segments`), and a lock it died holding (the workers'
+done event's, which every worker takes after each task) is released
+(``WorkerIter._free_done_event``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from torch.utils.data.dataloader import _DatasetKind, _MultiProcessingDataLoader
 
 from fastdecode.data._next_epoch import NextEpoch
 
-__all__ = ["DEATH_GRACE_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue", "WorkerIter",
+__all__ = ["DEATH_GRACE_S", "STALE_LOCK_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue", "WorkerIter",
            "sweep_orphan_segments"]
 
 # How long a failed hand-over waits for the worker's death to become visible:
@@ -52,6 +54,9 @@ DEATH_GRACE_S = 5.0
 # How often a wait for a batch, or a stalled read of one, looks for dead
 # workers (torch: every 5 s).
 WORKER_CHECK_S = 1.0
+# How long the workers' done event's lock may stay held, with a worker dead,
+# before it is taken to be the dead worker's (WorkerIter._free_done_event).
+STALE_LOCK_S = 1.0
 # The most a read of one message asks for at a time.
 CHUNK = 1 << 20
 
@@ -322,6 +327,39 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
             raise ours
         finally:
             del ours
+
+    def _mark_worker_as_unavailable(self, worker_id: int, shutdown: bool = False) -> None:
+        self._free_done_event()
+        super()._mark_worker_as_unavailable(worker_id, shutdown)
+
+    def _shutdown_workers(self) -> None:
+        if not getattr(self, "_shutdown", True):
+            self._free_done_event()
+        super()._shutdown_workers()
+
+    def _free_done_event(self) -> None:
+        """Frees the workers' done event's lock where a dead worker holds it.
+
+        Each worker looks at the event (``is_set``) after every task, under
+        the event's lock, a lock shared by all the processes; a worker killed
+        while it looks leaves the lock held for ever, and the main process,
+        which looks at it when it marks a worker unavailable and sets it at
+        the shutdown, would wait on it for ever (torch's own iterator relies
+        on its SIGCHLD handler to interrupt that wait; this one takes its
+        workers out of that handler, see the module doc). Held for longer
+        than :data:`STALE_LOCK_S` while a worker is dead, the lock is taken to
+        be the dead worker's and released: a live worker holds it for
+        microseconds, and multiprocessing's Lock may be released by any
+        process."""
+        event = getattr(self, "_workers_done_event", None)
+        lock = getattr(getattr(event, "_cond", None), "_lock", None)
+        if lock is None:
+            return
+        if lock.acquire(True, STALE_LOCK_S):
+            lock.release()
+            return
+        if any(not w.is_alive() for w in self._workers):
+            lock.release()
 
     def _dead_workers(self, grace: float) -> list:
         deadline = time.monotonic() + grace

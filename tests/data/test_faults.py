@@ -395,3 +395,29 @@ def test_a_dead_workers_orphaned_segment_names_are_removed(monkeypatch):
         for name in (orphan, live):
             if os.path.exists(name):
                 os.unlink(name)
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_killed_holding_the_done_events_lock_is_named(tree, nothing_leaks):
+    """A worker SIGKILLed inside the done event's ``is_set()`` leaves the
+    event's lock held (a full-tier random-kill trial then waited for ever in
+    ``_mark_worker_as_unavailable``): the named error, and a shutdown that
+    ends. The main process holds the lock in the killed worker's place."""
+    ds = fd.FastImageFolder(tree, CHAINS["uint8"]())
+    loader = fd.FastLoader(ds, batch_size=2, num_workers=2)
+    it = iter(loader)
+    next(it)
+    workers = loader._ring_pass  # the workers' iterator under the ring's batches
+    nothing_leaks.extend(w.pid for w in workers._workers)
+    lock = workers._workers_done_event._cond._lock
+    assert lock.acquire(True, 5)
+    os.kill(workers._workers[0].pid, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=NAMED):
+        for _ in it:
+            pass
+    assert time.monotonic() - start < LATE
+    workers._shutdown_workers()
+    assert time.monotonic() - start < LATE
+    assert not any(w.is_alive() for w in workers._workers)
+    del it, workers, loader
