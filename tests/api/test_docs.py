@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import argparse
+import html
+import importlib
 import importlib.util
 import json
 import os
@@ -234,20 +236,79 @@ def test_examples_run_as_written(path, example_tree):
     assert "torch.Size([" in done.stdout
 
 
-@pytest.mark.no_sanitize
-def test_docs_build_strict(tmp_path):
-    """What `make docs` runs once its requirements are installed."""
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> Path:
+    """The site as `make docs` builds it (strict mode), once for this module."""
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None:
         pytest.skip("mkdocs is not installed (requirements/docs.txt; make docs installs it)")
-    site = tmp_path / "site"
+    site = tmp_path_factory.mktemp("docs") / "site"
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    text = (site / "reference" / "fastdecode.html").read_text()
+    return site
+
+
+@pytest.mark.no_sanitize
+def test_docs_build_strict(built_site):
+    """What `make docs` runs once its requirements are installed."""
+    text = (built_site / "reference" / "fastdecode.html").read_text()
     assert "decode_jpeg" in text and "read_header" in text
-    assert (site / "reference" / "cli.html").is_file()
-    assert (site / "search" / "search_index.json").is_file()
+    assert (built_site / "reference" / "cli.html").is_file()
+    assert (built_site / "search" / "search_index.json").is_file()
+
+
+def _plain(html_text: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", html_text)).split())
+
+
+def _summary_words(doc: str | None, count: int = 4) -> str | None:
+    """The first words of a docstring's summary as the site renders them:
+    roles (``:func:``) and the ``~`` of their targets dropped, code and
+    emphasis marks gone."""
+    if not doc:
+        return None
+    summary = " ".join(doc.strip().split("\n\n")[0].split())
+    summary = re.sub(r":\w+:`~?", "`", summary)
+    words = re.sub(r"[`*]", "", summary).split()
+    return " ".join(words[:count]) if len(words) >= count else None
+
+
+def _reference_entries() -> list:
+    hook = _hook()
+    homes = hook.canonical_pages()
+    entries = []
+    for public, source, page, _ in hook.MODULES:
+        for name in hook.public_names(source):
+            if public == "fastdecode" and name in homes:
+                continue  # documented in full on its own module's page, linked from here
+            ident = f"{public if public == 'fastdecode' else source}.{name}"
+            if f"{public}.{name}" in hook.EXTERNAL:
+                ident = f"{public}.{name}"
+            entries.append(pytest.param(public, source, page, name, ident, id=f"{public}.{name}"))
+    return entries
+
+
+@pytest.mark.no_sanitize
+@pytest.mark.parametrize("public, source, page, name, ident", _reference_entries())
+def test_built_site_shows_every_public_name_with_its_docstring(built_site, public, source, page,
+                                                               name, ident):
+    """Every public name has its entry on its built Reference page, and the
+    entry shows the start of the object's own docstring."""
+    pytest.importorskip("torch")
+    text = (built_site / page.replace(".md", ".html")).read_text()
+    anchor = f'id="{ident}"'
+    assert anchor in text, f"{public}.{name} has no entry on {page}"
+    obj = getattr(importlib.import_module(source), name)
+    own = obj.__doc__ if (callable(obj) or isinstance(obj, type)) and \
+        obj.__doc__ != type(obj).__doc__ else None
+    words = _summary_words(own)
+    if words is None or f"{public}.{name}" in _hook().EXTERNAL:
+        return
+    entry = text[text.index(anchor):][:20000]
+    # compared without spaces: the page spaces out its code spans ("( f() )")
+    assert words.replace(" ", "") in _plain(entry).replace(" ", ""), \
+        f"{public}.{name}'s entry lacks its docstring ({words!r})"
 
 
 DOC_PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if "```python" in p.read_text())
