@@ -317,6 +317,6 @@ DOC_PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if "```python" in p.
 @pytest.mark.parametrize("path", DOC_PAGES, ids=[str(p.relative_to(ROOT / "docs")) for p in DOC_PAGES])
 def test_docs_python_blocks_compile(path):
     """Every Python block of the docs is valid Python (the README's and Getting
-    started's also run, above; the guides' name the user's own paths)."""
+    started's also run, above; the guides' run in test_guide_examples.py, slow tier)."""
     for number, block in enumerate(re.findall(r"```python\n(.*?)```", path.read_text(), re.S)):
         compile(block, f"{path.name}[block {number}]", "exec")
