@@ -1,0 +1,89 @@
+"""Resume after a SIGKILL, in a fresh process, with another num_workers (issue 30).
+
+A training process (``helpers/resume_run.py``) saves its checkpoint (the
+loader's state, the epoch, torch's RNG state) atomically right after batch
+``k`` of epoch 0 and is SIGKILLed; a fresh process loads it with
+``weights_only=True`` into a loader with another ``num_workers`` (0, 1, or
+``threads=2``) and runs through the end of epoch 1. Its batches, digested
+sample by sample (pixels and label), are exactly the uninterrupted run's from
+batch ``k + 1`` on: the same samples in the same order with the same
+augmentations. ``k`` is the epoch's first, middle and last batch (after the
+last, the resumed run starts at epoch 1's first batch). Every sampler kind
+and chain kind of issue 30 is covered (slow tier; the default tier runs one case).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+from helpers.resume_run import CHAINS, SAMPLERS
+from helpers.trees import make_tree
+
+TESTS = Path(__file__).resolve().parents[1]
+# the batch k after which the run is killed (of an epoch of n batches), and the
+# resumed loader's workers (N: num_workers, tN: threads=N in-process)
+STOPS = {"first": (lambda n: 1, "0"), "middle": (lambda n: n // 2, "1"),
+         "last": (lambda n: n, "t2")}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    return make_tree(tmp_path_factory.mktemp("killedtree"), per_class=8)  # 24 samples
+
+
+def run(mode: str, tree: Path, chain: str, sampler: str, workers: str, **kw) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-W", "error", "-m", "helpers.resume_run", mode, "--root", str(tree),
+            "--chain", chain, "--sampler", sampler, "--workers", workers]
+    for key, value in kw.items():
+        args += [f"--{key}", str(value)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+
+
+_uninterrupted: dict = {}
+
+
+def uninterrupted(tree: Path, tmp_path: Path, chain: str, sampler: str) -> list:
+    """The two epochs of an uninterrupted run (2 workers), once per sampler and chain."""
+    if (chain, sampler) not in _uninterrupted:
+        out = tmp_path / "uninterrupted.json"
+        done = run("run", tree, chain, sampler, "2", out=out)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _uninterrupted[chain, sampler] = json.loads(out.read_text())
+    return _uninterrupted[chain, sampler]
+
+
+# every chain x sampler x stop in the slow tier (make test-full: three processes a
+# case, ~10 s); make test runs one of them
+DEFAULT_CASE = ("fully-fused", "random-generator", "middle")
+CASES = [pytest.param(c, s, k, id=f"{c}-{s}-{k}",
+                      marks=() if (c, s, k) == DEFAULT_CASE else pytest.mark.slow)
+         for c in sorted(CHAINS) for s in sorted(SAMPLERS) for k in sorted(STOPS)]
+
+
+@pytest.mark.parametrize("chain, sampler, stop", CASES)
+def test_a_killed_run_resumes_exactly_in_a_fresh_process(tree, tmp_path, chain, sampler, stop):
+    full = uninterrupted(tree, tmp_path, chain, sampler)
+    n = len(full) // 2  # 8 batches of 3 (4 for one of 2 distributed ranks)
+    assert len(full) == 2 * n and n >= 4
+    at, resumed_workers = STOPS[stop]
+    k = at(n)
+    checkpoint = tmp_path / "ckpt.pt"
+    killed = run("save", tree, chain, sampler, "2", k=k, checkpoint=checkpoint)
+    assert killed.returncode == -9, f"the run was not killed after its save: {killed.stderr[-2000:]}"
+    assert checkpoint.is_file() and not checkpoint.with_name("ckpt.pt.tmp").exists()
+    out = tmp_path / "resumed.json"
+    done = run("resume", tree, chain, sampler, resumed_workers, checkpoint=checkpoint, out=out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = json.loads(out.read_text())
+    assert resumed == full[k:], f"the resumed batches differ from batch {k + 1} on"
