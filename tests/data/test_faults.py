@@ -321,7 +321,8 @@ def test_stock_dataloader_killed_at_random(tree, persistent, chain, trial, no_sh
 # -- Ctrl-C of the training process -------------------------------------------
 
 TRAINING = textwrap.dedent("""
-    import os, sys, time
+    import faulthandler, os, signal, sys, time
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the stacks, if it hangs
     import torch
     import fastdecode as fd
     from torchvision import transforms as T
@@ -354,7 +355,16 @@ def test_ctrl_c_exits_cleanly_and_leaks_nothing(tree, kind, tmp_path):
         assert len(workers) == 2
         time.sleep(0.5)  # mid-epoch
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=20)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            for pid in (proc.pid, *workers):  # workers inherit the stack dump's handler
+                if not gone(pid):
+                    os.kill(pid, signal.SIGUSR1)
+            time.sleep(2)
+            proc.kill()
+            _, err = proc.communicate()
+            pytest.fail(f"Ctrl-C did not end the run within 20 s; its stacks:\n{err[-12000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
