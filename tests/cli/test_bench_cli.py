@@ -65,3 +65,71 @@ def test_quick_and_full_exclude_each_other(capsys):
 def test_bench_help_has_examples(capsys):
     assert main(["bench", "--help"]) == 0
     assert "fastdecode bench --quick" in capsys.readouterr().out
+
+
+def _sections() -> dict:
+    """The sections of a report, in the shape `fastdecode bench` writes them."""
+    return {
+        "decode": {"sections": [{"key": "jpeg_full", "rows": [
+            {"name": "fastdecode", "speedup": 1.5}, {"name": "Pillow", "speedup": 1.0}]}]},
+        "transforms": {"sections": [{"key": "train_float", "rows": [
+            {"name": "fastdecode fuse", "speedup": 2.9}]}]},
+        "loader": {"chains": {"train": {
+            "summary": {"num_workers": 2, "speedup_fastimagefolder": 2.74,
+                        "speedup_fastloader": 2.76, "efficiency_fastimagefolder": 0.91,
+                        "efficiency_fastloader": 0.92},
+            "limit": {"usable_cpus": 2, "fused_ms_per_image": 2.5, "images_per_s": 800.0}}}},
+    }
+
+
+def test_summary_lines_name_each_ratio():
+    from fastdecode.cli.bench import summary_lines
+
+    lines = summary_lines(_sections())
+    assert lines == [
+        "decode:     fastdecode 1.50x Pillow (full JPEG decode, one thread)",
+        "fused:      fuse 2.90x torchvision + PIL (train chain, float, one thread)",
+        "loader:     DataLoader(FastImageFolder) 2.74x ImageFolder (train chain, 2 workers, "
+        "steady state)",
+        "FastLoader: 2.76x ImageFolder (train chain, 2 workers, steady state)",
+        "efficiency: FastImageFolder 91%, FastLoader 92% of the limit (2 CPUs / 2.50 ms per "
+        "fused image = 800 images/s)",
+    ]
+
+
+def test_summary_lines_say_what_was_not_measured():
+    from fastdecode.cli.bench import summary_lines
+
+    lines = summary_lines({})
+    assert len(lines) == 5
+    assert all(line.endswith("not measured") for line in lines)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], "fastdecode bench --plot fastdecode-bench.png"),  # the default figure
+    (["--quick", "--data", "d", "--json", "b.json", "--plot", "b.png"],
+     "fastdecode bench --data d --quick --json b.json --plot b.png"),
+    (["--full", "--sections", "decode", "loader"],
+     "fastdecode bench --full --sections decode loader --plot fastdecode-bench.png"),
+], ids=["default", "quick-files", "full-sections"])
+def test_command_line_gives_the_run_again(argv, expected):
+    from fastdecode.cli.__main__ import build_parser
+    from fastdecode.cli.bench import command_line
+
+    args = build_parser().parse_args(["bench", *argv])
+    assert command_line(args) == expected
+
+
+@pytest.mark.no_sanitize
+def test_plot_draws_the_published_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    from fastdecode.cli.bench import plot
+
+    sections = _sections()
+    sections["decode"]["sections"][0].update(title="JPEG", baseline="Pillow")
+    for row in sections["decode"]["sections"][0]["rows"]:
+        row.update(status="ok", images_per_s=100 * row["speedup"])
+    report = {"mode": "quick", "sections": {"decode": sections["decode"]}}
+    path = tmp_path / "bench.png"
+    plot(report, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
