@@ -36,6 +36,7 @@ from fastdecode.data import loader as loader_mod
 from fastdecode.data._cuda_ring import RingWriter, SlottedSampler
 from fastdecode.errors import ResumeError
 
+from helpers.resume_run import StatefulShuffle  # a user's sampler with its own state
 from helpers.trees import make_tree
 
 FUSED = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.PILToTensor()])
@@ -158,34 +159,6 @@ def set_epoch(loader, e):
 
 def set_epoch_inner(loader, e):
     loader.batch_sampler.sampler.set_epoch(e)
-
-
-class StatefulShuffle(Sampler):
-    """A user's sampler with its own state: a per-epoch permutation and how
-    far its pass went (torchdata's protocol)."""
-
-    def __init__(self, n, seed=7):
-        self.n, self.seed, self.epoch, self.yielded, self._start = n, seed, 0, 0, 0
-
-    def set_epoch(self, e):
-        self.epoch = e
-
-    def __iter__(self):
-        order = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + self.epoch))
-        start, self._start = self._start, 0
-        self.yielded = start
-        for i in order.tolist()[start:]:
-            self.yielded += 1
-            yield i
-
-    def __len__(self):
-        return self.n
-
-    def state_dict(self):
-        return {"epoch": self.epoch, "yielded": self.yielded}
-
-    def load_state_dict(self, state):
-        self.epoch, self._start = state["epoch"], state["yielded"]
 
 
 class GlobalShuffle(Sampler):

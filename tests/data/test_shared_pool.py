@@ -37,22 +37,6 @@ WORKERS = [
 ]
 
 
-_base = [0]
-
-
-@pytest.fixture(autouse=True)
-def borrowed_before():
-    """What earlier tests' received tensors still hold (anything that keeps one
-    alive past its test: its count is not this test's)."""
-    gc.collect()
-    _base[0] = _shared_pool.borrowed()
-
-
-def held() -> int:
-    """Received tensors on worker slots this test still holds alive."""
-    return _shared_pool.borrowed() - _base[0]
-
-
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
     return make_tree(tmp_path_factory.mktemp("pooltree"), per_class=6)  # 18 images: 5 batches
@@ -165,7 +149,7 @@ def collate_with_counts(batch):
 
 
 @pytest.mark.parametrize("chain", CHAINS)
-def test_a_loop_that_drops_its_batches_reuses_the_slots(tree, chain):
+def test_a_loop_that_drops_its_batches_reuses_the_slots(tree, chain, held):
     ds = fd.FastImageFolder(tree, chain())
     want = expected(ds)
     loader = DataLoader(ds, batch_size=BATCH, num_workers=1, persistent_workers=True,
@@ -183,7 +167,7 @@ def test_a_loop_that_drops_its_batches_reuses_the_slots(tree, chain):
 
 
 @pytest.mark.parametrize("chain", CHAINS)
-def test_a_consumer_keeping_every_batch_gets_fresh_ones_past_the_pool(tree, chain):
+def test_a_consumer_keeping_every_batch_gets_fresh_ones_past_the_pool(tree, chain, held):
     ds = fd.FastImageFolder(tree, chain())
     want = expected(ds)
     loader = DataLoader(ds, batch_size=BATCH, num_workers=1, persistent_workers=True,

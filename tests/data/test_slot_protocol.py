@@ -5,7 +5,6 @@ loaders over it: tests/data/test_shared_pool.py."""
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 from multiprocessing.reduction import ForkingPickler
@@ -17,21 +16,6 @@ import torch.multiprocessing  # noqa: E402,F401,F811  (registers torch's reducti
 
 from fastdecode.data import _shared_pool  # noqa: E402
 from fastdecode.data._shared_pool import SlotView  # noqa: E402
-
-_base = [0]
-
-
-@pytest.fixture(autouse=True)
-def borrowed_before():
-    """What earlier tests' received tensors still hold (anything that keeps one
-    alive past its test: its count is not this test's)."""
-    gc.collect()
-    _base[0] = _shared_pool.borrowed()
-
-
-def held() -> int:
-    """Received tensors on worker slots this test still holds alive."""
-    return _shared_pool.borrowed() - _base[0]
 
 
 @pytest.fixture
@@ -65,7 +49,7 @@ VIEWS = [
 
 
 @pytest.mark.parametrize("make_view", VIEWS)
-def test_every_view_of_a_slot_crosses_by_the_pool_rules(as_worker, make_view):
+def test_every_view_of_a_slot_crosses_by_the_pool_rules(as_worker, make_view, held):
     """A view a collate makes is a SlotView too (never torch's reduction,
     which would send the slot's memory and leave the flag down)."""
     view = make_view(slot_batch(as_worker))
@@ -167,7 +151,7 @@ def test_a_received_batch_sent_on_is_a_copy(as_worker):
     assert torch.equal(got, torch.arange(12.0).view(3, 4))
 
 
-def test_a_copy_a_collate_made_crosses_as_torch_sends_it(as_worker):
+def test_a_copy_a_collate_made_crosses_as_torch_sends_it(as_worker, held):
     copy = slot_batch(as_worker) * 2  # a SlotView not on a slot
     assert type(copy) is SlotView
     got = ForkingPickler.loads(ForkingPickler.dumps(copy))
