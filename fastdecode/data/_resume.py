@@ -339,6 +339,9 @@ class Tracker:
         self.pending: Optional[_Pass] = None  # the next epoch's, drawn ahead
         self.loaded: Optional[dict] = None  # applies at the next iter()
         self._resume: Optional[dict] = None  # applies at the next pass of the sampler
+        self._skip: Optional[int] = None  # skip(): applies at the next iter()
+        self._skip_now: Optional[int] = None  # ... and at that iter()'s pass
+        self._skip_states: Optional[list[bytes]] = None  # a pass drawn ahead started from
         self._fingerprint: Optional[dict] = None
 
     # -- the loop's side ------------------------------------------------------
@@ -358,11 +361,58 @@ class Tracker:
                 self.taken = 0
             elif state["started"]:
                 self._resume = state
+                self._skip = None  # skip() checked that it names this very batch
+                return self.serial
+            self._skipping()
             return self.serial
         self.epoch += 1
         self.taken = 0
         self.current, self.pending = self.pending, None  # kept if the iterator adopts it
+        if self._skip is not None:
+            # a pass drawn ahead (persistent workers) is not cut: drawn again, from the
+            # random states it started from
+            if self.current is not None:
+                self._skip_states = list(self.current.states)
+            self.current = None
+            self._skipping()
         return self.serial
+
+    @property
+    def skipping(self) -> bool:
+        """Whether a :meth:`skip` applies at the next iter()."""
+        return self._skip is not None
+
+    def _skipping(self) -> None:
+        """At iter(): a pending :meth:`skip` starts this epoch at its batch."""
+        if self._skip is not None:
+            self.taken, self._skip_now, self._skip = self._skip, self._skip, None
+
+    def skip(self, batches: int) -> None:
+        """The next ``iter()`` starts its epoch at batch ``batches``: its pass
+        is drawn as it would be and cut there (the index list sliced, nothing
+        decoded), so the batches after it are the ones an epoch read whole
+        from its start would give. After a :meth:`load_state_dict` whose
+        state is mid-epoch, the state already says where: ``batches`` must be
+        its batch, and nothing more is done."""
+        if isinstance(batches, bool) or not isinstance(batches, int) or batches < 0:
+            raise ValueError(f"batches must be an int >= 0, not {batches!r}")
+        loaded = self.loaded
+        if loaded is not None and loaded["started"] and not loaded["finished"]:
+            if loaded["batches"] != batches:
+                raise ResumeError(
+                    f"the loaded state resumes epoch {loaded['epoch']} after batch "
+                    f"{loaded['batches']}, not {batches}: skip that many (or none: the "
+                    f"loaded state already starts there)")
+            self._skip = None
+            return
+        samplers = _chain(self.sampler.batch_sampler)
+        if not _is(self.sampler.batch_sampler, BatchSampler) or any(
+                _stateful(s) and not _known_index(s) for s in samplers):
+            raise ResumeError(
+                f"skipping batches without decoding them needs a BatchSampler over a sampler "
+                f"FastLoader draws again ({' > '.join(type(s).__name__ for s in samplers)} "
+                f"is not): save and load the loader's state_dict instead")
+        self._skip = batches
 
     def counted(self, it: Any, serial: int) -> Counted:
         """``it``, the loader's iterator for iter() number ``serial``, counted."""
@@ -388,12 +438,17 @@ class Tracker:
         uses_global = _uses_global(samplers)
         resume = None if ahead else self._resume
         self._resume = None
+        skip = None if ahead else self._skip_now
+        if not ahead:
+            self._skip_now = None
         dist = _distributed(samplers)
         replicas = 1 if dist is None else int(dist.num_replicas)
         rank = 0 if dist is None else int(dist.rank)
+        if resume is None and skip is not None:  # this pass, from its own start, cut at `skip`
+            resume = self._skip_state(batch_sampler, gens, uses_global, skip, dist)
         if resume is not None:
-            batches, local, done, states, order = self._resumed(batch_sampler, samplers, gens,
-                                                                uses_global, resume)
+            batches, local, done, states, order = self._resumed(
+                batch_sampler, samplers, gens, uses_global, resume, keep_draws=skip is not None)
         else:
             states = [_state_bytes(g) for g in gens]
             if uses_global:
@@ -433,10 +488,28 @@ class Tracker:
             yield indices if seed is None else SeededBatch(indices, seed, start, step)
         run.exhausted = True
 
+    def _skip_state(self, batch_sampler: Any, gens: list[torch.Generator], uses_global: bool,
+                    skip: int, dist: Optional[DistributedSampler]) -> dict:
+        """The state of a pass that starts now, after ``skip`` batches (a
+        BatchSampler's: all full before the last)."""
+        states, self._skip_states = self._skip_states, None
+        if states is None:
+            states = [_state_bytes(g) for g in gens]
+            if uses_global:
+                states.append(_state_bytes(torch.default_generator))
+        replicas = 1 if dist is None else int(dist.num_replicas)
+        local = skip * int(batch_sampler.batch_size)
+        return {"random": states, "batches": skip, "samples": local,
+                "samples_global": local * replicas, "order_replicas": replicas,
+                "sampler_state": None,
+                "sampler_epoch": None if dist is None else int(dist.epoch)}
+
     def _resumed(self, batch_sampler: Any, samplers: list[Any], gens: list[torch.Generator],
-                 uses_global: bool, state: dict) -> tuple:
+                 uses_global: bool, state: dict, keep_draws: bool = False) -> tuple:
         """The rest of the saved pass: (batches, local samples, batches done,
-        start states, order replicas), its draws under the saved states."""
+        start states, order replicas), its draws under the saved states
+        (torch's global generator left as it was, unless ``keep_draws``: a
+        pass cut by :meth:`skip` draws as an uncut one does)."""
         saved = state["random"]
         dist = _distributed(samplers)
         if dist is not None and state["sampler_epoch"] is not None \
@@ -450,7 +523,7 @@ class Tracker:
                               f"{' and the global one' if uses_global else ''}")
         for g, data in zip(gens, saved):
             g.set_state(_from_bytes(data))
-        mine = torch.get_rng_state() if uses_global else None
+        mine = torch.get_rng_state() if uses_global and not keep_draws else None
         if uses_global:
             torch.set_rng_state(_from_bytes(saved[-1]))
         # a DistributedSampler's pass resumes at a step: its share of the samples before
@@ -640,6 +713,7 @@ class Tracker:
                        "goes on from where it is; the state applies to the next iter()")
         self.loaded = dict(state)
         self.pending = None
+        self._skip = None  # the loaded state says where the next iter() starts
 
     def _check_world(self, state: dict, saved: dict, now: dict) -> None:
         glob = saved["batch_size"] * saved["num_replicas"]

@@ -473,7 +473,7 @@ class FastLoader(_LoaderBase):
         tracker = self._tracker
         if tracker is None:
             return self._iter()
-        if tracker.loaded is not None:
+        if tracker.loaded is not None or tracker.skipping:
             self._forget_ahead()
         serial = tracker.start_epoch()
         with self._undoing_draws():
