@@ -356,7 +356,9 @@ def test_ctrl_c_exits_cleanly_and_leaks_nothing(tree, kind, tmp_path):
         time.sleep(0.5)  # mid-epoch
         proc.send_signal(signal.SIGINT)
         try:
-            _, err = proc.communicate(timeout=20)
+            # bounded, not timed: on a loaded 2-core machine the exit alone
+            # (the interpreter's teardown with torch loaded) took up to 15 s
+            _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             for pid in (proc.pid, *workers):  # workers inherit the stack dump's handler
                 if not gone(pid):
@@ -364,7 +366,7 @@ def test_ctrl_c_exits_cleanly_and_leaks_nothing(tree, kind, tmp_path):
             time.sleep(2)
             proc.kill()
             _, err = proc.communicate()
-            pytest.fail(f"Ctrl-C did not end the run within 20 s; its stacks:\n{err[-12000:]}")
+            pytest.fail(f"Ctrl-C did not end the run within 60 s; its stacks:\n{err[-12000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
