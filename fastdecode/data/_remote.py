@@ -62,8 +62,10 @@ _ENV_PREFIX = "FASTDECODE_FS_"
 _SECRETS: dict[str, dict] = {}  # token -> secret options, this process
 _READ_THREADS = 8
 _INDEX_VERSION = 1
+# EBUSY and EREMOTEIO: how s3fs translates S3's 503 (SlowDown, ServiceUnavailable) and 500
 _TRANSIENT_ERRNO = {_errno.ECONNRESET, _errno.ECONNREFUSED, _errno.ECONNABORTED, _errno.ETIMEDOUT,
-                    _errno.EPIPE, _errno.EHOSTUNREACH, _errno.ENETUNREACH, _errno.EAGAIN}
+                    _errno.EPIPE, _errno.EHOSTUNREACH, _errno.ENETUNREACH, _errno.EAGAIN,
+                    _errno.EBUSY, _errno.EREMOTEIO}
 
 
 def is_url(path: Any) -> bool:
@@ -254,7 +256,7 @@ class Remote:
             import fsspec
 
             with self._lock:
-                options = _merge(self.options, self._secret())
+                options = _client_defaults(self.protocol, _merge(self.options, self._secret()))
                 self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=True, **options)
                 self._pool = None
                 self._pid = os.getpid()
@@ -386,6 +388,26 @@ class Remote:
         np.cumsum(np.fromiter((len(r.encode("utf-8")) + 1 for r in files), np.int64,
                               count=len(files)), out=offsets[1:])
         return TreeIndex(scrub_url(url), blob, offsets, sorted(folders), stamp.hexdigest())
+
+
+def _client_defaults(protocol: str, options: dict) -> dict:
+    """``options`` with what fastdecode's reads need of the client, where the
+    user did not set it. s3fs: one GET per object (``max_concurrency=1``; by
+    default it first asks the object's size, a second request per image),
+    and no retries inside botocore (its legacy mode retries a refused
+    connection for ~9 s per attempt), with timeouts at the retry bound:
+    :meth:`Remote.read_many` retries, within ``$FASTDECODE_RETRY_SECONDS``."""
+    if protocol not in ("s3", "s3a"):
+        return options
+    bound = max(1.0, _retry_seconds())
+    options = dict(options)
+    options.setdefault("max_concurrency", 1)
+    config = dict(options.get("config_kwargs") or {})
+    config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
+    config.setdefault("connect_timeout", bound)
+    config.setdefault("read_timeout", bound)
+    options["config_kwargs"] = config
+    return options
 
 
 class _RemoteFile:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -26,8 +29,9 @@ from fastdecode.data import _remote  # noqa: E402
 from fastdecode.datasets import FastDatasetFolder, FastImageFolder  # noqa: E402
 from fastdecode.errors import ImageFileError  # noqa: E402
 
-from helpers import netns  # noqa: E402
+from helpers import netns, s3_server  # noqa: E402
 from helpers.http_tree import HttpTree  # noqa: E402
+from helpers.s3_server import S3Server  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
 SECRET = "s3cr3t-Pa55w0rd-XYZ"
@@ -91,12 +95,64 @@ def test_the_http_cases_run_in_a_loopback_only_namespace(request):
     assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
 
 
-@pytest.fixture(params=["memory", pytest.param("http", marks=pytest.mark.loopback)])
-def root(request, tree):
-    """(URL of the tree, the local tree): each kind of remote root."""
+@pytest.fixture(scope="module")
+def s3_service():
+    """moto's S3 server in its own process (helpers/s3_server.py), one per
+    module, started only inside the namespace; every test puts its own tree
+    under a fresh prefix."""
+    reason = s3_server.unavailable() or netns.skip_reason(LEAD)
+    if reason:
+        pytest.skip(reason)
+    with S3Server() as s3:
+        yield s3
+
+
+@dataclass
+class Root:
+    """A remote copy of the local ``tree`` at ``url``, opened with ``options``;
+    ``remove``/``put`` change a key of it behind the dataset's back."""
+
+    kind: str
+    url: str
+    tree: Path
+    options: dict
+    fs: Any  # an fsspec client of the store, the test's own
+
+    def remove(self, url: str) -> None:
+        if self.kind == "http":  # the served folder is the local tree
+            Path(url.replace(self.url, str(self.tree))).unlink()
+        else:
+            self.fs.rm(url)
+
+    def put(self, url: str, data: bytes) -> None:
+        if self.kind == "http":
+            Path(url.replace(self.url, str(self.tree))).write_bytes(data)
+        else:
+            self.fs.pipe_file(url, data)
+
+
+def _s3_root(request, tree, secret=SECRET) -> Root:
+    request.getfixturevalue("loopback")
+    s3 = request.getfixturevalue("s3_service")
+    url = s3.upload(tree, f"t-{uuid.uuid4().hex}/tree", secret)
+    return Root("s3", url, tree, s3.options(secret), s3.filesystem(secret))
+
+
+S3 = pytest.param("s3", marks=pytest.mark.loopback)
+HTTP = pytest.param("http", marks=pytest.mark.loopback)
+
+
+@pytest.fixture(params=["memory", HTTP, S3])
+def root(request, tree) -> Root:
+    """Each kind of remote root over a copy of the local tree: fsspec's memory
+    filesystem, the threaded HTTP server, moto's S3 (``s3://bucket/...``
+    with endpoint_url and key/secret in storage_options)."""
     if request.param == "memory":
-        return request.getfixturevalue("memory_root"), tree
-    return request.getfixturevalue("server").url + "/tree", tree
+        return Root("memory", request.getfixturevalue("memory_root"), tree, {},
+                    MemoryFileSystem())
+    if request.param == "http":
+        return Root("http", request.getfixturevalue("server").url + "/tree", tree, {}, None)
+    return _s3_root(request, tree)
 
 
 def local_paths(ds, url, tree):
@@ -114,23 +170,25 @@ def rows(loader):
 # -- rows, targets, tensors ------------------------------------------------
 
 
+def open_root(root, *args, **kwargs):
+    return FastImageFolder(root.url, *args, storage_options=root.options, **kwargs)
+
+
 def test_classes_samples_and_targets_are_imagefolders(root):
-    url, tree = root
-    ds, ref = FastImageFolder(url), ImageFolder(str(tree))
+    ds, ref = open_root(root), ImageFolder(str(root.tree))
     assert ds.classes == ref.classes and ds.class_to_idx == ref.class_to_idx
-    assert local_paths(ds, url, tree) == ref.samples and ds.targets == ref.targets
-    assert ds.root == url
+    assert local_paths(ds, root.url, root.tree) == ref.samples and ds.targets == ref.targets
+    assert ds.root == root.url
 
 
 @pytest.mark.parametrize("workers,context", [(0, None), (2, "fork"), (2, "spawn")],
                          ids=["0-workers", "2-workers-fork", "2-workers-spawn"])
-def test_batches_are_bit_identical_to_the_local_trees(root, workers, context, request):
-    url, tree = root
-    if context == "spawn" and url.startswith("memory://"):
-        pytest.skip("the memory filesystem lives in one process: spawn is tested over http")
-    ds = FastImageFolder(url, TF, exact=True)
+def test_batches_are_bit_identical_to_the_local_trees(root, workers, context):
+    if context == "spawn" and root.kind == "memory":
+        pytest.skip("the memory filesystem lives in one process: spawn is tested over http, s3")
+    ds = open_root(root, TF, exact=True)
     ds[0]  # the client exists in this process before the workers fork
-    ref = FastImageFolder(str(tree), TF, exact=True)
+    ref = FastImageFolder(str(root.tree), TF, exact=True)
     kw = dict(batch_size=5, num_workers=workers, multiprocessing_context=context)
     got, want = rows(torch.utils.data.DataLoader(ds, **kw)), rows(
         torch.utils.data.DataLoader(ref, batch_size=5))
@@ -138,10 +196,10 @@ def test_batches_are_bit_identical_to_the_local_trees(root, workers, context, re
 
 
 def test_fast_dataset_folder_takes_a_url_with_extensions(root):
-    url, tree = root
-    ds = FastDatasetFolder(url, loader=None, extensions=(".png",))
-    assert [p for p, _ in local_paths(ds, url, tree)] == sorted(
-        str(p) for p in tree.rglob("*.png"))
+    ds = FastDatasetFolder(root.url, loader=None, extensions=(".png",),
+                           storage_options=root.options)
+    assert [p for p, _ in local_paths(ds, root.url, root.tree)] == sorted(
+        str(p) for p in root.tree.rglob("*.png"))
 
 
 def test_a_batch_is_fetched_in_one_call(memory_root, monkeypatch):
@@ -154,37 +212,52 @@ def test_a_batch_is_fetched_in_one_call(memory_root, monkeypatch):
     assert calls == [4]
 
 
+@pytest.mark.loopback
+def test_an_s3_batch_is_one_get_per_key(request, tree):
+    """No HEAD before each GET (s3fs asks an object's size first unless its
+    max_concurrency is 1), no listing: 4 images, 4 requests."""
+    root = _s3_root(request, tree)
+    ds = open_root(root, TF)
+    s3 = request.getfixturevalue("s3_service")
+    before = s3.requests()
+    ds.__getitems__([0, 1, 2, 3])
+    assert s3.requests() - before == 4
+
+
 # -- the listing index -------------------------------------------------------
 
 
-def count_finds(monkeypatch):
+def count_lists(monkeypatch):
+    """The listings made (each one ``find`` of the store)."""
     calls = []
-    find = MemoryFileSystem.find
-    monkeypatch.setattr(MemoryFileSystem, "find",
-                        lambda self, *a, **k: calls.append(a[0]) or find(self, *a, **k))
+    listing = _remote.Remote._list
+    monkeypatch.setattr(_remote.Remote, "_list",
+                        lambda self, url: calls.append(url) or listing(self, url))
     return calls
 
 
-def test_reopening_a_root_lists_nothing(memory_root, monkeypatch):
-    finds = count_finds(monkeypatch)
-    first = FastImageFolder(memory_root)
+def test_reopening_a_root_lists_nothing(root, monkeypatch):
+    lists = count_lists(monkeypatch)
+    first = open_root(root)
     _remote._TREES.clear()  # a new process: only the index file is left
-    again = FastImageFolder(memory_root)
-    assert len(finds) == 1 and again.samples == first.samples
+    again = open_root(root)
+    assert len(lists) == 1 and again.samples == first.samples
     assert list((Path(_remote.cache_dir()) / "index").glob("*.npz"))
 
 
-def test_a_stale_index_is_refreshed_on_request(memory_root, monkeypatch):
-    finds = count_finds(monkeypatch)
-    before = FastImageFolder(memory_root)
-    MemoryFileSystem().pipe(f"{memory_root}/cat/zz-new.jpg",
-                            MemoryFileSystem().cat(before.samples[0][0]))
+def test_a_stale_index_is_refreshed_on_request(root, monkeypatch):
+    lists = count_lists(monkeypatch)
+    before = open_root(root)
+    stale = _remote.Remote(root.url, root.options).tree(root.url).fingerprint
+    new = f"{root.url}/cat/zz-new.jpg"
+    root.put(new, (root.tree / "cat" / "img0.jpg").read_bytes())
     _remote._TREES.clear()
-    assert len(FastImageFolder(memory_root)) == len(before)  # the index, as it was
-    fresh = FastImageFolder(memory_root, refresh_index=True)
-    assert len(fresh) == len(before) + 1 and len(finds) == 2
-    assert _remote.refresh_index(memory_root).fingerprint == _remote._TREES[
-        _remote._index_key("memory", memory_root, {})].fingerprint
+    assert len(open_root(root)) == len(before)  # the index, as it was
+    fresh = open_root(root, refresh_index=True)
+    assert len(fresh) == len(before) + 1 and len(lists) == 2
+    assert fresh.samples.index((new, 0)) == 3  # after cat/img3.png, before cat/nested/
+    assert fresh[3][1] == 0  # and it reads
+    assert _remote.refresh_index(root.url, root.options).fingerprint != stale
 
 
 def test_a_root_with_nothing_under_it_is_file_not_found():
@@ -195,19 +268,19 @@ def test_a_root_with_nothing_under_it_is_file_not_found():
 # -- errors: deleted keys, retries, a server that goes away ------------------
 
 
-def test_a_key_deleted_after_listing_names_the_url(memory_root):
-    ds = FastImageFolder(memory_root, TF)
+def test_a_key_deleted_after_listing_names_the_url(root):
+    ds = open_root(root, TF)
     gone = ds.samples[2][0]
-    MemoryFileSystem().rm(gone)
-    with pytest.raises(ImageFileError, match=f"sample 2: cannot read {gone}") as info:
+    root.remove(gone)
+    with pytest.raises(ImageFileError, match=f"sample 2: cannot read {re.escape(gone)}") as info:
         ds[2]
     assert isinstance(info.value, OSError) and info.value.filename == gone
 
 
 @pytest.mark.parametrize("path", ["item", "batch"])
-def test_a_deleted_key_is_skipped_under_on_error_skip(memory_root, path):
-    ds = FastImageFolder(memory_root, TF, on_error="skip")
-    MemoryFileSystem().rm(ds.samples[2][0])
+def test_a_deleted_key_is_skipped_under_on_error_skip(root, path):
+    ds = open_root(root, TF, on_error="skip")
+    root.remove(ds.samples[2][0])
     if path == "item":
         image, _ = ds[2]
         assert image.shape == (3, 32, 32)
@@ -240,30 +313,70 @@ def test_a_persistent_5xx_gives_up_within_the_bound(server, monkeypatch):
 
 @pytest.mark.loopback
 @pytest.mark.timeout(120)
-def test_a_server_killed_mid_epoch_is_a_typed_error_not_a_hang(server, monkeypatch):
+@pytest.mark.parametrize("kind", ["http", "s3"])
+def test_a_server_killed_mid_epoch_is_a_typed_error_not_a_hang(kind, tree, loopback,
+                                                               monkeypatch):
+    """The server dies between two batches (the HTTP server shut down, moto's
+    process SIGKILLed): the next batch raises the typed error naming the URL,
+    within the retry bound plus the client's own retries."""
     monkeypatch.setenv("FASTDECODE_RETRY_SECONDS", "1")
-    ds = FastImageFolder(server.url + "/tree", TF)
+    if kind == "http":
+        server = HttpTree(str(tree.parent))
+        with server:
+            url, options, stop = server.url + "/tree", {}, server.stop
+            scheme = r"http://127\.0\.0\.1:\d+/tree/"
+            ds = FastImageFolder(url, TF, storage_options=options)
+            _next_batch_after(ds, stop, scheme)
+        return
+    reason = s3_server.unavailable()
+    if reason:
+        pytest.skip(reason)
+    with S3Server() as s3:
+        url = s3.upload(tree, "killed/tree", SECRET)
+        ds = FastImageFolder(url, TF, storage_options=s3.options(SECRET))
+        _next_batch_after(ds, s3.kill, re.escape(url) + "/")
+
+
+def _next_batch_after(ds, kill, url_pattern):
     loader = iter(torch.utils.data.DataLoader(ds, batch_size=4))
     next(loader)
-    server.stop()
-    with pytest.raises(ImageFileError, match=r"cannot read http://127\.0\.0\.1:\d+/tree/"):
+    kill()
+    start = time.monotonic()
+    with pytest.raises(ImageFileError, match=f"cannot read {url_pattern}") as info:
         next(loader)
+    assert isinstance(info.value, OSError)
+    assert time.monotonic() - start < 30  # bounded: 1 s, and a busy host
 
 
 # -- credentials -----------------------------------------------------------------
 
 
-def test_secret_options_stay_out_of_pickles_messages_and_reprs(memory_root):
-    options = {"secret": SECRET, "client_kwargs": {"aws_session_token": SECRET}}
-    ds = FastImageFolder(memory_root, TF, storage_options=options)
-    assert SECRET.encode() not in pickle.dumps(ds)
-    assert SECRET not in repr(ds._remote) and SECRET not in repr(ds)
-    clone = pickle.loads(pickle.dumps(ds))
-    assert clone._remote.fs.storage_options["secret"] == SECRET  # the client still gets it
-    MemoryFileSystem().rm(ds.samples[0][0])
-    with pytest.raises(ImageFileError) as info:
-        clone[0]
-    assert SECRET not in str(info.value)
+@pytest.fixture(params=["memory", S3])
+def secret_root(request, tree) -> Root:
+    """A root whose storage options carry SECRET (s3: the secret access key)."""
+    if request.param == "memory":
+        return Root("memory", request.getfixturevalue("memory_root"), tree,
+                    {"secret": SECRET, "client_kwargs": {"aws_session_token": SECRET}},
+                    MemoryFileSystem())
+    return _s3_root(request, tree)
+
+
+def test_secret_options_stay_out_of_pickles_messages_logs_and_reprs(secret_root, caplog):
+    root = secret_root
+    with caplog.at_level(logging.DEBUG):
+        ds = open_root(root, TF)
+        assert SECRET.encode() not in pickle.dumps(ds)
+        assert SECRET not in repr(ds._remote) and SECRET not in repr(ds)
+        clone = pickle.loads(pickle.dumps(ds))
+        assert clone._remote.fs.storage_options["secret"] == SECRET  # the client still gets it
+        assert clone[1][0].shape == (3, 32, 32)
+        root.remove(ds.samples[0][0])
+        with pytest.raises(ImageFileError) as info:
+            clone[0]
+    assert SECRET not in str(info.value) and SECRET not in repr(info.value)
+    assert SECRET not in caplog.text
+    for index in (Path(_remote.cache_dir()) / "index").glob("*.npz"):
+        assert SECRET.encode() not in index.read_bytes()
 
 
 @pytest.mark.loopback
@@ -288,12 +401,6 @@ def test_url_userinfo_is_an_http_credential_never_shown(tree, caplog, loopback):
 def test_scrub_url_removes_userinfo():
     assert _remote.scrub_url(f"https://bob:{SECRET}@h.example/x") == "https://h.example/x"
     assert _remote.scrub_url("s3://bucket/x") == "s3://bucket/x"
-
-
-def test_the_index_holds_no_secret(memory_root):
-    FastImageFolder(memory_root, storage_options={"token": SECRET})
-    for index in (Path(_remote.cache_dir()) / "index").glob("*.npz"):
-        assert SECRET.encode() not in index.read_bytes()
 
 
 def test_local_trees_still_read_locally(tree):
