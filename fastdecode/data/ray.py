@@ -106,6 +106,7 @@ except ImportError as exc:  # test_missing_ray_names_the_extra hides ray to chec
 
 from fastdecode.data._listing import Listing, PathsLike, list_images
 from fastdecode.data._readahead import ReadAhead, ReadAheadOptions
+from fastdecode.data._remote import Remote, is_url
 from fastdecode.data._rows import BatchDecoder, random_seeds, row_seed, row_seeds
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
@@ -117,6 +118,16 @@ BLOCKS_PER_TASK = 8  # at most; fewer where the cluster's CPUs need more tasks
 
 # --------------------------------------------------------------------------
 # Reading: one Ray read task per range of rows.
+
+
+def _reader(filesystem: Optional[Any]) -> Any:
+    """The read-ahead window's reader: local files (None), an fsspec root (a
+    :class:`~fastdecode.data._remote.Remote`, a reader itself: each file one
+    GET, retried within the bound, its client made in the task's process), or a
+    pyarrow filesystem."""
+    if filesystem is None or isinstance(filesystem, Remote):
+        return filesystem
+    return functools.partial(_read_file, filesystem)
 
 
 def _read_file(filesystem: Optional[Any], path: str) -> bytes:
@@ -136,8 +147,7 @@ def _read_rows(decoder: BatchDecoder, filesystem: Optional[Any], paths: list[str
                labels: np.ndarray, indices: np.ndarray, seed: Optional[int],
                include_paths: bool, block_rows: int) -> Iterator[pa.Table]:
     # the task's files read ahead, across its blocks (data/_readahead.py)
-    reader = None if filesystem is None else functools.partial(_read_file, filesystem)
-    window = ReadAhead(ReadAheadOptions.resolve(None), reader)
+    window = ReadAhead(ReadAheadOptions.resolve(None), _reader(filesystem))
     try:
         yield from _read_blocks(window, decoder, paths, labels, indices, seed, include_paths,
                                 block_rows)
@@ -254,15 +264,27 @@ class ImageDatasource(Datasource):
 def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
                 include_paths: bool = False, seed: Optional[int] = None,
                 block_rows: int = BLOCK_ROWS, filesystem: Optional[Any] = None,
+                storage_options: Optional[dict] = None, refresh_index: bool = False,
                 **ray_read_args: Any) -> "ray.data.Dataset":
     """A Dataset of ``image`` (the chain's fixed-shape result: uint8 or float
     tensors) and ``label`` (the ImageFolder class index; -1 when ``paths`` is
     not one ImageFolder root), plus ``path`` with ``include_paths``.
 
-    paths: a file or directory, a list of them, or URIs (``s3://...``, through
-      pyarrow's filesystems, or ``filesystem=``). One directory holding class
-      folders is read as ``FastImageFolder`` reads it: the same files, order
-      and class indices.
+    paths: a file or directory, a list of them, or fsspec URLs (``s3://...``,
+      ``gs://...``, ``https://...``; one filesystem for all). One directory
+      holding class folders is read as ``FastImageFolder`` reads it: the same
+      files, order and class indices. URLs are listed and read as
+      ``FastImageFolder(url, storage_options=...)`` lists and reads them
+      (one listing kept as a local index file; each file one request,
+      retried within ``$FASTDECODE_RETRY_SECONDS``); with ``filesystem=`` (a
+      pyarrow filesystem) paths are read through it instead.
+    storage_options: the fsspec filesystem's options (``endpoint_url``,
+      ``key``/``secret``, ``anon``...), as pandas, datasets and Ray take them.
+      Secrets stay out of the read tasks' pickles: a task reads them from
+      its environment, which Ray's workers inherit from the driver's only
+      where the driver started them (``ray.init()`` after this call); give a
+      cluster its credentials as Ray's docs say (environment, instance roles).
+    refresh_index: list the URL again instead of reading its index file.
     transform: a torchvision chain that fixes the output size (or a
       :class:`~fastdecode.transforms.FusedTransform`); fused as
       ``fuse(transform, exact=exact)``.
@@ -281,13 +303,56 @@ def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
     if block_rows < 1:
         raise ValueError(f"block_rows must be at least 1, got {block_rows}")
     decoder = BatchDecoder(transform, exact=exact)
-    listing = list_images(paths, filesystem)
+    items = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+    if filesystem is None and any(map(is_url, items)):
+        listing = _list_urls(items, storage_options, refresh_index)
+    elif storage_options is not None:
+        raise ValueError("storage_options= goes with fsspec URLs, not with filesystem= or "
+                         "local paths")
+    else:
+        listing = list_images(paths, filesystem)
     source = ImageDatasource(listing, decoder, seed=seed, include_paths=include_paths,
                              block_rows=block_rows)
     ray_read_args.setdefault("override_num_blocks", _read_tasks(len(listing.paths), block_rows))
     ds = ray.data.read_datasource(source, **ray_read_args)
     _stream_each_block(ds, decoder, block_rows)
     return ds
+
+
+def _list_urls(items: list[str], storage_options: Optional[dict] = None,
+              refresh: bool = False) -> Listing:
+    """The rows of fsspec URLs (one filesystem, the first URL's): one URL whose
+    listing has top-level folders is an ImageFolder tree, listed as
+    ``FastImageFolder(url)`` lists it (its index file, its classes, order and
+    targets); otherwise each URL's image files (a folder: all of them, sorted;
+    a file: itself), label -1. The Listing's filesystem is the
+    :class:`~fastdecode.data._remote.Remote` the read tasks read through.
+
+    Raises FileNotFoundError for a URL with nothing under it."""
+    from fastdecode.data import _remote
+    from fastdecode.data._listing import _is_image
+
+    if not all(map(is_url, items)):
+        raise ValueError("read_images: fsspec URLs and local paths cannot be mixed")
+    remote = Remote(items[0], storage_options)
+    if len(items) == 1 and remote.fs.isdir(_remote.scrub_url(items[0])):
+        remote, index = _remote.open_root(items[0], storage_options, refresh=refresh)
+        if index.folders:
+            classes, class_to_idx = _remote.folder_classes(items[0])
+            samples, _ = _remote.folder_samples(items[0], class_to_idx, _is_image)
+            return Listing([p for p, _ in samples], np.array([t for _, t in samples], np.int64),
+                           classes, remote)
+    paths: list[str] = []
+    for item in items:
+        url = _remote.scrub_url(item).rstrip("/")
+        if remote.fs.isdir(url):
+            index = remote.tree(item, refresh=refresh)
+            paths += [f"{url}/{rel}" for rel in index.relpaths() if _is_image(rel)]
+        elif remote.fs.isfile(url):
+            paths.append(url)
+        else:
+            raise FileNotFoundError(f"read_images: no such file or directory: {url}")
+    return Listing(paths, np.full(len(paths), -1, np.int64), [], remote)
 
 
 def _read_tasks(rows: int, block_rows: int) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -346,6 +347,71 @@ def _next_batch_after(ds, kill, url_pattern):
         next(loader)
     assert isinstance(info.value, OSError)
     assert time.monotonic() - start < 30  # bounded: 1 s, and a busy host
+
+
+# -- fastdecode.ray.read_images over the same roots -----------------------------
+# Its read tasks run here, in this process (no cluster: tests/data/test_ray.py
+# has the cluster); what they decode is what a Ray worker would.
+
+
+def ray_module():
+    pytest.importorskip("ray.data")
+    import fastdecode.ray
+
+    return fastdecode.ray
+
+
+def task_rows(fdray, listing):
+    from fastdecode.data._rows import BatchDecoder
+
+    source = fdray.ImageDatasource(listing, BatchDecoder(TF, exact=True), seed=0,
+                                   include_paths=True, block_rows=4)
+    blocks = [b for task in source.get_read_tasks(2) for b in task()]
+    images = np.concatenate([b.column("image").combine_chunks().to_numpy_ndarray()
+                             for b in blocks])
+    return images, [x for b in blocks for x in b.column("label").to_pylist()], [
+        x for b in blocks for x in b.column("path").to_pylist()]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
+def test_read_images_reads_a_url_as_fastimagefolder_does(root):
+    fdray = ray_module()
+    listing = fdray._list_urls([root.url], root.options)
+    ds = open_root(root)
+    assert listing.paths == [p for p, _ in ds.samples] and listing.classes == ds.classes
+    images, labels, paths = task_rows(fdray, listing)
+    ref = FastImageFolder(str(root.tree), TF, exact=True)
+    assert np.array_equal(images, np.stack([ref[i][0].numpy() for i in range(len(ref))]))
+    assert labels == ref.targets and paths == listing.paths
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
+def test_read_images_takes_urls_of_files_and_folders(root):
+    fdray = ray_module()
+    listing = fdray._list_urls([f"{root.url}/cat", f"{root.url}/dog/img0.jpg"], root.options)
+    want = sorted(str(p) for p in (root.tree / "cat").rglob("*")
+                  if p.suffix in (".jpg", ".jpeg", ".png")) + [str(root.tree / "dog/img0.jpg")]
+    assert [p.replace(root.url, str(root.tree)) for p in listing.paths] == want
+    assert set(listing.labels.tolist()) == {-1}
+    with pytest.raises(FileNotFoundError, match="no such file or directory"):
+        fdray._list_urls([f"{root.url}/cat", f"{root.url}/nope.jpg"], root.options)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
+def test_read_images_names_a_deleted_key(root):
+    from fastdecode.errors import DecodeError
+
+    fdray = ray_module()
+    listing = fdray._list_urls([root.url], root.options)
+    root.remove(listing.paths[5])
+    with pytest.raises(DecodeError, match=re.escape(listing.paths[5])):
+        task_rows(fdray, listing)
+
+
+def test_read_images_takes_storage_options_with_urls_only(tree):
+    fdray = ray_module()
+    with pytest.raises(ValueError, match="storage_options= goes with fsspec URLs"):
+        fdray.read_images(str(tree), TF, storage_options={"anon": True})
 
 
 # -- credentials -----------------------------------------------------------------
