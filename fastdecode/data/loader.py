@@ -341,6 +341,9 @@ class FastLoader(_LoaderBase):
     ) -> None:
         given = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.threads = threads
+        # an attribute, as threads and device are: Lightning re-creates a loader it did not
+        # see made (trainer.fit(train_dataloaders=...)) from its attributes, under DDP
+        self.resumable = resumable
         self.device = torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"device={device!r} asked for, but CUDA is not available")
