@@ -35,7 +35,9 @@ from fastdecode.conversion.output import (
     write_atomically,
     write_bmp,
 )
+from fastdecode.data import _remote
 from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.data._remote import is_url
 from fastdecode.errors import FastDecodeError
 
 __all__ = ["ConvertError", "Summary", "convert_tree", "register"]
@@ -54,10 +56,12 @@ class ConvertError(Exception):
 # --- the tree ----------------------------------------------------------------
 
 
-def source_classes(root: Path) -> dict[str, int]:
-    """The class folders of ``root`` and their indices, as ImageFolder finds them."""
+def source_classes(root: Path | str) -> dict[str, int]:
+    """The class folders of ``root`` (a folder, or an fsspec URL opened with
+    ``_remote.open_root``) and their indices, as ImageFolder finds them."""
     try:
-        return find_classes(root)[1]
+        return (_remote.folder_classes(root) if isinstance(root, str) and is_url(root)
+                else find_classes(root))[1]
     except FileNotFoundError:
         raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per "
                          "class)") from None
@@ -98,14 +102,26 @@ def remove_partials(destination: Path) -> None:
                 Path(folder, name).unlink(missing_ok=True)
 
 
-def plan_conversion(source: Path, destination: Path, to: str, classes: dict[str, int]) -> Plan:
-    """What to convert: the files ImageFolder loads (its walk, ``fastdecode.data``), in order."""
+def _is_image(path: str) -> bool:
+    return path.lower().endswith(IMG_EXTENSIONS)
+
+
+def plan_conversion(source: Path | str, destination: Path, to: str,
+                    classes: dict[str, int]) -> Plan:
+    """What to convert: the files ImageFolder loads (its walk, ``fastdecode.data``;
+    of a URL: its listing, in the same order), in order."""
     plan = Plan(classes=sorted(classes))
-    claimed: dict[Path, Path] = {}
-    walk = make_dataset(source, classes, extensions=IMG_EXTENSIONS, allow_empty=True)
-    for path, _ in walk:
-        image = Path(path)
-        output = (destination / image.relative_to(source)).with_suffix(OUTPUT_SUFFIXES[to])
+    claimed: dict[Path, Any] = {}
+    if isinstance(source, str) and is_url(source):
+        base = len(_remote.scrub_url(source).rstrip("/")) + 1
+        walk = _remote.folder_samples(source, classes, _is_image)[0]
+        relative = [Path(path[base:]) for path, _ in walk]
+    else:
+        walk = make_dataset(source, classes, extensions=IMG_EXTENSIONS, allow_empty=True)
+        relative = [Path(path).relative_to(source) for path, _ in walk]
+    for (path, _), rel in zip(walk, relative):
+        image = path
+        output = (destination / rel).with_suffix(OUTPUT_SUFFIXES[to])
         if output in claimed:  # e.g. cat.jpg and cat.png: both would become cat.bmp
             plan.failures[path] = f"same output name as {claimed[output]}"
             continue
@@ -117,11 +133,12 @@ def plan_conversion(source: Path, destination: Path, to: str, classes: dict[str,
 # --- measuring the trade -----------------------------------------------------
 
 
-def decode_ms(paths: list[str]) -> float:
-    """Milliseconds per image for decode_image on in-memory files, best of a few runs each."""
+def decode_ms(paths: list[str], read: Optional[Callable[[str], bytes]] = None) -> float:
+    """Milliseconds per image for decode_image on in-memory files (read by
+    ``read``; None: local files), best of a few runs each."""
     total = 0.0
     for path in paths:
-        data = Path(path).read_bytes()
+        data = Path(path).read_bytes() if read is None else read(path)
         best = float("inf")
         for _ in range(TIMING_REPEATS):
             start = time.perf_counter()
@@ -131,13 +148,14 @@ def decode_ms(paths: list[str]) -> float:
     return total / len(paths) * 1000
 
 
-def measure_decode_trade(summary: Summary, pairs: list[tuple[str, str]], sample: int) -> None:
+def measure_decode_trade(summary: Summary, pairs: list[tuple[str, str]], sample: int,
+                         read: Optional[Callable[[str], bytes]] = None) -> None:
     if not pairs or sample == 0:
         return
     count = min(sample, len(pairs))
     picked = [pairs[i * len(pairs) // count] for i in range(count)]  # spread over the classes
     try:
-        before = decode_ms([source for source, _ in picked])
+        before = decode_ms([source for source, _ in picked], read)
         after = decode_ms([output for _, output in picked])
     except FastDecodeError as exc:
         summary.timing_error = str(exc)
@@ -151,13 +169,15 @@ def measure_decode_trade(summary: Summary, pairs: list[tuple[str, str]], sample:
 
 
 def check_arguments(
-    source: Path, destination: Path, options: EncodeOptions, workers: int | None, time_sample: int
+    source: Path | str, destination: Path, options: EncodeOptions, workers: int | None,
+    time_sample: int
 ) -> None:
-    if not source.is_dir():
-        raise ValueError(f"source {source} is not a folder")
-    source_dir, destination_dir = source.resolve(), destination.resolve()
-    if destination_dir == source_dir or source_dir in destination_dir.parents:
-        raise ValueError(f"destination {destination} is inside the source {source}")
+    if isinstance(source, Path):
+        if not source.is_dir():
+            raise ValueError(f"source {source} is not a folder")
+        source_dir, destination_dir = source.resolve(), destination.resolve()
+        if destination_dir == source_dir or source_dir in destination_dir.parents:
+            raise ValueError(f"destination {destination} is inside the source {source}")
     if options.to not in WRITERS:
         raise ValueError(f"--to must be one of {', '.join(WRITERS)}, got {options.to!r}")
     if not 1 <= options.quality <= 100:
@@ -188,17 +208,45 @@ def convert_tree(
     workers: int | None = None,
     time_sample: int = 50,
     engine: str = "local",
+    storage_options: dict | None = None,
+    refresh_index: bool = False,
 ) -> Summary:
     """Converts the ImageFolder tree at ``source`` into ``destination``; see ``--help``.
+
+    ``source`` may be any fsspec URL (``s3://bucket/train``, ``https://...``),
+    opened with ``storage_options`` as ``FastImageFolder(url,
+    storage_options=...)`` opens it: its listing kept as a local index file
+    (``refresh_index=True`` lists it again), each file read with retries within
+    ``$FASTDECODE_RETRY_SECONDS``, the filesystem client made in each worker,
+    secrets kept out of messages and of what the workers are sent; the
+    destination is a local folder.
 
     Raises ValueError for bad arguments, ImportError when Pillow is needed
     but missing, and ConvertError when the destination cannot be written
     (checked before any work; or full) or a worker dies; a file that cannot
     be converted is listed, not raised.
     """
-    source, destination = Path(source), Path(destination)
-    options = EncodeOptions(to, quality, subsampling, max_side)
-    check_arguments(source, destination, options, workers, time_sample)
+    remote = None
+    if is_url(os.fspath(destination)):  # before Path() makes memory://x the folder memory:/x
+        raise ValueError(f"destination {_remote.scrub_url(os.fspath(destination))} is a URL: "
+                         "convert writes to a local folder (the source may be a URL)")
+    if is_url(os.fspath(source)):
+        if not isinstance(source, str):
+            source = os.fspath(source)
+        destination = Path(destination)
+        options = EncodeOptions(to, quality, subsampling, max_side)
+        check_arguments(source, destination, options, workers, time_sample)
+        try:
+            remote, _ = _remote.open_root(source, storage_options, refresh=refresh_index)
+        except FileNotFoundError as exc:
+            raise ValueError(f"source {exc}") from None
+        source = _remote.scrub_url(source).rstrip("/")
+    else:
+        if storage_options is not None:
+            raise ValueError("storage_options go with a URL source")
+        source, destination = Path(source), Path(destination)
+        options = EncodeOptions(to, quality, subsampling, max_side)
+        check_arguments(source, destination, options, workers, time_sample)
     started = time.perf_counter()
     classes = source_classes(source)
     prepare_destination(destination, sorted(classes))
@@ -207,33 +255,38 @@ def convert_tree(
     summary = Summary(str(source), str(destination), to, skipped=len(plan.done),
                       classes=len(plan.classes))
     failures = dict(plan.failures)
-    for image, output in plan.done:
-        summary.bytes_before += os.path.getsize(image)
+    sizes = (remote.fs.sizes([image for image, _ in plan.done]) if remote is not None and plan.done
+             else [os.path.getsize(image) for image, _ in plan.done])
+    for (_, output), size in zip(plan.done, sizes):
+        summary.bytes_before += size or 0
         summary.bytes_after += os.path.getsize(output)
     workers = min(workers or _system.usable_cpus(), max(1, len(plan.todo)))
     finished = list(plan.done) + convert_files(plan.todo, options, workers, summary, failures,
-                                               engine)
+                                               engine, remote)
     summary.seconds = time.perf_counter() - started
     summary.failed = len(failures)
     summary.failures = [{"path": path, "error": error} for path, error in sorted(failures.items())]
     filled = {Path(output).relative_to(destination).parts[0] for _, output in finished}
     summary.empty_classes = [name for name in plan.classes if name not in filled]
-    measure_decode_trade(summary, sorted(finished), time_sample)
+    measure_decode_trade(summary, sorted(finished), time_sample,
+                         None if remote is None else remote.read)
     return summary
 
 
 def convert_files(todo: list[tuple[str, str]], options: EncodeOptions, workers: int,
                   summary: Summary, failures: dict[str, str],
-                  engine: str = "local") -> list[tuple[str, str]]:
+                  engine: str = "local", reader: Any = None) -> list[tuple[str, str]]:
     """Converts ``todo`` and counts it into ``summary`` and ``failures``;
-    returns the (source, output) pairs written. Raises ConvertError when the
-    destination fails (full, read-only) or a worker dies."""
+    returns the (source, output) pairs written. ``reader`` reads the sources
+    (None: local files; a remote root's ``Remote``). Raises ConvertError when
+    the destination fails (full, read-only) or a worker dies."""
     outputs = dict(todo)
     finished = []
     bar = tqdm(total=len(todo), unit="img", desc=f"convert to {options.to}", disable=None)
+    extra = {} if reader is None else {"reader": reader}
     try:
         with bar:
-            for outcome in ENGINES[engine]()(todo, options, workers):
+            for outcome in ENGINES[engine]()(todo, options, workers, **extra):
                 if outcome.destination_errno is not None:
                     raise ConvertError(
                         f"cannot write {outputs[outcome.source]}: "
@@ -321,7 +374,30 @@ def _reporting(work: Callable[[], Any], usage_errors: tuple[type[Exception], ...
         return None, 130
 
 
+def storage_options(pairs: Optional[list[str]]) -> Optional[dict]:
+    """``--storage-option KEY=VALUE`` pairs as a dict (None when none): a value
+    that parses as JSON (``true``, ``3``, ``{...}``) is that value, else the
+    string. Raises ValueError for a pair without '='."""
+    if not pairs:
+        return None
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--storage-option takes KEY=VALUE, got {name or pair!r}")
+        try:
+            out[name] = json.loads(value)
+        except ValueError:
+            out[name] = value
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
+    if is_url(args.source) and (args.to == "wds" or args.shard_size is not None
+                                or args.shard_count is not None):
+        print("fastdecode convert: error: --to wds takes a local SRC (a URL SRC converts "
+              "with --to bmp or jpeg)", file=sys.stderr)
+        return 2
     if args.to == "wds" or args.shard_size is not None or args.shard_count is not None:
         return run_shards(args)
     if args.to == "bmp" and (args.quality is not None or args.subsampling is not None):
@@ -333,6 +409,8 @@ def run(args: argparse.Namespace) -> int:
         quality=90 if args.quality is None else args.quality,
         subsampling=args.subsampling or "4:2:0", max_side=args.max_side,
         workers=args.workers, time_sample=args.time_sample, engine=args.engine,
+        storage_options=storage_options(args.storage_option),
+        refresh_index=args.refresh_index,
     ), (ValueError, ImportError), (ConvertError,))
     if status is not None:
         return status
@@ -374,9 +452,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         The subcommands of the ``fastdecode`` parser.
     """
     parser = add_command(subparsers, "convert", description=DESCRIPTION, epilog=EPILOG)
-    parser.add_argument("source", metavar="SRC", type=Path, help="ImageFolder root")
-    parser.add_argument("destination", metavar="DST", type=Path,
-                        help="output root (created; must not be inside SRC)")
+    parser.add_argument("source", metavar="SRC",
+                        help="ImageFolder root: a folder or an fsspec URL (s3://bucket/train, "
+                             "https://host/train; see --storage-option)")
+    parser.add_argument("destination", metavar="DST",
+                        help="output root, a local folder (created; must not be inside SRC)")
     parser.add_argument("--to", required=True, choices=(*WRITERS, "wds"),
                         help="output format (wds: WebDataset tar shards, see "
                              "fastdecode.webdataset)")
@@ -398,6 +478,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--time-sample", type=int, default=50, metavar="N",
                         help="files whose decode time is measured before/after (default 50, "
                              "0 skips)")
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                        help="an option of a URL SRC's filesystem (fsspec storage_options; "
+                             "repeatable; VALUE read as JSON when it parses: anon=true, "
+                             "endpoint_url=http://...); give credentials through the "
+                             "environment (AWS_ACCESS_KEY_ID...), not here, where ps shows them")
+    parser.add_argument("--refresh-index", action="store_true",
+                        help="list a URL SRC again instead of reading its listing's index file")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the summary here")
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 1 when some input could not be converted or "

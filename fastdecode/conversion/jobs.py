@@ -161,7 +161,7 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def run_jobs(
-    jobs: list[tuple[str, str]], options: EncodeOptions, workers: int
+    jobs: list[tuple[str, str]], options: EncodeOptions, workers: int, reader: Any = None
 ) -> Iterator[Outcome]:
     """Converts ``jobs`` in ``workers`` spawned processes (in this one when
     1), yielding their outcomes in the order of ``jobs``. When the caller
@@ -176,6 +176,10 @@ def run_jobs(
         How each image is written.
     workers : int
         The number of worker processes; 1 converts in this process.
+    reader : Any
+        What reads the sources (the read-ahead reader protocol of
+        ``data/_readahead.py``; picklable): None for local files, a remote
+        root's ``Remote`` for fsspec URLs.
 
     Yields
     ------
@@ -189,7 +193,7 @@ def run_jobs(
         A worker process died.
     """
     if workers == 1:
-        yield from converted(options, jobs)
+        yield from converted(options, jobs, reader=reader)
         return
     # spawn, not fork: forking a parent that runs threads (tqdm's monitor, a
     # notebook's) is unsafe, and Python 3.12+ warns about it. An executor, not
@@ -205,7 +209,7 @@ def run_jobs(
     # failed: on Python < 3.12 that raised InvalidStateError in its thread (a
     # full disk at 2 workers, seen once in CI-like runs). Only that thread
     # cancels now (shutdown's cancel_futures).
-    futures = [pool.submit(convert_chunk, options, jobs[k:k + chunksize])
+    futures = [pool.submit(convert_chunk, options, jobs[k:k + chunksize], reader)
                for k in range(0, len(jobs), chunksize)]
     try:
         for future in futures:
@@ -217,16 +221,19 @@ def run_jobs(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def convert_chunk(options: EncodeOptions, jobs: list[tuple[str, str]]) -> list[Outcome]:
+def convert_chunk(options: EncodeOptions, jobs: list[tuple[str, str]],
+                  reader: Any = None) -> list[Outcome]:
     """A pool worker's chunk of jobs, in order."""
-    return list(converted(options, jobs, convert_in_worker))
+    return list(converted(options, jobs, convert_in_worker, reader))
 
 
 def converted(options: EncodeOptions, jobs: list[tuple[str, str]],
-              convert: Callable[..., Outcome] = convert_one) -> Iterator[Outcome]:
+              convert: Callable[..., Outcome] = convert_one, reader: Any = None
+              ) -> Iterator[Outcome]:
     """``convert(options, job, read)`` for each job in order, the sources
-    read ahead (``data/_readahead.py``: many reads in flight on slow storage)."""
-    window = ReadAhead(ReadAheadOptions.resolve(None))
+    read ahead (``data/_readahead.py``: many reads in flight on slow storage)
+    through ``reader`` (None: local files)."""
+    window = ReadAhead(ReadAheadOptions.resolve(None), reader)
     try:
         for job in window.ahead_of(jobs, _source):
             yield convert(options, job, window.take)

@@ -257,7 +257,9 @@ class Remote:
 
             with self._lock:
                 options = _client_defaults(self.protocol, _merge(self.options, self._secret()))
-                self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=True, **options)
+                # a client of this process's own, also where the options name the cache
+                options["skip_instance_cache"] = True
+                self._fs = fsspec.filesystem(self.protocol, **options)
                 self._pool = None
                 self._pid = os.getpid()
         return self._fs

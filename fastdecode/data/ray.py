@@ -531,13 +531,14 @@ def _import_decode_path() -> int:
 
 
 def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optional[int],
-                     chunk: int = 32) -> Iterator[Any]:
+                     chunk: int = 32, reader: Any = None) -> Iterator[Any]:
     """``fastdecode convert``'s per-file conversion (``convert_one``) over a
     Ray cluster, ``chunk`` files per task; yields each file's Outcome as its
     task finishes (the same contract as the local ``run_jobs``). Connects to
     the running cluster (``ray.init(address='auto')``) or starts a local one;
     the destination must be a filesystem every node writes to. ``workers``
-    bounds the tasks in flight (default: twice the cluster's CPUs)."""
+    bounds the tasks in flight (default: twice the cluster's CPUs); ``reader``
+    reads the sources (None: local files; a ``Remote``: fsspec URLs)."""
     from fastdecode.conversion.jobs import converted
 
     if not ray.is_initialized():
@@ -548,10 +549,12 @@ def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optiona
     running: list[Any] = []
     while pending or running:
         while pending and len(running) < limit:
-            running.append(convert.remote(converted, options, pending.pop()))
+            running.append(convert.remote(converted, options, pending.pop(), reader))
         done, running = ray.wait(running, num_returns=1)
         yield from ray.get(done[0])
 
 
-def _convert_chunk(converted: Any, options: Any, jobs: list[tuple[str, str]]) -> list[Any]:
-    return list(converted(options, jobs))  # read ahead, in order (conversion/jobs.py)
+def _convert_chunk(converted: Any, options: Any, jobs: list[tuple[str, str]],
+                   reader: Any = None) -> list[Any]:
+    # read ahead, in order (conversion/jobs.py)
+    return list(converted(options, jobs, reader=reader))

@@ -414,6 +414,83 @@ def test_read_images_takes_storage_options_with_urls_only(tree):
         fdray.read_images(str(tree), TF, storage_options={"anon": True})
 
 
+# -- fastdecode convert from a URL -------------------------------------------------
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_convert_from_a_url_writes_the_local_trees_outputs(root, tmp_path):
+    """The same files, bytes and summary as converting the local tree; spawned
+    workers over the servers (the memory filesystem is this process's), the
+    decode trade timed on the URL's bytes, and a rerun skips every file and
+    counts its sources' sizes from the store."""
+    from fastdecode.cli.convert import convert_tree
+
+    workers = 1 if root.kind == "memory" else 2
+    got = convert_tree(root.url, tmp_path / "from-url", to="bmp", workers=workers,
+                       time_sample=2, storage_options=root.options)
+    want = convert_tree(root.tree, tmp_path / "from-local", to="bmp", workers=1, time_sample=0)
+    assert outputs(tmp_path / "from-url") == outputs(tmp_path / "from-local")
+    assert (got.converted, got.failed, got.bytes_before, got.bytes_after, got.classes) == (
+        want.converted, 0, want.bytes_before, want.bytes_after, want.classes)
+    assert got.source == root.url and got.timed_images == 2
+    again = convert_tree(root.url, tmp_path / "from-url", to="bmp", workers=1, time_sample=0,
+                         storage_options=root.options)
+    assert (again.skipped, again.converted, again.bytes_before) == (
+        want.converted, 0, want.bytes_before)
+
+
+def test_convert_lists_a_key_deleted_after_listing_as_failed(root, tmp_path):
+    from fastdecode.cli.convert import convert_tree
+
+    gone = open_root(root).samples[1][0]
+    root.remove(gone)
+    summary = convert_tree(root.url, tmp_path / "out", to="bmp", workers=1, time_sample=0,
+                           storage_options=root.options)
+    assert summary.failed == 1 and summary.failures[0]["path"] == gone
+    assert f"cannot read {gone}" in summary.failures[0]["error"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--to", "wds"], "--to wds takes a local SRC"),
+    (["--to", "bmp", "--storage-option", "anon"], "--storage-option takes KEY=VALUE"),
+], ids=["wds", "option-without-value"])
+def test_convert_cli_refuses_what_a_url_cannot_do(memory_root, tmp_path, argv, message, capsys):
+    from fastdecode.cli.__main__ import main
+
+    assert main(["convert", memory_root, str(tmp_path / "out"), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_convert_cli_passes_storage_options_and_writes_locally(memory_root, tmp_path, capsys):
+    from fastdecode.cli.__main__ import main
+
+    out = tmp_path / "out"
+    assert main(["convert", memory_root, str(out), "--to", "bmp", "--workers", "1",
+                 "--time-sample", "0", "--storage-option", "skip_instance_cache=true",
+                 "--storage-option", f"secret={SECRET}", "--json", str(tmp_path / "s.json")]) == 0
+    assert len(list(out.rglob("*.bmp"))) == 12
+    assert SECRET not in capsys.readouterr().out + (tmp_path / "s.json").read_text()
+    assert main(["convert", memory_root, "memory://elsewhere", "--to", "bmp"]) == 2
+    assert "is a URL: convert writes to a local folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pairs,options", [
+    (None, None),
+    (["anon=true", "endpoint_url=http://127.0.0.1:9000"],
+     {"anon": True, "endpoint_url": "http://127.0.0.1:9000"}),
+    (['client_kwargs={"region_name": "eu-west-1"}', "n=3", "s=a=b"],
+     {"client_kwargs": {"region_name": "eu-west-1"}, "n": 3, "s": "a=b"}),
+], ids=["none", "json-and-strings", "nested"])
+def test_convert_storage_options_parse_as_json_where_they_can(pairs, options):
+    from fastdecode.cli.convert import storage_options
+
+    assert storage_options(pairs) == options
+
+
 # -- credentials -----------------------------------------------------------------
 
 
