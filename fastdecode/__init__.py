@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from fastdecode._checkpoint import load_state, save_state
 from fastdecode._types import ImageInfo, Layout, Mode
 from fastdecode._version import __version__
 from fastdecode.api import (
@@ -79,6 +80,8 @@ __all__ = [
     "decode_image",
     "decode_jpeg",
     "info",
+    "load_state",
     "read_header",
     "read_image",
+    "save_state",
 ]

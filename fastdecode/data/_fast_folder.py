@@ -17,7 +17,7 @@ import torch
 from fastdecode._options import DEFAULTS as _D
 from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits, decode_image
-from fastdecode.data import _listing, _planned, _remote
+from fastdecode.data import _listing, _planned, _remote, _stateful
 from fastdecode.data._base import (
     TV_DEFAULT_LOADER,
     DatasetFolder,
@@ -211,6 +211,57 @@ class _FastDataset(VisionDataset):
         if state.get("targets") is _TARGETS_FROM_STORE:
             state["targets"] = shared_int_list(state["samples"].store.target_array)
         self.__dict__.update(state)
+
+    # -- torchdata's StatefulDataLoader: the dataset side of its protocol --
+
+    def state_dict(self) -> dict[str, Any]:
+        """The dataset's state for torchdata's ``StatefulDataLoader``: the
+        random states its augmentations draw from, in the calling process.
+
+        Under a stock DataLoader the dataset draws its random transforms from
+        the global generators of the process that decodes (torch's, Python's
+        ``random``, NumPy's), as torchvision's ImageFolder does: a worker's,
+        seeded by DataLoader, or the training process's. StatefulDataLoader
+        calls this in each worker after each batch (in-process: in its own
+        ``state_dict()``) and keeps each worker's state as of the last batch
+        the loop received, so that a resumed run draws what the uninterrupted
+        run drew from there on. Nothing is decoded to resume, and the batch
+        path (``__getitems__``) is kept.
+
+        Returns
+        -------
+        dict
+            Primitives only (``torch.load(weights_only=True)`` reads them),
+            a few KB whatever the dataset's size: a kind and version, the
+            dataset's size, and the three generators' states.
+        """
+        return _stateful.dataset_state(len(self))
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restores what :meth:`state_dict` saved: sets the calling process's
+        torch, Python and NumPy global random states to the saved ones.
+
+        StatefulDataLoader calls it in each resumed worker (after the worker
+        is seeded and its ``worker_init_fn`` ran) with that worker's saved
+        state, and in-process at the resumed ``iter()``; there it also sets
+        the training process's global generators to what they were at the
+        save, so the loop's own draws after it match the uninterrupted run's
+        too.
+
+        Parameters
+        ----------
+        state_dict : dict
+            What :meth:`state_dict` returned (in a StatefulDataLoader state,
+            for instance read back with ``torch.load(weights_only=True)``).
+
+        Raises
+        ------
+        ResumeError
+            ``state_dict`` is not a fastdecode dataset state, is of another
+            version or is malformed, or was saved for a dataset of another
+            size; the message names what differs. Nothing is changed then.
+        """
+        _stateful.load_dataset_state(state_dict, len(self))
 
     # -- loading ------------------------------------------------------------
 
