@@ -356,6 +356,10 @@ def results(cells: dict[tuple[str, int, Place], Cell],
             "vs_readahead_off": paired_ratio(cell.rates, off.rates) if off is not None else None,
             "cpu_vs_local": (paired_ratio(cell.cpu, here.cpu)
                              if here is not None and not local else None),
+            # the CPU the delay itself costs (latencyfs at 0 ms: the same FUSE
+            # reads) and the CPU read-ahead costs (against its readahead=0 twin)
+            "cpu_vs_0ms": paired_ratio(cell.cpu, zero.cpu) if zero is not None else None,
+            "cpu_vs_readahead_off": paired_ratio(cell.cpu, off.cpu) if off is not None else None,
             "opens_per_round": None if local else cell.opens,
             "daemon_cpu_us_per_file": (sum(cell.daemon_cpu_s) / opens * 1e6) if opens else None,
             **row_peaks,
@@ -400,6 +404,11 @@ def summary(rows: list[dict], usable: int) -> dict[str, Any]:
                   if r["loader"] == kind and r["readahead"] == "on"
                   and r["cpu_vs_local"] is not None}
         out[f"{kind}_cpu_vs_local"] = ratios
+        out[f"{kind}_cpu_vs_0ms"] = {f"{r['delay_ms']:g} ms": r["cpu_vs_0ms"] for r in mine
+                                     if r["loader"] == kind and r["readahead"] == "on"
+                                     and r["delay_ms"] and r["cpu_vs_0ms"] is not None}
+        out[f"{kind}_cpu_local_vs_off"] = get(kind, LOCAL, "cpu_vs_readahead_off")
+        out[f"{kind}_cpu_0ms_vs_off"] = get(kind, 0, "cpu_vs_readahead_off")
         out[f"{kind}_cpu_vs_local_worst"] = (max(ratios.values(), key=lambda x: abs(x - 1))
                                              if ratios else None)
     out["cache_5ms_vs_0ms"] = get(CACHED, 5, "vs_0ms")
@@ -429,8 +438,9 @@ def table(rows: list[dict]) -> str:
 
     lines = ["| loader | read-ahead | workers | storage | images/s (median) | min-max | "
              "vs own 0 ms | vs ImageFolder | vs read-ahead off | CPU ms/image | CPU vs local | "
+             "CPU vs own 0 ms | CPU vs read-ahead off | "
              "opens per round | latencyfs CPU us/file | peak read-ahead MiB (cap) |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         daemon = r["daemon_cpu_us_per_file"]
         opens = r["opens_per_round"]
@@ -440,7 +450,8 @@ def table(rows: list[dict]) -> str:
             f"{r['images_per_s']:,.0f} | {r['min_images_per_s']:,.0f}-"
             f"{r['max_images_per_s']:,.0f} | {x(r['vs_0ms'])} | {x(r['vs_imagefolder'])} | "
             f"{x(r.get('vs_readahead_off'))} | {r['cpu_ms_per_image']:.2f} | "
-            f"{x(r.get('cpu_vs_local'))} | "
+            f"{x(r.get('cpu_vs_local'))} | {x(r.get('cpu_vs_0ms'))} | "
+            f"{x(r.get('cpu_vs_readahead_off'))} | "
             f"{'' if opens is None else f'{statistics.median(opens):,.0f}'} | "
             f"{'' if daemon is None else f'{daemon:,.0f}'} | "
             f"{'' if peak is None else f'{mib(peak)} ({mib(cap)})'} |")

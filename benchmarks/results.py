@@ -114,13 +114,21 @@ def summary_rows(report: dict) -> list[tuple[str, str, str, str]]:
                          f"{limit['usable_cpus']} CPUs / {limit['fused_ms_per_image']:.2f} ms",
                          f"{_num(limit['images_per_s'])}{_noisy(limit)}", ""))
     storage = report.get("sections", {}).get("storage", {})
-    for row in storage.get("rows", []):
+    workers = storage.get("summary", {}).get("num_workers")
+    for row in _storage_rows(storage):
         if row.get("delay_ms") == 5 and row.get("loader") in ("FastImageFolder", "FastLoader") \
-                and row.get("num_workers") == storage.get("summary", {}).get("num_workers"):
+                and row.get("num_workers") == workers:
             rows.append((f"{LOADER_NAMES[row['loader']]}, 5 ms per open, "
                          f"{row['num_workers']} workers (images/s)",
                          "ImageFolder at 5 ms", _num(row["images_per_s"]),
                          _x(row.get("vs_imagefolder"))))
+    for loader in ("FastImageFolder", "FastLoader"):
+        on = _storage_row(storage, loader, "local", "on")
+        off = _storage_row(storage, loader, "local", "off")
+        if on and off:
+            rows.append((f"{LOADER_NAMES[loader]}, local disk, {on['num_workers']} workers, "
+                         "read-ahead on (images/s)", f"read-ahead off {_num(off['images_per_s'])}",
+                         _num(on["images_per_s"]), _x(on.get("vs_readahead_off"))))
     return rows
 
 
@@ -212,18 +220,75 @@ def _loader_tables(report: dict) -> list[str]:
     return lines
 
 
+def _storage_rows(storage: dict) -> list[dict]:
+    """The storage section's rows, on latencyfs or (newer reports) the local disk."""
+    return [r for r in storage.get("rows", []) if r.get("images_per_s") is not None]
+
+
+def _storage_row(storage: dict, loader: str, where: Any, readahead: str = "on") -> dict:
+    """The row of ``loader`` at num_workers = the CPUs: on the local disk
+    (``where="local"``) or at ``where`` ms on latencyfs."""
+    workers = storage.get("summary", {}).get("num_workers")
+    for r in _storage_rows(storage):
+        place = "local" if r.get("storage") == "local" else r.get("delay_ms")
+        if r["loader"] == loader and r.get("num_workers") == workers and place == where \
+                and r.get("readahead", "on") == readahead:
+            return r
+    return {}
+
+
+def _mib(value: Optional[float]) -> str:
+    return "" if value is None else f"{value / 2**20:.1f}"
+
+
 def _storage_tables(report: dict) -> list[str]:
     storage = report.get("sections", {}).get("storage", {})
-    if not storage.get("rows"):
+    rows = _storage_rows(storage)
+    if not rows:
         return []
-    lines = ["", "### Slow storage (latencyfs, a delay per open)", "",
-             "| loader | workers | ms per open | images/s | vs own 0 ms | vs ImageFolder |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for r in storage["rows"]:
-        lines.append(f"| {LOADER_NAMES.get(r['loader'], r['loader'])} | {r['num_workers']} | "
-                     f"{r['delay_ms']:g} | {_num(r['images_per_s'])} | {_x(r.get('vs_0ms'))} | "
-                     f"{_x(r.get('vs_imagefolder'))} |")
+    settings = storage.get("settings", {})
+    lines = ["", "### Slow storage (latencyfs, a delay per open) and the local disk", "",
+             f"Train chain to uint8, batch {storage.get('batch_size', '?')}; each cell the median "
+             f"of {settings.get('rounds', '?')} interleaved rounds, each ratio the median of "
+             "per-round ratios; read-ahead off is `readahead=0` (each file read by the decoding "
+             "thread, as before issue 28); CPU vs local, vs own 0 ms and vs read-ahead off: the "
+             "row's CPU per image (its processes, all threads) against the same row's on the "
+             "local disk, at 0 ms, and with read-ahead off; read-ahead "
+             f"{storage.get('readahead', '?')}.", "",
+             "| loader | read-ahead | workers | storage | images/s | vs own 0 ms | "
+             "vs ImageFolder | vs read-ahead off | CPU ms/image | CPU vs local | "
+             "CPU vs own 0 ms | CPU vs read-ahead off | peak read-ahead MiB (cap) |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        where = "local disk" if r.get("storage") == "local" else f"{r['delay_ms']:g} ms"
+        peak = r.get("readahead_peak_bytes")
+        cpu = r.get("cpu_ms_per_image")
+        lines.append(f"| {LOADER_NAMES.get(r['loader'], r['loader'])} | "
+                     f"{r.get('readahead') or ''} | {r['num_workers']} | {where} | "
+                     f"{_num(r['images_per_s'])} | {_x(r.get('vs_0ms'))} | "
+                     f"{_x(r.get('vs_imagefolder'))} | {_x(r.get('vs_readahead_off'))} | "
+                     f"{_num(cpu, 2)} | {_x(r.get('cpu_vs_local'))} | "
+                     f"{_x(r.get('cpu_vs_0ms'))} | {_x(r.get('cpu_vs_readahead_off'))} | "
+                     f"{'' if peak is None else f'{_mib(peak)} ({_mib(r.get(CAP))})'} |")
+    targets = storage.get("summary", {}).get("targets_met", {})
+    if targets:
+        lines += ["", f"Issue 28's targets at {storage['summary'].get('num_workers', '?')} "
+                      "workers (num_workers = the CPUs), judged in this run:", ""]
+        lines += [f"- {name}: {'met' if met else 'not met' if met is not None else 'no row'}"
+                  for name, met in targets.items()]
+    load = storage.get("machine", {})
+    if load.get("load_average_start") or load.get("load_average_end"):
+        lines += ["", "Load average (1, 5, 15 min) at the section's start "
+                      f"{_loads(load.get('load_average_start'))} and end "
+                      f"{_loads(load.get('load_average_end'))}."]
     return lines
+
+
+CAP = "readahead_cap_bytes"
+
+
+def _loads(values: Optional[list]) -> str:
+    return "n/a" if not values else ", ".join(f"{x:.2f}" for x in values)
 
 
 def page(report: dict, source: Path, figure_name: str) -> str:
@@ -312,7 +377,8 @@ def figure(report: dict, path: Path) -> str:
                        chain.get("limit", {}).get("images_per_s")))
     storage = report.get("sections", {}).get("storage", {})
     workers = storage.get("summary", {}).get("num_workers")
-    rows = [r for r in storage.get("rows", []) if r.get("delay_ms") == 5 and r.get("num_workers") == workers]
+    rows = [r for r in _storage_rows(storage) if r.get("delay_ms") == 5
+            and r.get("num_workers") == workers and r.get("readahead") != "off"]
     if rows:
         panels.append((f"storage: 5 ms per open, {workers} workers", "images/s",
                        [LOADER_NAMES.get(r["loader"], r["loader"]) for r in rows],

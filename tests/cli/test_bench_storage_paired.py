@@ -14,43 +14,10 @@ pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
 from benchmarks import bench_storage as bs  # noqa: E402
-from benchmarks.bench_storage import LOCAL, OFF, Cell  # noqa: E402
+from benchmarks.bench_storage import LOCAL, OFF  # noqa: E402
 
+from helpers.bench_storage_rounds import MIB, cells, peaks  # noqa: E402
 from helpers.latency import make_storage_tree  # noqa: E402
-
-MIB = 1 << 20
-
-
-def cells() -> dict:
-    def cell(rates, cpu_ms):
-        return Cell(list(rates), [c / 1000 for c in cpu_ms], [512] * len(rates),
-                    [0.05] * len(rates))
-
-    return {
-        ("ImageFolder+PIL", 2, 0): cell([200, 200, 200], [4, 4, 4]),
-        ("ImageFolder+PIL", 2, 5): cell([100, 100, 100], [4, 4, 4]),
-        ("FastImageFolder", 2, LOCAL): Cell([1000.0, 500.0, 990.0], [0.0015] * 3),
-        ("FastImageFolder" + OFF, 2, LOCAL): Cell([1000.0, 1000.0, 1000.0], [0.0014] * 3),
-        ("FastImageFolder", 2, 0): cell([800, 900, 700], [1.6, 1.6, 1.6]),
-        ("FastImageFolder" + OFF, 2, 0): cell([800, 1000, 680], [1.5, 1.5, 1.5]),
-        ("FastImageFolder", 2, 5): cell([780, 880, 700], [1.5, 1.8, 1.7]),
-        ("FastLoader", 2, LOCAL): Cell([900.0] * 3, [0.002] * 3),
-        ("FastLoader" + OFF, 2, LOCAL): Cell([900.0] * 3, [0.002] * 3),
-        ("FastLoader", 2, 0): cell([900, 900, 900], [2.1, 2.1, 2.1]),
-        ("FastLoader" + OFF, 2, 0): cell([1000, 1000, 1000], [2, 2, 2]),
-        ("FastLoader", 2, 5): cell([880, 880, 880], [1.9, 1.9, 1.9]),
-        ("FastLoader+cache", 2, 5): cell([900, 900, 900], [1.0, 1.0, 1.0]),
-    }
-
-
-def peaks() -> dict:
-    def at(peak, cap=64 * MIB):
-        return {"readahead_peak_bytes": peak, "readahead_cap_bytes": cap,
-                "readahead_peak_in_flight": 16, "readahead_peak_depth": 16,
-                "readahead_processes": 2}
-
-    return {("FastImageFolder", 2, LOCAL): at(2 * MIB), ("FastImageFolder", 2, "fuse"): at(3 * MIB),
-            ("FastImageFolder" + OFF, 2, "fuse"): at(0), ("FastLoader", 2, "fuse"): at(10 * MIB)}
 
 
 def find(rows, loader, place, readahead="on"):
@@ -81,6 +48,10 @@ def test_cpu_per_image_is_against_the_same_row_on_the_local_disk():
     assert find(rows, "FastLoader", 0)["cpu_vs_local"] == pytest.approx(1.05)
     assert find(rows, "FastLoader+cache", 5)["cpu_vs_local"] == pytest.approx(0.5)  # FastLoader's
     assert find(rows, "FastImageFolder", LOCAL)["cpu_vs_local"] is None
+    assert find(rows, "FastImageFolder", 5)["cpu_vs_0ms"] == pytest.approx(1.7 / 1.6)
+    assert find(rows, "FastImageFolder", 0)["cpu_vs_readahead_off"] == pytest.approx(1.6 / 1.5)
+    assert find(rows, "FastImageFolder", LOCAL)["cpu_vs_readahead_off"] == pytest.approx(1.5 / 1.4)
+    assert find(rows, "FastImageFolder", LOCAL)["cpu_vs_0ms"] is None
     assert find(rows, "ImageFolder+PIL", 5, None)["cpu_vs_local"] is None  # no local row
 
 
@@ -108,6 +79,9 @@ def test_summary_judges_the_new_targets():
     assert out["FastImageFolder_cpu_vs_local"] == pytest.approx(
         {"0 ms": 1.6 / 1.5, "5 ms": 1.7 / 1.5})
     assert out["FastImageFolder_cpu_vs_local_worst"] == pytest.approx(1.7 / 1.5)
+    assert out["FastImageFolder_cpu_vs_0ms"] == pytest.approx({"5 ms": 1.7 / 1.6})
+    assert out["FastLoader_cpu_local_vs_off"] == pytest.approx(1.0)
+    assert out["FastLoader_cpu_0ms_vs_off"] == pytest.approx(1.05)
     assert out["readahead_peak_bytes"] == 10 * MIB and out["readahead_cap_bytes"] == 64 * MIB
     met = out["targets_met"]
     assert met["FastImageFolder local disk, read-ahead on >= 0.98x off"] is True

@@ -1,0 +1,95 @@
+"""benchmarks/results.py renders the storage section: its rows (local disk
+and read-ahead off included), the targets judged in the run, the command,
+the README block's rows and the figure's storage panel (a report built from
+fake rounds, no timing)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+from benchmarks import bench_storage as bs  # noqa: E402
+from benchmarks import results  # noqa: E402
+
+from helpers.bench_storage_rounds import cells, peaks  # noqa: E402
+
+
+def report() -> dict:
+    rows = bs.results(cells(), peaks())
+    storage = {"command": "python -m benchmarks.bench_storage --data /tmp/x/data --json "
+                          "/tmp/x/storage.json", "mode": "default", "batch_size": 64,
+               "settings": {"rounds": 5}, "readahead": "ReadAheadOptions(depth=16)",
+               "machine": {"load_average_start": [3.0, 2.5, 2.0],
+                           "load_average_end": [4.0, 3.0, 2.5]},
+               "rows": rows, "summary": bs.summary(rows, 2)}
+    return {"mode": "default", "date": "the run's date",
+            "command": "fastdecode bench --sections storage --json bench.json",
+            "machine": {"cpu_model": "Test CPU", "usable_cpus": 2, "cpu_count": 2},
+            "versions": {}, "summary": [], "skipped": {}, "sections": {"storage": storage}}
+
+
+def test_page_shows_every_storage_row_and_the_targets():
+    text = results.page(report(), results.PAGE, "results.png")
+    assert "| DataLoader(FastImageFolder) | on | 2 | local disk | 990 |" in text
+    assert "| FastLoader | off | 2 | 0 ms | 1,000 |" in text
+    assert "| 0.99x |" in text  # FastImageFolder on vs off, local disk
+    assert "| 3.0 (64.0) |" in text  # peak read-ahead MiB (cap)
+    assert "- FastLoader 0 ms, read-ahead on >= 0.98x off: not met" in text
+    assert "- peak read-ahead bytes <= the cap, every row: met" in text
+    assert "median of 5 interleaved rounds" in text
+    assert "start 3.00, 2.50, 2.00 and end 4.00, 3.00, 2.50" in text
+    assert "`storage` ran `python -m benchmarks.bench_storage --data DATA --json " \
+           "SECTION.json`." in text
+    assert "- **Command:** `fastdecode bench --sections storage --json bench.json`" in text
+
+
+def test_summary_block_has_the_5ms_and_local_disk_rows():
+    block = results.summary_block(report())
+    assert "| DataLoader(FastImageFolder), 5 ms per open, 2 workers (images/s) | " \
+           "ImageFolder at 5 ms | 780 | 7.80x |" in block
+    assert "| FastLoader, local disk, 2 workers, read-ahead on (images/s) | " \
+           "read-ahead off 900 | 900 | 1.00x |" in block
+
+
+def test_an_older_storage_report_still_renders():
+    old = report()
+    for row in old["sections"]["storage"]["rows"]:
+        for key in ("readahead", "storage", "vs_readahead_off", "cpu_vs_local",
+                    "readahead_peak_bytes"):
+            row.pop(key, None)
+    old["sections"]["storage"]["rows"] = [r for r in old["sections"]["storage"]["rows"]
+                                          if r["delay_ms"] is not None]
+    text = results.page(old, results.PAGE, "results.png")
+    assert "| FastLoader |  | 2 | 5 ms | 880 |" in text
+
+
+def test_main_writes_the_figure_with_a_storage_panel(tmp_path):
+    source = tmp_path / "bench.json"
+    source.write_text(json.dumps(report()))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{results.START}\n{results.END}\n")
+    page, figure = tmp_path / "results.md", tmp_path / "results.png"
+    assert results.main([str(source), "--page", str(page), "--figure", str(figure),
+                         "--readme", str(readme)]) == 0
+    assert "local disk, 2 workers, read-ahead on" in readme.read_text()
+    if importlib.util.find_spec("matplotlib") is None:
+        pytest.skip("matplotlib is not installed: no figure")
+    assert figure.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_figure_draws_the_5ms_rows(monkeypatch, tmp_path):
+    pytest.importorskip("matplotlib")
+    drawn = []
+    monkeypatch.setattr(results, "_bars", lambda ax, names, values, ratios, title, *a:
+                        drawn.append((title, names, ratios)))
+    results.figure(report(), tmp_path / "f.png")
+    (title, names, ratios), = drawn
+    assert title == "storage: 5 ms per open, 2 workers"
+    assert names == ["ImageFolder", "DataLoader(FastImageFolder)", "FastLoader",
+                     "FastLoader+cache"]
+    assert ratios[1] == pytest.approx(7.8)
