@@ -157,6 +157,38 @@ def test_in_process_global_rngs_after_the_first_resumed_batch_are_the_uninterrup
     assert rngs() == want
 
 
+class ShiftByPythonAndNumpy:
+    """An unfused step that draws from Python's and NumPy's global generators
+    (as timm's transforms do from Python's)."""
+
+    def __call__(self, x):
+        return x + random.randint(0, 9) + int(np.random.randint(0, 9))
+
+
+@pytest.mark.parametrize("workers", list(TD_WORKERS))
+def test_python_and_numpy_draws_resume_too(tree, workers):
+    def loader() -> StatefulDataLoader:
+        chain = T.Compose([T.RandomResizedCrop(24), T.PILToTensor(), ShiftByPythonAndNumpy()])
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "fastdecode stopped fusion", RuntimeWarning)
+            ds = fd.FastImageFolder(str(tree), chain)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "'set_vital' is deprecated", UserWarning)
+            return StatefulDataLoader(ds, batch_size=3, shuffle=True, **TD_WORKERS[workers])
+
+    fresh_process()
+    first = loader()
+    it = iter(first)
+    next(it)
+    state = through_weights_only(first.state_dict())
+    want = [digests(b) for b in it]
+    del it
+    fresh_process()
+    again = loader()
+    again.load_state_dict(state)
+    assert [digests(b) for b in again] == want
+
+
 # -- the batch path ------------------------------------------------------------
 
 
