@@ -91,7 +91,9 @@ def test_the_http_cases_run_in_a_loopback_only_namespace(request):
     if reason:
         pytest.skip(f"{reason}: the loopback tests run in this process, on 127.0.0.1 only")
     extra = ["--full"] if request.config.getoption("full", default=False) else []
-    done = netns.run_marked(Path(__file__), extra, timeout=300)
+    # ~60 loopback cases (three servers, spawned workers, convert's pools): ~4 min on a
+    # loaded 2-core machine
+    done = netns.run_marked(Path(__file__), extra, timeout=540)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
 
