@@ -154,3 +154,24 @@ def test_bad_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit):
         bench_remote.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_subset_spreads_over_the_classes_as_hard_links(tmp_path):
+    from helpers.trees import make_tree
+
+    data = make_tree(tmp_path / "data")
+    tree = bench_remote.subset(data, 6, tmp_path / "served")
+    picked = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file())
+    # every other sample of ImageFolder's 12 (cat/img0, img1, img3, nested/img2; dog...)
+    assert picked == ["cat/img0.jpg", "cat/img3.png", "dog/img0.jpg", "dog/img3.png",
+                      "eel/img0.jpg", "eel/img3.png"]
+    assert (tree / "cat/img0.jpg").stat().st_ino == (data / "cat/img0.jpg").stat().st_ino
+
+
+def test_the_local_rows_loader_reads_the_served_tree(tmp_path):
+    from helpers.trees import make_tree
+
+    tree = make_tree(tmp_path / "tree")
+    chain = bl.chains(["train_uint8"])["train_uint8"]
+    loader, sampler = bench_remote.make_loader_for(LOCAL, "", None)(LOCAL, tree, chain, 0, 4, 8)
+    assert sampler.count == 8 and [x.shape for x, _ in loader] == [(4, 3, 224, 224)] * 2

@@ -31,7 +31,7 @@ from fastdecode.datasets import FastDatasetFolder, FastImageFolder  # noqa: E402
 from fastdecode.errors import ImageFileError  # noqa: E402
 
 from helpers import netns, s3_server  # noqa: E402
-from helpers.http_tree import HttpTree  # noqa: E402
+from helpers.http_tree import HttpProcess, HttpTree  # noqa: E402
 from helpers.s3_server import S3Server  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
@@ -225,6 +225,36 @@ def test_an_s3_batch_is_one_get_per_key(request, tree):
     before = s3.requests()
     ds.__getitems__([0, 1, 2, 3])
     assert s3.requests() - before == 4
+
+
+@pytest.mark.loopback
+@pytest.mark.parametrize("kind", ["http", "s3"])
+def test_a_server_process_takes_its_delay_counts_requests_and_reports_cpu(kind, request, tree,
+                                                                          loopback):
+    """bench_remote's servers: the delay set at run time reaches the server
+    (its stats say so) and reads still work under it, each GET counted, its
+    CPU read from /proc, and a killed server is reaped."""
+    if kind == "http":
+        cm = HttpProcess(str(tree.parent))
+    else:
+        reason = s3_server.unavailable()
+        if reason:
+            pytest.skip(reason)
+        cm = S3Server()
+    with cm as server:
+        if kind == "http":
+            url, options = server.url + "/tree", {}
+        else:
+            url, options = server.upload(tree, "delayed/tree", SECRET), server.options(SECRET)
+        ds = FastImageFolder(url, TF, storage_options=options)
+        server.set_delay(0.005)
+        assert server._control("stats")["delay"] == 0.005
+        before = server.requests()
+        assert len(ds.__getitems__([0, 1, 2])) == 3
+        assert server.requests() - before == 3
+        assert server.cpu_seconds() > 0
+        server.kill()
+        assert server.process.returncode is not None
 
 
 # -- the listing index -------------------------------------------------------
