@@ -26,6 +26,13 @@ class MyResize(T.Resize):
     """A subclass: its forward may differ from Resize's."""
 
 
+def _resize_with_interpolation(value):
+    """A v2 Resize whose interpolation was set after it was made (its init checks it)."""
+    step = T2.Resize(32)
+    step.interpolation = value
+    return step
+
+
 def _fuse(steps):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchvision's own warning on antialias=False
@@ -54,6 +61,9 @@ REPORTS = {
     "size-and-max-size": ([T.CenterCrop(64), T.Resize((32, 32), max_size=40), T.ToTensor()],
                           1, 1, "parameters fuse does not translate (e.g. a size torchvision "
                                 "would reject)"),
+    "interpolation-set-to-a-number": ([T.CenterCrop(64), _resize_with_interpolation(7),
+                                       T.ToTensor()], 1, 1,
+                                      "interpolation 7 is not one fuse maps"),
     "colour-randomapply-first": ([T.RandomApply([T.ColorJitter(0.4), T.RandomRotation(10)]),
                                   T.Resize(32), T.ToTensor()], 0, 0,
                                  "a RandomApply of steps other than ColorJitter / "
