@@ -55,9 +55,16 @@ def test_a_deeply_nested_compose_is_opened_to_the_depth_limit():
     assert kinds.flatten(T.Compose([T.Compose([inner])])) == [inner]
 
 
+def _v1_resize_without_size():
+    step = T.Resize(32)
+    step.size = None  # v1's init refuses None; v1's forward then fails
+    return step
+
+
 @pytest.mark.parametrize("step", [T.Compose([T.Resize(8)]), T.RandomHorizontalFlip(p="half"),
-                                  T.Resize((32, 32), max_size=40)],
-                         ids=["compose", "flip-p-not-a-number", "two-sizes-and-max-size"])
+                                  T.Resize((32, 32), max_size=40), _v1_resize_without_size()],
+                         ids=["compose", "flip-p-not-a-number", "two-sizes-and-max-size",
+                              "v1-size-none"])
 def test_a_geometric_step_fuse_cannot_read_is_left_to_torchvision(step):
     assert kinds.geo_op(step) is None
     assert kinds.fusable(step) is False
@@ -191,3 +198,13 @@ def test_timm_center_crop_or_pad_with_an_unreadable_size_is_left_to_timm(tt):
     step = tt.CenterCropOrPad(48)
     step.size = None
     assert kinds.geo_op(step) is None
+
+
+def test_timm_resize_keep_ratio_to_nothing_fails_as_timm_does(tt):
+    data = encode(8, 400, seed=4)  # longest edge to 1 px: the short edge rounds to 0
+    chain = T.Compose([tt.ResizeKeepRatio(1, longest=1.0), T.PILToTensor()])
+    with pytest.raises(ValueError) as theirs:
+        chain(pil_of(data))
+    with pytest.raises(ValueError) as ours:
+        fuse(chain)(data)
+    assert str(ours.value) == str(theirs.value)
