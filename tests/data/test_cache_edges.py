@@ -22,7 +22,17 @@ MiB = 1 << 20
 
 
 def _open_fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
+    """This process's descriptors of cache files (other threads of a test
+    session may open and close others meanwhile)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if "fastdecode-cache-" in target:
+            out.add(f"{fd}:{target}")
+    return out
 
 
 @pytest.fixture
