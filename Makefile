@@ -111,7 +111,8 @@ sysdeps:
 	    fuse3 libfuse3-dev iproute2; \
 	fi
 
-$(VENV)/.test-deps: requirements/test.txt | sysdeps
+# test.txt includes the others: a change to any of them reinstalls
+$(VENV)/.test-deps: requirements/test.txt requirements/integrations.txt requirements/lint.txt requirements/docs.txt | sysdeps
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -r requirements/test.txt

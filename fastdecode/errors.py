@@ -116,10 +116,12 @@ class CacheSpaceError(FastDecodeError, MemoryError):
 
 
 class ResumeError(FastDecodeError, ValueError):
-    """A loader state (``FastLoader.state_dict()``) does not fit the loader
-    it is loaded into: another dataset, another seed, another sampler, a
-    global batch the new world size does not divide, an unknown version.
-    The message names what differs."""
+    """A saved state does not fit what it is loaded into: a loader state
+    (``FastLoader.state_dict()``) another dataset, another seed, another
+    sampler, a global batch the new world size does not divide; a dataset
+    state (``FastImageFolder.state_dict()``, torchdata's protocol) another
+    kind or size of dataset; either an unknown version. The message names
+    what differs."""
 
 
 def file_error(exc: BaseException, message: str, path: str) -> ImageFileError:
