@@ -257,6 +257,32 @@ def test_a_server_process_takes_its_delay_counts_requests_and_reports_cpu(kind, 
         assert server.process.returncode is not None
 
 
+@pytest.mark.parametrize("protocol,given,want", [
+    ("s3", {}, {"max_concurrency": 1, "config_kwargs": {
+        "retries": {"total_max_attempts": 1, "mode": "standard"}, "connect_timeout": 2.0,
+        "read_timeout": 2.0}}),
+    ("s3", {"max_concurrency": 4, "config_kwargs": {"retries": {"max_attempts": 9},
+                                                    "read_timeout": 30}},
+     {"max_concurrency": 4, "config_kwargs": {"retries": {"max_attempts": 9},
+                                              "read_timeout": 30, "connect_timeout": 2.0}}),
+    ("http", {"headers": {"X": "1"}}, {"headers": {"X": "1"}}),
+], ids=["s3-defaults", "s3-users-settings-kept", "http-untouched"])
+def test_s3_clients_get_one_get_per_object_and_the_retry_bound(protocol, given, want):
+    """The s3fs defaults (one GET per object, botocore's retries off, timeouts
+    at $FASTDECODE_RETRY_SECONDS, 2 here) where the options do not set them."""
+    assert _remote._client_defaults(protocol, given) == want
+
+
+@pytest.mark.parametrize("exc,transient", [
+    (OSError(16, "SlowDown"), True),  # EBUSY: s3fs's 503
+    (OSError(121, "InternalError"), True),  # EREMOTEIO: s3fs's 500
+    (FileNotFoundError(2, "NoSuchKey"), False),
+    (PermissionError(13, "AccessDenied"), False),
+], ids=["s3-503", "s3-500", "no-such-key", "access-denied"])
+def test_s3s_translated_errors_are_transient_or_not(exc, transient):
+    assert _remote._transient(exc) is transient
+
+
 # -- the listing index -------------------------------------------------------
 
 
