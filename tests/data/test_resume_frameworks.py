@@ -314,3 +314,48 @@ def test_prepare_keeps_the_loader_and_routes_skip_first_batches(tree):
         fd_accelerate.prepare(FakeAccelerator(2, 1), loader_of(ds, shuffle=True))
     with pytest.raises(TypeError, match=r"takes a FastLoader, not DataLoader"):
         fd_accelerate.prepare(acc, plain)
+
+
+# -- Lightning's order of calls, in one process -------------------------------------
+
+LIGHTNING_WAYS = [
+    pytest.param(dict(num_workers=0), id="in-process"),
+    pytest.param(dict(threads=2), id="threads"),
+    pytest.param(dict(num_workers=1), id="worker-cpu-ring"),
+    # a loader Lightning re-created passes collate_fn=fastdecode.collate, which turns the
+    # CPU ring off: DataLoader's worker iterator then draws the pass at iter(), before
+    # set_epoch (docs/decisions/loaders.md, the resume section)
+    pytest.param(dict(num_workers=1, collate_fn=fd.collate), id="worker-explicit-collate",
+                 marks=pytest.mark.xfail(raises=ResumeError, strict=True,
+                                         reason="the pass is drawn at iter(), before set_epoch")),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("way", LIGHTNING_WAYS)
+def test_lightnings_order_load_iter_set_epoch_next_resumes_a_later_epoch(tree, way):
+    """Lightning resumes with load_state_dict, iter(), then the
+    DistributedSampler's set_epoch(e), then the first batch: a state saved
+    mid-epoch 1 (a fresh sampler is at epoch 0 until set_epoch) resumes at
+    its next batch where the pass is drawn at the first batch."""
+    from torch.utils.data.distributed import DistributedSampler
+
+    ds, _ = resume_ranks.counted_dataset(str(tree))
+
+    def made():
+        return fd.FastLoader(ds, batch_size=2, resumable=resume_ranks.SEED,
+                             sampler=DistributedSampler(ds, num_replicas=2, rank=0, seed=0),
+                             **{"num_workers": 0, **way})
+
+    first = made()
+    first.sampler.set_epoch(1)
+    it = iter(first)
+    next(it), next(it)
+    state = first.state_dict()
+    want = resume_ranks.digests(next(it))
+    del it
+    again = made()
+    again.load_state_dict(state)
+    it = iter(again)
+    again.sampler.set_epoch(1)
+    assert resume_ranks.digests(next(it)) == want
