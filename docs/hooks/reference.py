@@ -38,6 +38,10 @@ MODULES = (
      "(pip install \"fastdecode[webdataset]\")."),
     ("fastdecode.integrations.timm", "fastdecode.integrations.timm", "reference/timm.md",
      "timm: its training script and dataset factory loading through fastdecode."),
+    ("fastdecode.integrations.accelerate", "fastdecode.integrations.accelerate",
+     "reference/accelerate.md",
+     "Hugging Face Accelerate: a FastLoader kept through prepare(), its position in "
+     "save_state/load_state, and skip_first_batches in O(1)."),
 )
 CLI_PAGE = "reference/cli.md"
 # Classes whose __init__ is torchvision's (they subclass its transforms and add

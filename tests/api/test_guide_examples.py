@@ -59,6 +59,7 @@ from accelerate import Accelerator
 accelerator = Accelerator(cpu=True)
 model = torch.nn.Linear(4, 2)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+resume_step = 0
 ''',
     "webdataset.md": 'urls = "shards/shard-000000.tar"\n',
 }
@@ -82,6 +83,7 @@ EPILOGUE = {
     ("file-lists.md", 1): "assert images.shape == (4, 3, 224, 224) and len(targets) == 4",
     ("resuming.md", 0): 'assert start == 8 and os.path.exists("ckpt.pt")',  # 16 images / 2
     ("lightning-accelerate.md", 0): "assert len(next(iter(ImageNet().train_dataloader()))) == 2",
+    ("lightning-accelerate.md", 2): "assert batches is loader and len(next(iter(batches))[0]) == 16",
     ("timm.md", 0): "assert fd_timm.installed()",
 }
 
