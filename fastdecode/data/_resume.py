@@ -711,6 +711,14 @@ class Tracker:
             _warn_once("loaded mid-pass",
                        "FastLoader.load_state_dict after iter(): the iterator already made "
                        "goes on from where it is; the state applies to the next iter()")
+        dist = _distributed(_chain(self.sampler.batch_sampler))
+        if (dist is not None and state["sampler_epoch"] is not None and state["started"]
+                and not state["finished"] and int(dist.epoch) == 0):
+            # a fresh sampler (a new process) resumes the saved epoch: the epoch is
+            # part of the state, as a stateful loader's is (Lightning calls set_epoch
+            # only after iter(), and a worker iterator draws the pass at iter());
+            # a sampler set to another epoch before the load is still an error
+            dist.set_epoch(state["sampler_epoch"])
         self.loaded = dict(state)
         self.pending = None
         self._skip = None  # the loaded state says where the next iter() starts

@@ -585,10 +585,36 @@ def test_a_distributed_sampler_at_another_epoch_is_an_error(tree):
     epoch(loader, set_epoch, 3, 1)
     state = roundtrip(loader.state_dict())
     again = loader_of(ds, dict(sampler=DistributedSampler(ds, num_replicas=2, rank=0, seed=9)))
-    again.load_state_dict(state)
+    again.sampler.set_epoch(2)
+    again.load_state_dict(state)  # a sampler set before the load is left as it is
     with pytest.raises(ResumeError, match=r"saved in epoch 3 of the DistributedSampler, which is "
-                                          r"at 0 now: call set_epoch\(3\) before iter\(\)"):
+                                          r"at 2 now: call set_epoch\(3\) before iter\(\)"):
         next(iter(again))
+    later = loader_of(ds, dict(sampler=DistributedSampler(ds, num_replicas=2, rank=0, seed=9)))
+    later.load_state_dict(state)
+    later.sampler.set_epoch(4)  # set after the load, before iter()
+    with pytest.raises(ResumeError, match=r"at 4 now: call set_epoch\(3\) before iter\(\)"):
+        next(iter(later))
+
+
+def test_a_fresh_distributed_sampler_takes_the_saved_epoch_at_the_load(tree):
+    """A new process's sampler is at epoch 0: a mid-epoch state sets the
+    saved epoch (Lightning calls set_epoch only after iter()); a state saved
+    after an epoch's end leaves it to the loop's set_epoch."""
+    ds = dataset(tree, FUSED)
+    loader = loader_of(ds, dict(sampler=DistributedSampler(ds, num_replicas=2, rank=0, seed=9)))
+    epoch(loader, set_epoch, 3, 1)
+    state = roundtrip(loader.state_dict())
+    again = loader_of(ds, dict(sampler=DistributedSampler(ds, num_replicas=2, rank=0, seed=9)))
+    again.load_state_dict(state)
+    assert again.sampler.epoch == 3
+    whole = loader_of(ds, dict(sampler=DistributedSampler(ds, num_replicas=2, rank=0, seed=9)))
+    epoch(whole, set_epoch, 3)
+    done = roundtrip(whole.state_dict())
+    assert done["finished"]
+    fresh = loader_of(ds, dict(sampler=DistributedSampler(ds, num_replicas=2, rank=0, seed=9)))
+    fresh.load_state_dict(done)
+    assert fresh.sampler.epoch == 0
 
 
 def test_load_after_iter_warns_and_applies_to_the_next_iter(tree):

@@ -324,10 +324,8 @@ LIGHTNING_WAYS = [
     pytest.param(dict(num_workers=1), id="worker-cpu-ring"),
     # a loader Lightning re-created passes collate_fn=fastdecode.collate, which turns the
     # CPU ring off: DataLoader's worker iterator then draws the pass at iter(), before
-    # set_epoch (docs/decisions/loaders.md, the resume section)
-    pytest.param(dict(num_workers=1, collate_fn=fd.collate), id="worker-explicit-collate",
-                 marks=pytest.mark.xfail(raises=ResumeError, strict=True,
-                                         reason="the pass is drawn at iter(), before set_epoch")),
+    # set_epoch: the load set the saved epoch (docs/decisions/loaders.md, resume section)
+    pytest.param(dict(num_workers=1, collate_fn=fd.collate), id="worker-explicit-collate"),
 ]
 
 
