@@ -32,6 +32,18 @@ start lazily, at the first read; in a forked child (a DataLoader worker)
 the parent's threads do not exist, so a window first used there starts
 empty, with threads of its own (a pid check at every call).
 
+Memory: the read threads allocate the files' bytes and the consumer frees
+them. Under glibc each thread allocates from its own malloc arena, and the
+chunks freed from another thread stay in the reader's arena, fragmented
+(with the dynamic mmap threshold raised past the file sizes by the first
+freed mmapped chunk, files no longer come from mmap): a worker's private
+memory grew by ~18 MiB over 200,000 samples (docs/decisions/listing.md,
+"Worker private memory"). So the consumer calls glibc's ``malloc_trim(0)``
+every ``TRIM_EVERY`` files it takes from the read threads, which gives the
+free pages of every arena back to the kernel. The process's malloc policy
+is left as it is (no ``mallopt``, no ``MALLOC_ARENA_MAX``). On a libc
+without ``malloc_trim`` (musl, macOS, Windows) nothing is called.
+
 Depth (Little's law: reads in flight >= rate x latency): by default the
 window is adaptive. It starts at ``DEFAULT_DEPTH`` (16) reads and measures
 each read's latency (open to bytes, the wait for byte room excluded) and
@@ -80,6 +92,9 @@ HEADROOM = 1.5
 SLACK = 2
 EWMA = 0.1  # the weight of one new read's latency / one file's consumer time
 ENV = "FASTDECODE_READAHEAD"
+# malloc_trim(0) every this many files taken from the read threads (0: never);
+# chosen by measurement (docs/decisions/listing.md, "Worker private memory")
+TRIM_EVERY = 256
 
 _UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1 << 10, "M": 1000**2, "MB": 1000**2,
           "MIB": 1 << 20, "G": 1000**3, "GB": 1000**3, "GIB": 1 << 30, "T": 1000**4,
@@ -230,6 +245,44 @@ class ReadAheadOptions:
             raise TypeError(f"readahead must be None, an int depth or ReadAheadOptions, "
                             f"got {value!r}")
         return cls(depth=value)
+
+
+# ---------------------------------------------------------------------------
+# giving the read threads' freed bytes back (see the module doc, "Memory")
+
+_UNSET: Any = object()
+_malloc_trim: Any = _UNSET  # glibc's malloc_trim, None where the libc has none
+
+
+def _lookup_malloc_trim(libc: Any) -> Optional[Callable[[int], int]]:
+    """``libc.malloc_trim`` set up for ctypes, or None: only glibc has it
+    (musl, macOS's libc and Windows' CRT do not: there the trim is a no-op)."""
+    import ctypes
+
+    try:
+        trim = libc.malloc_trim
+    except AttributeError:
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+def malloc_trim() -> bool:
+    """Calls ``malloc_trim(0)`` (looked up once, in the process's own
+    symbols); False where the libc has none (nothing is called)."""
+    global _malloc_trim
+    if _malloc_trim is _UNSET:
+        try:
+            import ctypes
+
+            _malloc_trim = _lookup_malloc_trim(ctypes.CDLL(None))
+        except (OSError, TypeError, ImportError):  # no dlopen(NULL) (Windows), no ctypes
+            _malloc_trim = None
+    if _malloc_trim is None:
+        return False
+    _malloc_trim(0)
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -393,6 +446,7 @@ class ReadAhead:
         self._latency = 0.0  # EWMA of a read's seconds, open to bytes (0: none yet)
         self._per_file = 0.0  # EWMA of the consumer's seconds between takes, waits excluded
         self._last_take: Optional[float] = None  # when the last take returned
+        self._threads_taken = 0  # files taken that a read thread read (for the trim)
         self.counters = {"submitted": 0, "started": 0, "taken": 0, "dropped": 0, "direct": 0,
                          "failed": 0, "peak_in_flight": 0, "peak_bytes": 0,
                          "waited": 0, "depth": self._depth, "peak_depth": self._depth}
@@ -458,10 +512,18 @@ class ReadAhead:
                     self._wake_first()
                     while entry.state != _DONE:
                         self._done.wait()
+                    self._threads_taken += 1
                 self._forget(entry)
                 self._release(entry)
                 self.counters["taken"] += 1
                 self._last_take = time.monotonic()
+            trim = TRIM_EVERY > 0 and self._threads_taken >= TRIM_EVERY
+            if trim:
+                self._threads_taken = 0
+        if entry is not None and trim:
+            # the files freed since the last trim (in this thread, from the
+            # read threads' arenas) go back to the kernel; outside the lock
+            malloc_trim()
         if entry is None:
             self.counters["direct"] += 1
             return self.reader.open(path).read()

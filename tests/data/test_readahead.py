@@ -282,6 +282,93 @@ def test_a_batch_that_did_not_come_is_dropped_and_its_bytes_released():
     assert stats["dropped"] == 10 and stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
 
 
+class _Trims:
+    """A fake malloc_trim: counts its calls (the argument must be 0)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, pad):
+        assert pad == 0
+        self.calls += 1
+        return 1
+
+
+def _all_read(window, timeout=10.0):
+    """Waits until every read in ``window`` ended (so each take is of a
+    read thread's file, none read by the consumer)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with window._lock:
+            if all(e.state == _readahead._DONE for e in window._order):
+                return
+        time.sleep(0.001)
+    raise AssertionError("the reads did not end")
+
+
+@pytest.mark.parametrize("every", [1, 5, 0])
+def test_malloc_trim_every_n_files_taken_from_the_read_threads(monkeypatch, every):
+    trims = _Trims()
+    monkeypatch.setattr(_readahead, "_malloc_trim", trims)
+    monkeypatch.setattr(_readahead, "TRIM_EVERY", every)
+    sizes = _paths(23)
+    storage = FakeStorage(sizes, delay=0)
+    window = ReadAhead(ReadAheadOptions(32), storage)
+    window.submit(list(sizes))
+    _all_read(window)
+    calls = []
+    for path in sizes:
+        assert window.take(path) == storage.content(path)
+        calls.append(trims.calls)
+    want = [(i + 1) // every if every else 0 for i in range(23)]
+    assert calls == want  # one call as the Nth, 2Nth, ... file is taken
+    # a file read by the consumer itself (not submitted; read-ahead off) is
+    # in its own arena: not counted
+    window.take("f000")
+    off = ReadAhead(ReadAheadOptions(0), storage)
+    for path in sizes:
+        off.take(path)
+    assert trims.calls == want[-1]
+    window.close()
+
+
+def test_no_malloc_trim_on_a_libc_without_it(monkeypatch):
+    class Musl:  # a libc without malloc_trim (musl, macOS, Windows' CRT)
+        pass
+
+    assert _readahead._lookup_malloc_trim(Musl()) is None
+    monkeypatch.setattr(_readahead, "_malloc_trim", None)  # what the lookup gave
+    monkeypatch.setattr(_readahead, "TRIM_EVERY", 1)
+    assert _readahead.malloc_trim() is False
+    sizes = _paths(6)
+    storage = FakeStorage(sizes, delay=0)
+    window = ReadAhead(ReadAheadOptions(8), storage)
+    window.submit(list(sizes))
+    _all_read(window)
+    assert [window.take(p) for p in sizes] == [storage.content(p) for p in sizes]
+    window.close()
+
+
+def test_malloc_trim_is_looked_up_once(monkeypatch):
+    import ctypes
+
+    opened = []
+    real = ctypes.CDLL
+
+    def cdll(name, *args, **kwargs):
+        opened.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setattr(_readahead, "_malloc_trim", _readahead._UNSET)
+    first = _readahead.malloc_trim()
+    assert _readahead.malloc_trim() is first and opened == [None]
+    names = getattr(os, "confstr_names", {})
+    glibc = "CS_GNU_LIBC_VERSION" in names \
+        and "glibc" in (os.confstr("CS_GNU_LIBC_VERSION") or "").lower()
+    assert first is glibc  # glibc has it; another libc: a no-op
+
+
 def test_depth_zero_reads_in_the_calling_thread():
     storage = FakeStorage(_paths(5), delay=0)
     window = ReadAhead(ReadAheadOptions(0), storage)
