@@ -3,7 +3,8 @@ classes by default) as FastImageFolder and ImageFolder list it.
 
     python -m benchmarks.bench_listing --tree DIR [--make] [--files 1281000]
         [--classes 1000] [--photos DIR] [--rounds 5] [--window 40000]
-        [--json PATH] [--remove]
+        [--json PATH] [--remove] [--workers-only] [--trim-every N[,N...]]
+        [--no-imagefolder]
 
 --make generates the tree first (skipped when DIR already holds a tree of
 that size): class folders n00000000..., each file a hard link to one of the
@@ -29,6 +30,10 @@ imports never help the next):
   USS) of each worker at checkpoints; growth = the slope of a least-squares
   fit over the checkpoints after the first, in MiB per 10k samples per
   worker, and the gain from the first checkpoint to the last.
+  --trim-every sets the read-ahead's malloc_trim period for the fast row
+  (fastdecode.data._readahead.TRIM_EVERY; 0: never trims, the state before
+  the fix): one fast row per value given, e.g. ``--trim-every 0,256``.
+  --workers-only skips the build rounds.
 
 Heavy: run it alone (on a shared machine under ``flock``).
 """
@@ -174,12 +179,18 @@ def child_build(kind: str, tree: str) -> dict[str, Any]:
 
 
 def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: int,
-                  seed: int) -> dict[str, Any]:
+                  seed: int, trim_every: int = -1) -> dict[str, Any]:
     """Each of 2 forked workers' USS at checkpoints over ``window`` samples in
-    a random order (a stock DataLoader)."""
+    a random order (a stock DataLoader). ``trim_every`` >= 0: the read-ahead's
+    malloc_trim period (the forked workers inherit it); -1: its default."""
     import torch
     import torchvision.transforms as T
     from torch.utils.data import DataLoader
+
+    from fastdecode.data import _readahead
+
+    if trim_every >= 0:
+        _readahead.TRIM_EVERY = trim_every
 
     transform = T.Compose([T.Resize(32), T.CenterCrop(32), T.PILToTensor()])
     ds = _open(kind if kind == "ImageFolder" else "FastImageFolder (index)", tree, transform)
@@ -201,7 +212,8 @@ def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: in
     rows.append({"samples": seen, "seconds": round(time.perf_counter() - start, 2),
                  "uss_mib": [private_mib(p) for p in pids]})
     return {"kind": kind, "window": seen, "batch": batch, "checkpoints": rows,
-            **growth(rows)}
+            "trim_every": None if kind == "ImageFolder" else _readahead.TRIM_EVERY,
+            "seconds": rows[-1]["seconds"], **growth(rows)}
 
 
 def growth(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -239,10 +251,37 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def worker_rows(tree: Path, window: int, checkpoints: int, batch: int,
+                trims: Optional[list[int]], bar: Any = None,
+                imagefolder: bool = True) -> dict[str, Any]:
+    """The worker memory rows: ImageFolder (unless not ``imagefolder``), then
+    FastImageFolder once per ``trims`` value (None: once, the default period)."""
+    rows: dict[str, Any] = {}
+    fast = [("FastImageFolder", -1)] if trims is None else \
+        [(f"FastImageFolder (trim every {t})" if t else "FastImageFolder (no trim)", t)
+         for t in trims]
+    for name, trim in [("ImageFolder", -1)] * imagefolder + fast:
+        kind = "ImageFolder" if name == "ImageFolder" else "FastImageFolder"
+        rows[name] = _run_child("workers", kind, str(tree), str(window), str(checkpoints),
+                                str(batch), "0", str(trim))
+        if bar is not None:
+            bar.update()
+    return rows
+
+
 def measure(tree: Path, rounds: int, window: int, checkpoints: int, batch: int,
-            workers: bool) -> dict[str, Any]:
+            workers: bool, trims: Optional[list[int]] = None,
+            build: bool = True, imagefolder: bool = True) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    bar = common.progress("listing", rounds * 2 + 3 + 2 * workers)
+    fast_rows = 1 if trims is None else len(trims)
+    bar = common.progress("listing", (rounds * 2 + 3 if build else 0)
+                          + (imagefolder + fast_rows) * workers)
+    if not build:
+        if workers:
+            report["workers"] = worker_rows(tree, window, checkpoints, batch, trims, bar,
+                                            imagefolder)
+        bar.close()
+        return report
     # the index exists (and is fresh) before any reopen is timed
     first = _run_child("build", "FastImageFolder", str(tree))
     bar.update()
@@ -267,17 +306,29 @@ def measure(tree: Path, rounds: int, window: int, checkpoints: int, batch: int,
     report["build"] = {"rounds": rounds, "rows": rows, "first_open": first,
                        "ratio_fast_to_imagefolder": _median(ratios), "ratios": ratios}
     if workers:
-        report["workers"] = {}
-        for kind in ("ImageFolder", "FastImageFolder"):
-            report["workers"][kind] = _run_child("workers", kind, str(tree), str(window),
-                                                 str(checkpoints), str(batch), "0")
-            bar.update()
+        report["workers"] = worker_rows(tree, window, checkpoints, batch, trims, bar,
+                                        imagefolder)
     bar.close()
     return report
 
 
 def markdown(report: dict[str, Any]) -> str:
-    build = report["build"]
+    lines: list[str] = []
+    build = report.get("build")
+    if build is not None:
+        lines += build_markdown(build)
+    for kind, result in report.get("workers", {}).items():
+        slopes = ", ".join(f"{s:+.2f}" for s in result["slope_mib_per_10k"] or [])
+        gains = ", ".join(f"{g:+.1f}" for g in result["gain_mib"] or [])
+        lines.append(f"- {kind}, 2 workers, {result['window']:,} samples in random order "
+                     f"({result.get('seconds', 0):.0f} s): "
+                     f"USS slope {slopes} MiB per 10k samples; gain {gains} MiB "
+                     f"(first checkpoint {result.get('first_mib')} -> last "
+                     f"{result.get('last_mib')})")
+    return "\n".join(lines)
+
+
+def build_markdown(build: dict[str, Any]) -> list[str]:
     lines = [f"### listing: {build['rows'][0]['samples']:,} files, "
              f"{build['rounds']} interleaved rounds (fresh process each)", "",
              "| dataset | build s (median, min-max) | RSS added MiB | pickled MiB |",
@@ -288,13 +339,7 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{row['pickled_mib']:.1f} |")
     lines += ["", f"FastImageFolder / ImageFolder build time: "
               f"{build['ratio_fast_to_imagefolder']:.2f}x (median of per-round ratios)"]
-    for kind, result in report.get("workers", {}).items():
-        slopes = ", ".join(f"{s:+.2f}" for s in result["slope_mib_per_10k"] or [])
-        gains = ", ".join(f"{g:+.1f}" for g in result["gain_mib"] or [])
-        lines.append(f"- {kind}, 2 workers, {result['window']:,} samples in random order: "
-                     f"USS slope {slopes} MiB per 10k samples; gain {gains} MiB "
-                     f"(first checkpoint {result['first_mib']} -> last {result['last_mib']})")
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -315,6 +360,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--checkpoints", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--no-workers", action="store_true", help="skip the worker memory run")
+    parser.add_argument("--workers-only", action="store_true", help="skip the build rounds")
+    parser.add_argument("--no-imagefolder", action="store_true",
+                        help="skip ImageFolder's worker row (its growth measured before)")
+    parser.add_argument("--trim-every", type=lambda v: [int(x) for x in v.split(",")],
+                        help="the read-ahead's malloc_trim periods, one fast worker row "
+                        "each (0: no trim, as before the fix); default: its default")
     parser.add_argument("--quick", action="store_true", help="20,000 files, 2 rounds, 8k window")
     parser.add_argument("--full", action="store_true", help="(fastdecode bench --full) as given")
     parser.add_argument("--json", type=Path)
@@ -324,8 +375,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.child[0] == "build":
             result = child_build(kind, tree)
         else:
-            window, checkpoints, batch, seed = map(int, rest)
-            result = child_workers(kind, tree, window, checkpoints, batch, seed)
+            window, checkpoints, batch, seed, *trim = map(int, rest)
+            result = child_workers(kind, tree, window, checkpoints, batch, seed, *trim)
         print(json.dumps(result))
         return 0
     if args.quick:
@@ -345,7 +396,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                   "made": made, "machine": common.machine_facts(),
                   "versions": common.library_versions(),
                   **measure(args.tree, args.rounds, min(args.window, args.files),
-                            args.checkpoints, args.batch, not args.no_workers)}
+                            args.checkpoints, args.batch, not args.no_workers,
+                            args.trim_every, not args.workers_only,
+                            not args.no_imagefolder)}
     finally:
         if args.remove:
             remove_tree(args.tree)

@@ -1,0 +1,171 @@
+"""FastImageList against FastImageFolder over the same files (issue 29:
+"FastImageList gives FastImageFolder's rate, >= 0.98x").
+
+    python -m benchmarks.bench_image_list [--data PATH] [--rounds 7] [--workers 2]
+        [--batch 64] [--round-s 8] [--trim-every N,M] [--json PATH]
+
+Two rows, each a stock DataLoader with persistent workers, the train chain
+(RandomResizedCrop(224) + RandomHorizontalFlip -> uint8 PILToTensor):
+DataLoader(FastImageFolder(data)) and DataLoader(FastImageList(the folder's
+samples)), the same indices drawn by each (bench_loader's Draws, one seed).
+bench_loader's round machinery: each row's untimed first epoch (start-up,
+its rate), then rounds of whole waves timed in steady state, the rows taking
+turns (every other round in the reverse order); the ratio is the median of
+the per-round ratios (FastImageList / FastImageFolder), with their range.
+
+``--trim-every 0,256`` runs FastImageFolder rows instead, one per
+read-ahead malloc_trim period (fastdecode.data._readahead.TRIM_EVERY, set
+before the row's workers fork; 0: never trims, as before issue 29's fix),
+the ratio read against the first: the trim's cost in rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from . import _common as common
+from . import bench_loader as bl
+
+LIST, FOLDER = "FastImageList", "FastImageFolder"
+TRIM = "FastImageFolder trim="  # + the period: a --trim-every row
+
+
+def train_chain() -> Any:
+    return bl.chains(["train_uint8"])["train_uint8"]
+
+
+def make_loader(kind: str, root: Path, chain: Any, workers: int, batch: int,
+                samples: int) -> tuple[Any, Any]:
+    """A row's stock DataLoader and its sampler: ``kind`` FastImageFolder,
+    FastImageList (over the folder's samples) or ``TRIM + N``."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    import fastdecode as fd
+
+    folder = fd.FastImageFolder(root, chain)
+    if kind == LIST:
+        ds: Any = fd.FastImageList(list(folder.samples), chain)
+    elif kind == FOLDER:
+        ds = folder
+    elif kind.startswith(TRIM):
+        from fastdecode.data import _readahead
+
+        # read by the workers, which fork at the row's first epoch (open_row)
+        _readahead.TRIM_EVERY = int(kind[len(TRIM):])
+        ds = folder
+    else:
+        raise ValueError(f"bench_image_list: no row {kind!r}")
+    sampler = bl.Draws(ds, samples)
+    return DataLoader(ds, batch_size=batch, sampler=sampler, num_workers=workers,
+                      drop_last=True, pin_memory=torch.cuda.is_available(),
+                      persistent_workers=workers > 0), sampler
+
+
+def measure(root: Path, kinds: list[str], workers: int, batch: int, rounds: int,
+            round_s: float, bar: Any, make: Callable = make_loader,
+            chain: Any = None) -> list[Any]:
+    """The rows of ``kinds``, opened (bench_loader.open_row) and sized to
+    ``round_s`` seconds of their first epoch's rate, then ``rounds`` rounds
+    each, in turns (the order reversed every other round)."""
+    wave = max(workers, 1)
+    least = 3 * wave
+    rows = []
+    for kind in kinds:
+        bar.set_postfix_str(f"{kind}: start-up")
+        row = bl.open_row("train_uint8", kind, root, chain, workers, batch, least * batch,
+                          make=make)
+        row.sampler.count = batch * bl.round_batches(row, batch, least, round_s)
+        rows.append(row)
+        bar.update()
+    for r in range(rounds):
+        for row in (rows if r % 2 == 0 else rows[::-1]):
+            bar.set_postfix_str(f"{row.loader}, round {r + 1}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                bl.run_round(row)
+            bar.update()
+    for row in rows:
+        row.source = None  # ends its persistent workers
+    return rows
+
+
+def result(rows: list[Any]) -> dict[str, Any]:
+    """Per row its median rate and range; each row after the first against
+    the first, round by round (median, range, the per-round ratios)."""
+    first = rows[0]
+    out: dict[str, Any] = {"rows": [], "ratios": {}}
+    for row in rows:
+        out["rows"].append({"loader": row.loader, "num_workers": row.num_workers,
+                            "images_per_s": statistics.median(row.rates),
+                            "min_images_per_s": min(row.rates),
+                            "max_images_per_s": max(row.rates),
+                            "round_images_per_s": row.rates,
+                            "cpu_ms_per_image": statistics.median(row.cpu) * 1e3
+                            if row.cpu else None,
+                            "round_images": row.sampler.count if row.sampler is not None
+                            else None})
+    for row in rows[1:]:
+        ratios = [a / b for a, b in zip(row.rates, first.rates)]
+        out["ratios"][f"{row.loader} / {first.loader}"] = {
+            "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "rounds": ratios}
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    s = report["settings"]
+    lines = [f"### {' vs '.join(r['loader'] for r in report['rows'])}: stock DataLoader, "
+             f"num_workers={s['workers']}, batch {s['batch']}, train chain (uint8), "
+             f"{s['rounds']} interleaved rounds", "",
+             "| row | images/s (median, min-max) | CPU ms/image |", "|---|---|---|"]
+    for row in report["rows"]:
+        cpu = f"{row['cpu_ms_per_image']:.2f}" if row["cpu_ms_per_image"] is not None else "-"
+        lines.append(f"| {row['loader']} | {row['images_per_s']:.0f} "
+                     f"({row['min_images_per_s']:.0f}-{row['max_images_per_s']:.0f}) | {cpu} |")
+    lines.append("")
+    for name, ratio in report["ratios"].items():
+        lines.append(f"{name}: {ratio['median']:.3f}x (median of per-round ratios, "
+                     f"{ratio['min']:.3f}-{ratio['max']:.3f})")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, help="an ImageFolder tree (default: the "
+                        "generated ImageNet-like set)")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--round-s", type=float, default=8.0,
+                        help="seconds per round at the row's first-epoch rate")
+    parser.add_argument("--trim-every", type=lambda v: [int(x) for x in v.split(",")],
+                        help="FastImageFolder rows at these read-ahead malloc_trim "
+                        "periods instead (0: no trim)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    root = args.data or common.default_data()
+    kinds = [f"{TRIM}{t}" for t in args.trim_every] if args.trim_every else [FOLDER, LIST]
+    bar = common.progress("image list", len(kinds) * (1 + args.rounds))
+    rows = measure(root, kinds, args.workers, args.batch, args.rounds, args.round_s, bar,
+                   make=make_loader, chain=train_chain())
+    bar.close()
+    report = {"command": common.command_line(__name__, argv), "data": str(root),
+              "settings": {"workers": args.workers, "batch": args.batch,
+                           "rounds": args.rounds, "round_s": args.round_s},
+              "machine": common.machine_facts(), "versions": common.library_versions(),
+              **result(rows)}
+    common.emit(markdown(report))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
