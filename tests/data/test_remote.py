@@ -90,7 +90,9 @@ def test_the_http_cases_run_in_a_loopback_only_namespace(request):
     reason = netns.unavailable()
     if reason:
         pytest.skip(f"{reason}: the loopback tests run in this process, on 127.0.0.1 only")
-    extra = ["--full"] if request.config.getoption("full", default=False) else []
+    full = request.config.getoption("full", default=False)
+    # the tier this run is in: the full one runs the slow loopback cases too
+    extra = ["--full"] if full else ["-m", "loopback and not slow"]
     # ~60 loopback cases (three servers, spawned workers, convert's pools): ~4 min on a
     # loaded 2-core machine
     done = netns.run_marked(Path(__file__), extra, timeout=540)
@@ -184,11 +186,24 @@ def test_classes_samples_and_targets_are_imagefolders(root):
     assert ds.root == root.url
 
 
-@pytest.mark.parametrize("workers,context", [(0, None), (2, "fork"), (2, "spawn")],
-                         ids=["0-workers", "2-workers-fork", "2-workers-spawn"])
+# spawned workers import torch each (~40 s a case on a loaded 2-core machine): http's
+# runs in the default tier, s3's in the full one; the memory filesystem lives in one
+# process, so it has no spawn case
+SERVERS_SLOW_S3 = [HTTP, pytest.param("s3", marks=[pytest.mark.loopback, pytest.mark.slow])]
+
+
+@pytest.mark.parametrize("workers,context", [(0, None), (2, "fork")],
+                         ids=["0-workers", "2-workers-fork"])
 def test_batches_are_bit_identical_to_the_local_trees(root, workers, context):
-    if context == "spawn" and root.kind == "memory":
-        pytest.skip("the memory filesystem lives in one process: spawn is tested over http, s3")
+    batches_match(root, workers, context)
+
+
+@pytest.mark.parametrize("root", SERVERS_SLOW_S3, indirect=True)
+def test_spawned_workers_batches_are_bit_identical_to_the_local_trees(root):
+    batches_match(root, 2, "spawn")
+
+
+def batches_match(root, workers, context):
     ds = open_root(root, TF, exact=True)
     ds[0]  # the client exists in this process before the workers fork
     ref = FastImageFolder(str(root.tree), TF, exact=True)
@@ -480,6 +495,7 @@ def outputs(folder: Path) -> dict[str, bytes]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.parametrize("root", ["memory", *SERVERS_SLOW_S3], indirect=True)
 def test_convert_from_a_url_writes_the_local_trees_outputs(root, tmp_path):
     """The same files, bytes and summary as converting the local tree; spawned
     workers over the servers (the memory filesystem is this process's), the

@@ -58,7 +58,8 @@ def run_marked(module: Path, pytest_args: list[str], timeout: float
                ) -> subprocess.CompletedProcess:
     """``module``'s ``loopback`` tests, run by pytest inside a fresh
     loopback-only network namespace (lo brought up first), within ``timeout``
-    seconds; the namespace and everything in it end with the process."""
+    seconds; the namespace and everything in it end with the process. A
+    ``-m`` in ``pytest_args`` replaces the ``-m loopback`` (the last wins)."""
     script = 'ip link set lo up && exec "$@"'
     cmd = [*_PREFIX, "sh", "-c", script, "sh", sys.executable, "-m", "pytest", "-q",
            "-p", "no:cacheprovider", "-m", "loopback", *pytest_args, str(module)]
