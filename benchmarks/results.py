@@ -122,13 +122,6 @@ def summary_rows(report: dict) -> list[tuple[str, str, str, str]]:
                          f"{row['num_workers']} workers (images/s)",
                          "ImageFolder at 5 ms", _num(row["images_per_s"]),
                          _x(row.get("vs_imagefolder"))))
-    for loader in ("FastImageFolder", "FastLoader"):
-        on = _storage_row(storage, loader, "local", "on")
-        off = _storage_row(storage, loader, "local", "off")
-        if on and off:
-            rows.append((f"{LOADER_NAMES[loader]}, local disk, {on['num_workers']} workers, "
-                         "read-ahead on (images/s)", f"read-ahead off {_num(off['images_per_s'])}",
-                         _num(on["images_per_s"]), _x(on.get("vs_readahead_off"))))
     return rows
 
 
@@ -281,6 +274,11 @@ def _storage_tables(report: dict) -> list[str]:
         lines += ["", "Load average (1, 5, 15 min) at the section's start "
                       f"{_loads(load.get('load_average_start'))} and end "
                       f"{_loads(load.get('load_average_end'))}."]
+    spreads = [max(r["round_images_per_s"]) / min(r["round_images_per_s"]) for r in rows
+               if r.get("round_images_per_s") and min(r["round_images_per_s"]) > 0]
+    if spreads:
+        lines += ["", f"The rounds of one row spread up to {max(spreads):.1f}x (fastest over "
+                      "slowest round); a ratio is only as good as that spread allows."]
     return lines
 
 
