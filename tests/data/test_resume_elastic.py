@@ -94,7 +94,8 @@ def four_ranks(tree, tmp_path_factory):
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("world", [
-    pytest.param(2, id="4-to-2-ranks"),
+    # real ranks: make test-full (test_resume.py covers the resplit in one process)
+    pytest.param(2, id="4-to-2-ranks", marks=pytest.mark.slow),
     # 8 processes: 90 s on a loaded 2-core machine (the 4-rank run and 4 -> 2: ~3 min there)
     pytest.param(8, id="4-to-8-ranks", marks=pytest.mark.slow),
 ])

@@ -95,13 +95,13 @@ def expect_exact(full, resumed, epoch, k):
 
 
 # (epoch, batches taken) at the checkpoint
-# (each case is two spawned runs of 2 ranks, ~1 min on 2 cores: make test runs one case
-# per framework, make test-full all)
+# (each case is two spawned runs of 2 ranks, ~1 min on 2 cores: make test-full runs them;
+# make test runs the in-process replays of each framework's order below)
 SLOW = pytest.mark.slow
 POINTS = [pytest.param((0, 1), id="epoch0-first-batch", marks=SLOW),
           pytest.param((0, 3), id="epoch0-middle", marks=SLOW),
           pytest.param((0, PER_RANK), id="epoch0-last-batch", marks=SLOW),
-          pytest.param((1, 4), id="epoch1-middle")]
+          pytest.param((1, 4), id="epoch1-middle", marks=SLOW)]
 
 
 # -- Lightning -------------------------------------------------------------------
@@ -143,7 +143,7 @@ def test_lightning_fit_from_a_mid_epoch_checkpoint_resumes_at_the_next_batch(lig
 
 # -- Accelerate ------------------------------------------------------------------
 
-ACCELERATE_SAVE = [pytest.param((0, 2), id="epoch0-second-batch"),
+ACCELERATE_SAVE = [pytest.param((0, 2), id="epoch0-second-batch", marks=SLOW),
                    pytest.param((1, PER_RANK - 1), id="epoch1-next-to-last", marks=SLOW),
                    pytest.param((0, PER_RANK), id="epoch0-last-batch", marks=SLOW)]
 
