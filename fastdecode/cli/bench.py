@@ -41,6 +41,7 @@ SECTIONS = {
     "recipes": "bench_recipes",
     "ray": "bench_ray",  # needs ray (fastdecode[ray]); skipped without it
     "storage": "bench_storage",  # needs FUSE (latencyfs); prints a skip line without it
+    "remote": "bench_remote",  # http:// and s3:// (moto, s3fs) on 127.0.0.1; s3 left out without
 }
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 OPTIONAL = {"ray": "ray"}  # section -> the package it needs
@@ -52,13 +53,13 @@ OPTIONAL = {"ray": "ray"}  # section -> the package it needs
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
               "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"],
-              "storage": ["--quick"]},
+              "storage": ["--quick"], "remote": ["--quick"]},
     "default": {"decode": ["--limit", "200", "--rounds", "3"],
                 "transforms": ["--limit", "100", "--rounds", "3"], "loader": ["--chains", "train"],
                 "recipes": [],
-                "ray": [], "storage": []},
+                "ray": [], "storage": [], "remote": []},
     "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
-             "ray": [], "storage": ["--full"]},
+             "ray": [], "storage": ["--full"], "remote": []},
 }
 
 EPILOG = """\
