@@ -2,7 +2,7 @@
 "FastImageList gives FastImageFolder's rate, >= 0.98x").
 
     python -m benchmarks.bench_image_list [--data PATH] [--rounds 7] [--workers 2]
-        [--batch 64] [--round-s 8] [--trim-every N,M] [--json PATH]
+        [--batch 64] [--round-s 8] [--reads heap,mapped] [--json PATH]
 
 Two rows, each a stock DataLoader with persistent workers, the train chain
 (RandomResizedCrop(224) + RandomHorizontalFlip -> uint8 PILToTensor):
@@ -13,10 +13,11 @@ its rate), then rounds of whole waves timed in steady state, the rows taking
 turns (every other round in the reverse order); the ratio is the median of
 the per-round ratios (FastImageList / FastImageFolder), with their range.
 
-``--trim-every 0,256`` runs FastImageFolder rows instead, one per
-read-ahead malloc_trim period (fastdecode.data._readahead.TRIM_EVERY, set
-before the row's workers fork; 0: never trims, as before issue 29's fix),
-the ratio read against the first: the trim's cost in rate.
+``--reads heap,mapped`` runs FastImageFolder rows instead, one per way the
+read-ahead's threads read local files (fastdecode.data._readahead.MAPPED_READS,
+set before the row's workers fork; heap: into their malloc arenas, as before
+issue 29's fix; mapped: into mappings copied out by the consumer), the ratio
+read against the first: the fix's cost in rate.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from . import _common as common
 from . import bench_loader as bl
 
 LIST, FOLDER = "FastImageList", "FastImageFolder"
-TRIM = "FastImageFolder trim="  # + the period: a --trim-every row
+READS = "FastImageFolder reads="  # + heap or mapped: a --reads row
 
 
 def train_chain() -> Any:
@@ -43,7 +44,7 @@ def train_chain() -> Any:
 def make_loader(kind: str, root: Path, chain: Any, workers: int, batch: int,
                 samples: int) -> tuple[Any, Any]:
     """A row's stock DataLoader and its sampler: ``kind`` FastImageFolder,
-    FastImageList (over the folder's samples) or ``TRIM + N``."""
+    FastImageList (over the folder's samples) or ``READS + 'heap'|'mapped'``."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -54,11 +55,11 @@ def make_loader(kind: str, root: Path, chain: Any, workers: int, batch: int,
         ds: Any = fd.FastImageList(list(folder.samples), chain)
     elif kind == FOLDER:
         ds = folder
-    elif kind.startswith(TRIM):
+    elif kind.startswith(READS) and kind[len(READS):] in ("heap", "mapped"):
         from fastdecode.data import _readahead
 
         # read by the workers, which fork at the row's first epoch (open_row)
-        _readahead.TRIM_EVERY = int(kind[len(TRIM):])
+        _readahead.MAPPED_READS = kind[len(READS):] == "mapped"
         ds = folder
     else:
         raise ValueError(f"bench_image_list: no row {kind!r}")
@@ -145,13 +146,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--round-s", type=float, default=8.0,
                         help="seconds per round at the row's first-epoch rate")
-    parser.add_argument("--trim-every", type=lambda v: [int(x) for x in v.split(",")],
-                        help="FastImageFolder rows at these read-ahead malloc_trim "
-                        "periods instead (0: no trim)")
+    parser.add_argument("--reads", type=lambda v: v.split(","),
+                        help="heap,mapped: FastImageFolder rows, one per way the read-ahead "
+                        "reads (heap: as before issue 29's fix)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     root = args.data or common.default_data()
-    kinds = [f"{TRIM}{t}" for t in args.trim_every] if args.trim_every else [FOLDER, LIST]
+    kinds = [f"{READS}{r}" for r in args.reads] if args.reads else [FOLDER, LIST]
     bar = common.progress("image list", len(kinds) * (1 + args.rounds))
     rows = measure(root, kinds, args.workers, args.batch, args.rounds, args.round_s, bar,
                    make=make_loader, chain=train_chain())

@@ -3,7 +3,7 @@ classes by default) as FastImageFolder and ImageFolder list it.
 
     python -m benchmarks.bench_listing --tree DIR [--make] [--files 1281000]
         [--classes 1000] [--photos DIR] [--rounds 5] [--window 40000]
-        [--json PATH] [--remove] [--workers-only] [--trim-every N[,N...]]
+        [--json PATH] [--remove] [--workers-only] [--reads heap,mapped]
         [--no-imagefolder]
 
 --make generates the tree first (skipped when DIR already holds a tree of
@@ -30,9 +30,10 @@ imports never help the next):
   USS) of each worker at checkpoints; growth = the slope of a least-squares
   fit over the checkpoints after the first, in MiB per 10k samples per
   worker, and the gain from the first checkpoint to the last.
-  --trim-every sets the read-ahead's malloc_trim period for the fast row
-  (fastdecode.data._readahead.TRIM_EVERY; 0: never trims, the state before
-  the fix): one fast row per value given, e.g. ``--trim-every 0,256``.
+  --reads sets how the read-ahead's threads read files for the fast row
+  (fastdecode.data._readahead.MAPPED_READS; heap: into their malloc arenas,
+  as before issue 29's fix; mapped: into mappings, the default): one fast
+  row per value given, e.g. ``--reads heap,mapped``.
   --workers-only skips the build rounds.
 
 Heavy: run it alone (on a shared machine under ``flock``).
@@ -54,6 +55,7 @@ from typing import Any, Optional
 
 from . import _common as common
 
+READS = {"heap": 0, "mapped": 1}  # --reads -> the child's MAPPED_READS
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
@@ -179,18 +181,18 @@ def child_build(kind: str, tree: str) -> dict[str, Any]:
 
 
 def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: int,
-                  seed: int, trim_every: int = -1) -> dict[str, Any]:
+                  seed: int, mapped: int = -1) -> dict[str, Any]:
     """Each of 2 forked workers' USS at checkpoints over ``window`` samples in
-    a random order (a stock DataLoader). ``trim_every`` >= 0: the read-ahead's
-    malloc_trim period (the forked workers inherit it); -1: its default."""
+    a random order (a stock DataLoader). ``mapped`` 0 or 1: the read-ahead's
+    MAPPED_READS (the forked workers inherit it); -1: its default."""
     import torch
     import torchvision.transforms as T
     from torch.utils.data import DataLoader
 
     from fastdecode.data import _readahead
 
-    if trim_every >= 0:
-        _readahead.TRIM_EVERY = trim_every
+    if mapped >= 0:
+        _readahead.MAPPED_READS = bool(mapped)
 
     transform = T.Compose([T.Resize(32), T.CenterCrop(32), T.PILToTensor()])
     ds = _open(kind if kind == "ImageFolder" else "FastImageFolder (index)", tree, transform)
@@ -209,10 +211,12 @@ def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: in
         if b == 0 or (b + 1) % every == 0:
             rows.append({"samples": seen, "seconds": round(time.perf_counter() - start, 2),
                          "uss_mib": [private_mib(p) for p in pids]})
+            # each checkpoint as it comes (stderr): a run stopped early keeps them
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     rows.append({"samples": seen, "seconds": round(time.perf_counter() - start, 2),
                  "uss_mib": [private_mib(p) for p in pids]})
     return {"kind": kind, "window": seen, "batch": batch, "checkpoints": rows,
-            "trim_every": None if kind == "ImageFolder" else _readahead.TRIM_EVERY,
+            "mapped_reads": None if kind == "ImageFolder" else _readahead.MAPPED_READS,
             "seconds": rows[-1]["seconds"], **growth(rows)}
 
 
@@ -252,33 +256,33 @@ def _median(values: list[float]) -> float:
 
 
 def worker_rows(tree: Path, window: int, checkpoints: int, batch: int,
-                trims: Optional[list[int]], bar: Any = None,
+                reads: Optional[list[str]], bar: Any = None,
                 imagefolder: bool = True) -> dict[str, Any]:
     """The worker memory rows: ImageFolder (unless not ``imagefolder``), then
-    FastImageFolder once per ``trims`` value (None: once, the default period)."""
+    FastImageFolder once per ``reads`` value, 'heap' or 'mapped' (None:
+    once, the default)."""
     rows: dict[str, Any] = {}
-    fast = [("FastImageFolder", -1)] if trims is None else \
-        [(f"FastImageFolder (trim every {t})" if t else "FastImageFolder (no trim)", t)
-         for t in trims]
-    for name, trim in [("ImageFolder", -1)] * imagefolder + fast:
+    fast = [("FastImageFolder", -1)] if reads is None else \
+        [(f"FastImageFolder ({r} reads)", READS[r]) for r in reads]
+    for name, mapped in [("ImageFolder", -1)] * imagefolder + fast:
         kind = "ImageFolder" if name == "ImageFolder" else "FastImageFolder"
         rows[name] = _run_child("workers", kind, str(tree), str(window), str(checkpoints),
-                                str(batch), "0", str(trim))
+                                str(batch), "0", str(mapped))
         if bar is not None:
             bar.update()
     return rows
 
 
 def measure(tree: Path, rounds: int, window: int, checkpoints: int, batch: int,
-            workers: bool, trims: Optional[list[int]] = None,
+            workers: bool, reads: Optional[list[str]] = None,
             build: bool = True, imagefolder: bool = True) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    fast_rows = 1 if trims is None else len(trims)
+    fast_rows = 1 if reads is None else len(reads)
     bar = common.progress("listing", (rounds * 2 + 3 if build else 0)
                           + (imagefolder + fast_rows) * workers)
     if not build:
         if workers:
-            report["workers"] = worker_rows(tree, window, checkpoints, batch, trims, bar,
+            report["workers"] = worker_rows(tree, window, checkpoints, batch, reads, bar,
                                             imagefolder)
         bar.close()
         return report
@@ -306,7 +310,7 @@ def measure(tree: Path, rounds: int, window: int, checkpoints: int, batch: int,
     report["build"] = {"rounds": rounds, "rows": rows, "first_open": first,
                        "ratio_fast_to_imagefolder": _median(ratios), "ratios": ratios}
     if workers:
-        report["workers"] = worker_rows(tree, window, checkpoints, batch, trims, bar,
+        report["workers"] = worker_rows(tree, window, checkpoints, batch, reads, bar,
                                         imagefolder)
     bar.close()
     return report
@@ -363,9 +367,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--workers-only", action="store_true", help="skip the build rounds")
     parser.add_argument("--no-imagefolder", action="store_true",
                         help="skip ImageFolder's worker row (its growth measured before)")
-    parser.add_argument("--trim-every", type=lambda v: [int(x) for x in v.split(",")],
-                        help="the read-ahead's malloc_trim periods, one fast worker row "
-                        "each (0: no trim, as before the fix); default: its default")
+    parser.add_argument("--reads", type=lambda v: v.split(","),
+                        help="heap,mapped: one fast worker row per way the read threads "
+                        "read (heap: as before issue 29's fix); default: the default")
     parser.add_argument("--quick", action="store_true", help="20,000 files, 2 rounds, 8k window")
     parser.add_argument("--full", action="store_true", help="(fastdecode bench --full) as given")
     parser.add_argument("--json", type=Path)
@@ -375,8 +379,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.child[0] == "build":
             result = child_build(kind, tree)
         else:
-            window, checkpoints, batch, seed, *trim = map(int, rest)
-            result = child_workers(kind, tree, window, checkpoints, batch, seed, *trim)
+            window, checkpoints, batch, seed, *mapped = map(int, rest)
+            result = child_workers(kind, tree, window, checkpoints, batch, seed, *mapped)
         print(json.dumps(result))
         return 0
     if args.quick:
@@ -397,7 +401,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                   "versions": common.library_versions(),
                   **measure(args.tree, args.rounds, min(args.window, args.files),
                             args.checkpoints, args.batch, not args.no_workers,
-                            args.trim_every, not args.workers_only,
+                            args.reads, not args.workers_only,
                             not args.no_imagefolder)}
     finally:
         if args.remove:

@@ -32,17 +32,21 @@ start lazily, at the first read; in a forked child (a DataLoader worker)
 the parent's threads do not exist, so a window first used there starts
 empty, with threads of its own (a pid check at every call).
 
-Memory: the read threads allocate the files' bytes and the consumer frees
-them. Under glibc each thread allocates from its own malloc arena, and the
-chunks freed from another thread stay in the reader's arena, fragmented
-(with the dynamic mmap threshold raised past the file sizes by the first
-freed mmapped chunk, files no longer come from mmap): a worker's private
-memory grew by ~18 MiB over 200,000 samples (docs/decisions/listing.md,
-"Worker private memory"). So the consumer calls glibc's ``malloc_trim(0)``
-every ``TRIM_EVERY`` files it takes from the read threads, which gives the
-free pages of every arena back to the kernel. The process's malloc policy
-is left as it is (no ``mallopt``, no ``MALLOC_ARENA_MAX``). On a libc
-without ``malloc_trim`` (musl, macOS, Windows) nothing is called.
+Memory: a read thread's allocations come from its own glibc malloc arena
+(up to 8 per core), and a chunk the consumer frees goes back to that arena.
+Once the dynamic mmap threshold has risen past the file sizes (glibc raises
+it at the first free of a larger mmapped chunk, and the trim threshold to
+twice that), each arena kept the top of its heap at its historic peak, 1-2
+MiB, resident: a worker's private memory grew by ~15 MiB over 200,000
+samples and had not levelled off (docs/decisions/listing.md, "Worker
+private memory"). ``malloc_trim`` does not help: glibc trims only the main
+arena's top (measured: the same growth with a trim every 256 files). So the
+local reader's files are read, in the read threads, into a private
+anonymous mapping (``mmap``, outside malloc: unmapped when dropped), and the
+consumer copies them out as ``bytes`` (:class:`_Mapped`), allocated in its
+own arena, where it frees them. The process's malloc policy is left as it
+is (no ``mallopt``, no ``MALLOC_ARENA_MAX``). Files the consumer reads
+itself, empty files and other readers' files are read as before.
 
 Depth (Little's law: reads in flight >= rate x latency): by default the
 window is adaptive. It starts at ``DEFAULT_DEPTH`` (16) reads and measures
@@ -71,6 +75,7 @@ measurements).
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import re
 import threading
@@ -92,9 +97,9 @@ HEADROOM = 1.5
 SLACK = 2
 EWMA = 0.1  # the weight of one new read's latency / one file's consumer time
 ENV = "FASTDECODE_READAHEAD"
-# malloc_trim(0) every this many files taken from the read threads (0: never);
-# chosen by measurement (docs/decisions/listing.md, "Worker private memory")
-TRIM_EVERY = 256
+# the read threads read local files into mappings (the module doc, "Memory");
+# False: into their malloc arenas, as before (benchmarks compare the two)
+MAPPED_READS = True
 
 _UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1 << 10, "M": 1000**2, "MB": 1000**2,
           "MIB": 1 << 20, "G": 1000**3, "GB": 1000**3, "GIB": 1 << 30, "T": 1000**4,
@@ -248,44 +253,6 @@ class ReadAheadOptions:
 
 
 # ---------------------------------------------------------------------------
-# giving the read threads' freed bytes back (see the module doc, "Memory")
-
-_UNSET: Any = object()
-_malloc_trim: Any = _UNSET  # glibc's malloc_trim, None where the libc has none
-
-
-def _lookup_malloc_trim(libc: Any) -> Optional[Callable[[int], int]]:
-    """``libc.malloc_trim`` set up for ctypes, or None: only glibc has it
-    (musl, macOS's libc and Windows' CRT do not: there the trim is a no-op)."""
-    import ctypes
-
-    try:
-        trim = libc.malloc_trim
-    except AttributeError:
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
-
-
-def malloc_trim() -> bool:
-    """Calls ``malloc_trim(0)`` (looked up once, in the process's own
-    symbols); False where the libc has none (nothing is called)."""
-    global _malloc_trim
-    if _malloc_trim is _UNSET:
-        try:
-            import ctypes
-
-            _malloc_trim = _lookup_malloc_trim(ctypes.CDLL(None))
-        except (OSError, TypeError, ImportError):  # no dlopen(NULL) (Windows), no ctypes
-            _malloc_trim = None
-    if _malloc_trim is None:
-        return False
-    _malloc_trim(0)
-    return True
-
-
-# ---------------------------------------------------------------------------
 # readers
 
 
@@ -334,6 +301,56 @@ class _LocalFile:
                 chunks.append(chunk)
         finally:
             os.close(self.fd)
+
+
+    def read_mapped(self) -> "Union[bytes, _Mapped]":
+        """As :meth:`read`, into a private anonymous mapping (a read
+        thread's: its bytes never come from the thread's malloc arena; the
+        module doc, "Memory"): a :class:`_Mapped` the consumer copies out.
+        An empty file, or one whose length is not its ``fstat`` size (it
+        grew or shrank), is read as :meth:`read` reads it."""
+        size = self.size or 0
+        if size <= 0:
+            return self.read()
+        try:
+            buf = mmap.mmap(-1, size + 1)  # one byte of room: a file that grew shows
+        except BaseException:
+            os.close(self.fd)
+            raise
+        whole = False
+        try:
+            whole = os.readv(self.fd, [buf]) == size
+            if not whole:  # the plain way, from the start
+                os.lseek(self.fd, 0, os.SEEK_SET)
+        except BaseException:
+            buf.close()
+            os.close(self.fd)
+            raise
+        if not whole:
+            buf.close()
+            return self.read()  # closes the file
+        os.close(self.fd)
+        return _Mapped(buf, size)
+
+
+class _Mapped:
+    """A file's bytes in a private anonymous mapping (a read thread's);
+    :meth:`bytes` copies them out in the calling thread (the consumer's
+    arena) and unmaps them. Dropped untaken, the mapping goes with it."""
+
+    __slots__ = ("buf", "length")
+
+    def __init__(self, buf: mmap.mmap, length: int) -> None:
+        self.buf, self.length = buf, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def bytes(self) -> bytes:
+        try:
+            return self.buf[:self.length]
+        finally:
+            self.buf.close()
 
 
 class LocalReader:
@@ -402,7 +419,7 @@ class _Entry:
         self.group = group  # the key of the submit that made it (None: none given)
         self.state = _QUEUED
         self.reserved: Optional[int] = None  # bytes held against the cap, once reserved
-        self.data: Optional[bytes] = None
+        self.data: Optional[Union[bytes, _Mapped]] = None
         self.error: Optional[BaseException] = None
         self.dropped = False  # discarded while its read ran: released when it ends
         self.room: Optional[threading.Condition] = None  # its read thread waits here for bytes
@@ -446,7 +463,6 @@ class ReadAhead:
         self._latency = 0.0  # EWMA of a read's seconds, open to bytes (0: none yet)
         self._per_file = 0.0  # EWMA of the consumer's seconds between takes, waits excluded
         self._last_take: Optional[float] = None  # when the last take returned
-        self._threads_taken = 0  # files taken that a read thread read (for the trim)
         self.counters = {"submitted": 0, "started": 0, "taken": 0, "dropped": 0, "direct": 0,
                          "failed": 0, "peak_in_flight": 0, "peak_bytes": 0,
                          "waited": 0, "depth": self._depth, "peak_depth": self._depth}
@@ -512,18 +528,10 @@ class ReadAhead:
                     self._wake_first()
                     while entry.state != _DONE:
                         self._done.wait()
-                    self._threads_taken += 1
                 self._forget(entry)
                 self._release(entry)
                 self.counters["taken"] += 1
                 self._last_take = time.monotonic()
-            trim = TRIM_EVERY > 0 and self._threads_taken >= TRIM_EVERY
-            if trim:
-                self._threads_taken = 0
-        if entry is not None and trim:
-            # the files freed since the last trim (in this thread, from the
-            # read threads' arenas) go back to the kernel; outside the lock
-            malloc_trim()
         if entry is None:
             self.counters["direct"] += 1
             return self.reader.open(path).read()
@@ -533,6 +541,8 @@ class ReadAhead:
         data = entry.data
         entry.data = None
         assert data is not None
+        if isinstance(data, _Mapped):  # copied out here, in the consumer's arena
+            return data.bytes()
         return data
 
     def ahead_of(self, items: Iterable[T], path_of: Callable[[T], str]) -> Iterator[T]:
@@ -728,13 +738,15 @@ class ReadAhead:
                 self._claim(entry)
                 self._lock.release()
                 try:
-                    self._read(entry)
+                    self._read(entry, mapped=MAPPED_READS)
                 finally:
                     self._lock.acquire()
                 self._idle += 1
 
-    def _read(self, entry: _Entry) -> None:
-        data: Optional[bytes] = None
+    def _read(self, entry: _Entry, mapped: bool = False) -> None:
+        """Reads ``entry``; ``mapped`` (a read thread): into a mapping when
+        the reader can (``read_mapped``; the module doc, "Memory")."""
+        data: Optional[Union[bytes, _Mapped]] = None
         error: Optional[BaseException] = None
         began = time.monotonic()
         waited = 0.0  # for its bytes' room: not the storage's latency
@@ -748,7 +760,8 @@ class ReadAhead:
                 wanted = self._reserve(entry, size)
                 waited = time.monotonic() - opened_at
             if wanted:
-                data = opened.read()
+                into = getattr(opened, "read_mapped", None) if mapped else None
+                data = into() if into is not None else opened.read()
             else:
                 close = getattr(opened, "close", None)
                 if close is not None:

@@ -1,7 +1,7 @@
 """benchmarks/bench_image_list.py's code path with fakes (no timing
 asserted): the rows it opens, their turns, the per-round ratio, the report;
 its loaders over a small tree (FastImageList over FastImageFolder's samples,
-the same draws; a trim row sets the read-ahead's period)."""
+the same draws; a --reads row sets how the read-ahead reads)."""
 
 from __future__ import annotations
 
@@ -127,8 +127,10 @@ def test_the_loaders_read_the_same_files(tmp_path, monkeypatch):
     batches = list(listed)
     assert len(batches) == 3 and batches[0][0].dtype == torch.uint8
     assert batches[0][0].shape == (4, 3, 224, 224)
-    monkeypatch.setattr(_readahead, "TRIM_EVERY", _readahead.TRIM_EVERY)
-    trimmed, _ = bench.make_loader(bench.TRIM + "0", root, None, 0, 4, 4)
-    assert _readahead.TRIM_EVERY == 0 and type(trimmed.dataset) is fd.FastImageFolder
+    monkeypatch.setattr(_readahead, "MAPPED_READS", True)
+    heap, _ = bench.make_loader(bench.READS + "heap", root, None, 0, 4, 4)
+    assert _readahead.MAPPED_READS is False and type(heap.dataset) is fd.FastImageFolder
+    bench.make_loader(bench.READS + "mapped", root, None, 0, 4, 4)
+    assert _readahead.MAPPED_READS is True
     with pytest.raises(ValueError, match="no row"):
         bench.make_loader("ImageFolder", root, None, 0, 4, 4)

@@ -282,18 +282,6 @@ def test_a_batch_that_did_not_come_is_dropped_and_its_bytes_released():
     assert stats["dropped"] == 10 and stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
 
 
-class _Trims:
-    """A fake malloc_trim: counts its calls (the argument must be 0)."""
-
-    def __init__(self):
-        self.calls = 0
-
-    def __call__(self, pad):
-        assert pad == 0
-        self.calls += 1
-        return 1
-
-
 def _all_read(window, timeout=10.0):
     """Waits until every read in ``window`` ended (so each take is of a
     read thread's file, none read by the consumer)."""
@@ -306,67 +294,95 @@ def _all_read(window, timeout=10.0):
     raise AssertionError("the reads did not end")
 
 
-@pytest.mark.parametrize("every", [1, 5, 0])
-def test_malloc_trim_every_n_files_taken_from_the_read_threads(monkeypatch, every):
-    trims = _Trims()
-    monkeypatch.setattr(_readahead, "_malloc_trim", trims)
-    monkeypatch.setattr(_readahead, "TRIM_EVERY", every)
-    sizes = _paths(23)
-    storage = FakeStorage(sizes, delay=0)
-    window = ReadAhead(ReadAheadOptions(32), storage)
-    window.submit(list(sizes))
-    _all_read(window)
+@pytest.fixture
+def mapped_calls(monkeypatch):
+    """The threads that called _LocalFile.read_mapped, one entry a call."""
     calls = []
-    for path in sizes:
-        assert window.take(path) == storage.content(path)
-        calls.append(trims.calls)
-    want = [(i + 1) // every if every else 0 for i in range(23)]
-    assert calls == want  # one call as the Nth, 2Nth, ... file is taken
-    # a file read by the consumer itself (not submitted; read-ahead off) is
-    # in its own arena: not counted
-    window.take("f000")
-    off = ReadAhead(ReadAheadOptions(0), storage)
-    for path in sizes:
-        off.take(path)
-    assert trims.calls == want[-1]
-    window.close()
+    real = _readahead._LocalFile.read_mapped
+
+    def read_mapped(self):
+        calls.append(threading.get_ident())
+        return real(self)
+
+    monkeypatch.setattr(_readahead._LocalFile, "read_mapped", read_mapped)
+    return calls
 
 
-def test_no_malloc_trim_on_a_libc_without_it(monkeypatch):
-    class Musl:  # a libc without malloc_trim (musl, macOS, Windows' CRT)
-        pass
+def _files(tmp_path, sizes):
+    paths = []
+    for i, size in enumerate(sizes):
+        path = tmp_path / f"f{i}.bin"
+        path.write_bytes(os.urandom(size))
+        paths.append(str(path))
+    return paths
 
-    assert _readahead._lookup_malloc_trim(Musl()) is None
-    monkeypatch.setattr(_readahead, "_malloc_trim", None)  # what the lookup gave
-    monkeypatch.setattr(_readahead, "TRIM_EVERY", 1)
-    assert _readahead.malloc_trim() is False
-    sizes = _paths(6)
-    storage = FakeStorage(sizes, delay=0)
-    window = ReadAhead(ReadAheadOptions(8), storage)
-    window.submit(list(sizes))
+
+def _content(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+SIZES = [0, 1, 4095, 4096, 70_000, 300_000]
+
+
+def test_read_threads_read_local_files_into_mappings(tmp_path, mapped_calls):
+    """Issue 29: a read thread's bytes never come from its malloc arena; the
+    consumer gets bytes, copied out in its own thread."""
+    paths = _files(tmp_path, SIZES)
+    window = ReadAhead(ReadAheadOptions(8))
+    window.submit(paths)
     _all_read(window)
-    assert [window.take(p) for p in sizes] == [storage.content(p) for p in sizes]
+    with window._lock:
+        kinds = [type(e.data) for e in window._order]
+    assert kinds == [bytes] + [_readahead._Mapped] * (len(SIZES) - 1)  # empty: read plainly
+    for path in paths:
+        data = window.take(path)
+        assert type(data) is bytes and data == _content(path)
+    assert len(mapped_calls) == len(SIZES)
+    assert threading.get_ident() not in mapped_calls  # only the read threads
     window.close()
 
 
-def test_malloc_trim_is_looked_up_once(monkeypatch):
-    import ctypes
+def test_the_consumer_and_the_switch_read_as_before(tmp_path, mapped_calls, monkeypatch):
+    paths = _files(tmp_path, SIZES)
+    off = ReadAhead(ReadAheadOptions(0))  # read-ahead off: the consumer reads
+    assert [off.take(p) for p in paths] == [_content(p) for p in paths]
+    window = ReadAhead(ReadAheadOptions(8))
+    window.take(paths[-1])  # never submitted: read by the consumer
+    assert mapped_calls == []
+    monkeypatch.setattr(_readahead, "MAPPED_READS", False)  # as before the fix
+    window.submit(paths)
+    assert [window.take(p) for p in paths] == [_content(p) for p in paths]
+    assert mapped_calls == []
+    window.close()
 
-    opened = []
-    real = ctypes.CDLL
 
-    def cdll(name, *args, **kwargs):
-        opened.append(name)
-        return real(name, *args, **kwargs)
+@pytest.mark.parametrize("change", ["grew", "shrank", "emptied"])
+def test_a_mapped_read_of_a_file_changed_after_its_fstat(tmp_path, change):
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(50_000))
+    opened = _readahead.LocalReader().open(str(path))
+    if change == "grew":
+        with open(path, "ab") as f:
+            f.write(os.urandom(70_000))
+    else:
+        os.truncate(path, 20_000 if change == "shrank" else 0)
+    data = opened.read_mapped()
+    assert type(data) is bytes and data == path.read_bytes()
+    with pytest.raises(OSError):  # the file was closed
+        os.fstat(opened.fd)
 
-    monkeypatch.setattr(ctypes, "CDLL", cdll)
-    monkeypatch.setattr(_readahead, "_malloc_trim", _readahead._UNSET)
-    first = _readahead.malloc_trim()
-    assert _readahead.malloc_trim() is first and opened == [None]
-    names = getattr(os, "confstr_names", {})
-    glibc = "CS_GNU_LIBC_VERSION" in names \
-        and "glibc" in (os.confstr("CS_GNU_LIBC_VERSION") or "").lower()
-    assert first is glibc  # glibc has it; another libc: a no-op
+
+def test_a_dropped_mapped_read_is_let_go(tmp_path):
+    paths = _files(tmp_path, [10_000] * 6)
+    window = ReadAhead(ReadAheadOptions(8))
+    window.submit(paths)
+    _all_read(window)
+    assert window.take(paths[3]) == _content(paths[3])  # drops the first three
+    window.clear()
+    stats = window.stats()
+    assert stats["dropped"] == 5 and stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
+    window.close()
 
 
 def test_depth_zero_reads_in_the_calling_thread():
