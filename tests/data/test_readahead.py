@@ -300,9 +300,9 @@ def mapped_calls(monkeypatch):
     calls = []
     real = _readahead._LocalFile.read_mapped
 
-    def read_mapped(self):
+    def read_mapped(self, buffers):
         calls.append(threading.get_ident())
-        return real(self)
+        return real(self, buffers)
 
     monkeypatch.setattr(_readahead._LocalFile, "read_mapped", read_mapped)
     return calls
@@ -367,10 +367,36 @@ def test_a_mapped_read_of_a_file_changed_after_its_fstat(tmp_path, change):
             f.write(os.urandom(70_000))
     else:
         os.truncate(path, 20_000 if change == "shrank" else 0)
-    data = opened.read_mapped()
+    buffers = _readahead._Buffers(1 << 20)
+    data = opened.read_mapped(buffers)
     assert type(data) is bytes and data == path.read_bytes()
+    assert buffers.spare_bytes == 64 << 10  # its mapping given back
     with pytest.raises(OSError):  # the file was closed
         os.fstat(opened.fd)
+
+
+def test_mappings_are_reused_within_the_byte_bound(tmp_path):
+    paths = _files(tmp_path, [10_000, 70_000, 65_535, 65_536, 200_000] * 4)
+    window = ReadAhead(ReadAheadOptions(4, max_bytes=400_000))
+    made = []
+    real = mmap_new = _readahead.mmap.mmap  # noqa: N806
+
+    def counted(*args, **kwargs):
+        made.append(args[1])
+        return real(*args, **kwargs)
+
+    _readahead.mmap.mmap = counted
+    try:
+        for start in range(0, len(paths), 5):
+            window.submit(paths[start:start + 5])
+            for path in paths[start:start + 5]:
+                assert window.take(path) == _content(path)
+    finally:
+        _readahead.mmap.mmap = mmap_new
+    assert set(made) <= {64 << 10, 128 << 10, 256 << 10}  # > each file, a power of two
+    assert len(made) <= 12  # reused, not one per file (20 files)
+    assert window._buffers.spare_bytes <= 400_000
+    window.close()
 
 
 def test_a_dropped_mapped_read_is_let_go(tmp_path):
