@@ -17,8 +17,8 @@ path, which needs the same ``num_workers`` to resume):
   ``num_workers``), then runs to the end of the next epoch; writes the
   digests of every batch it yields.
 
-The torchdata loaders (:data:`TD_SAMPLERS`, :data:`TD_WORKERS`,
-:func:`make_stateful_loader`) serve ``tests/data/test_resume_torchdata.py``
+The torchdata loaders (:data:`TD_SAMPLERS`, :data:`TD_MORE_SAMPLERS`,
+:data:`TD_WORKERS`, :func:`make_stateful_loader`) serve ``tests/data/test_resume_torchdata.py``
 too.
 """
 
@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler, RandomSampler, Sampler, WeightedRandomSampler
+from torch.utils.data import BatchSampler, RandomSampler, Sampler, SequentialSampler, WeightedRandomSampler
 from torch.utils.data.distributed import DistributedSampler
 from torchvision import transforms as T
 
@@ -117,6 +117,27 @@ TD_SAMPLERS: dict[str, Callable[[Any], dict]] = {
     "sequential": lambda ds: dict(shuffle=False),
 }
 
+# more of them, torch's samplers and a user's (issue 30), with set_epoch before each
+# epoch (set_epoch below). Apart from TD_SAMPLERS: the SIGKILL runs cover those four
+TD_MORE_SAMPLERS: dict[str, Callable[[Any], dict]] = {
+    # torch's, no state: torchdata's BatchSampler fast-forwards a fresh iter() by the
+    # samples yielded; its order is the seed's and set_epoch's
+    "distributed-set-epoch": lambda ds: dict(sampler=DistributedSampler(
+        ds, num_replicas=2, rank=0, seed=9)),  # 6 samples: 2 batches
+    # torch's, no state: its generator is not saved
+    "weighted-generator": lambda ds: dict(sampler=WeightedRandomSampler(
+        [1.0 + i % 3 for i in range(len(ds))], len(ds), generator=_gen(3))),
+    # torch's BatchSampler as batch_sampler= (with batch_size=1, the loader's default,
+    # which it requires): the loader fast-forwards a fresh iter() by the batches yielded
+    "batch-sampler-sequential": lambda ds: dict(batch_size=1, batch_sampler=BatchSampler(
+        SequentialSampler(ds), 3, drop_last=True)),
+    "batch-sampler-random-generator": lambda ds: dict(batch_size=1, batch_sampler=BatchSampler(
+        RandomSampler(ds, generator=_gen(2)), 3, drop_last=True)),
+    # Stateful (torchdata's runtime-checkable protocol: state_dict and load_state_dict):
+    # its state goes in torchdata's BatchSampler's
+    "user-sampler-with-state": lambda ds: dict(sampler=StatefulShuffle(len(ds))),
+}
+
 # num_workers and persistent_workers (torchdata resumes with the same num_workers only)
 TD_WORKERS: dict[str, dict] = {
     "in-process": dict(num_workers=0),
@@ -147,10 +168,10 @@ def make_stateful_loader(root: str, chain: str, sampler: str, workers: str) -> A
     with warnings.catch_warnings():  # a partly fused chain says so once: not the point here
         warnings.filterwarnings("ignore", "fastdecode stopped fusion", RuntimeWarning)
         ds = fd.FastImageFolder(root, CHAINS[chain]())
+    kw: dict[str, Any] = {"batch_size": 3, **{**TD_SAMPLERS, **TD_MORE_SAMPLERS}[sampler](ds)}
     with warnings.catch_warnings():  # torchdata 0.11 calls a torch API torch 2.14 deprecates
         warnings.filterwarnings("ignore", "'set_vital' is deprecated", UserWarning)
-        return StatefulDataLoader(ds, batch_size=3, **TD_SAMPLERS[sampler](ds),
-                                  **TD_WORKERS[workers])
+        return StatefulDataLoader(ds, **kw, **TD_WORKERS[workers])
 
 
 def digests(batch: Any) -> list[str]:
