@@ -305,7 +305,6 @@ class _LocalFile:
         finally:
             os.close(self.fd)
 
-
     def read_mapped(self, buffers: "_Buffers") -> "Union[bytes, _Mapped]":
         """As :meth:`read`, into a mapping of ``buffers`` (a read thread's:
         its bytes never come from the thread's malloc arena; the module doc,
