@@ -17,9 +17,6 @@ tests/data/test_resume.py::test_another_world_size_keeping_the_global_batch.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import socket
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -37,34 +34,12 @@ SAVE_AFTER = 1  # steps of epoch 0 (of 3: 24 samples, global batch 8)
 EPOCHS = 2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_world(world, root, out_dir, state_path, resume, timeout=300.0):
     """``world`` spawned ranks of helpers.resume_ranks.elastic; all gone on return."""
-    port = free_port()
-    ctx = mp.get_context("spawn")
     outs = [out_dir / f"rank{r}.pt" for r in range(world)]
-    procs = [ctx.Process(target=resume_ranks.elastic,
-                         args=(r, world, str(root), port, str(outs[r]), str(state_path),
-                               GLOBAL_BATCH, SAVE_AFTER, resume, EPOCHS))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout)
-        codes = [p.exitcode for p in procs]
-        assert codes == [0] * world, f"ranks exited with {codes}"
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    return [torch.load(o, weights_only=False) for o in outs]
+    return resume_ranks.run_ranks(
+        resume_ranks.elastic, world,
+        (str(root), str(state_path), GLOBAL_BATCH, SAVE_AFTER, resume, EPOCHS), outs, timeout)
 
 
 def unions(ranks):

@@ -12,9 +12,6 @@ decoded again.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import socket
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -28,39 +25,12 @@ from fastdecode.errors import ResumeError
 from fastdecode.integrations import accelerate as fd_accelerate
 
 from helpers import resume_ranks
+from helpers.resume_ranks import run_ranks
 from helpers.trees import make_tree
 
 WORLD = 2
 EPOCHS = 3
 PER_RANK = 6  # 24 samples, 2 ranks, batch 2: batches per rank per epoch
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_ranks(target, world, args, outs, timeout=240.0):
-    """``target(rank, world, root, port, out, *args)`` in ``world`` spawned
-    processes (gloo on 127.0.0.1); every process is gone when it returns."""
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=target, args=(r, world, args[0], port, str(outs[r]), *args[1:]))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout)
-        codes = [p.exitcode for p in procs]
-        assert codes == [0] * world, f"ranks exited with {codes}"
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    return [torch.load(o, weights_only=False) for o in outs]
 
 
 @pytest.fixture(scope="module")
