@@ -4,9 +4,6 @@ each seeing a disjoint half of the samples and together all, every epoch."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import socket
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -22,12 +19,6 @@ from helpers.trees import make_tree
 SAMPLES = 18  # make_tree(per_class=6), three classes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
     return make_tree(tmp_path_factory.mktemp("fwtree"), per_class=6)
@@ -41,24 +32,10 @@ def all_digests(tree):
     return set(digests)
 
 
-def run_ranks(target, tree, tmp_path, timeout=150.0):
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    outs = [tmp_path / f"rank{r}.pt" for r in range(2)]
-    procs = [ctx.Process(target=target, args=(r, 2, str(tree), port, str(outs[r])))
-             for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout)
-            assert p.exitcode == 0, f"rank exited with {p.exitcode}"
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    return [torch.load(o, weights_only=False) for o in outs]
+def run_ranks(target, tree, tmp_path):
+    """``target`` on 2 spawned gloo ranks over ``tree``; each rank's results."""
+    return ddp_worker.run_ranks(target, 2, (str(tree),),
+                                [tmp_path / f"rank{r}.pt" for r in range(2)], timeout=150.0)
 
 
 def assert_sharded(results, all_digests, how):

@@ -27,6 +27,7 @@ if not torch.distributed.is_available():
 from fastdecode.data import _resume
 
 from helpers import resume_ranks
+from helpers.ddp_worker import run_ranks
 from helpers.trees import make_tree
 
 GLOBAL_BATCH = 8
@@ -37,7 +38,7 @@ EPOCHS = 2
 def run_world(world, root, out_dir, state_path, resume, timeout=300.0):
     """``world`` spawned ranks of helpers.resume_ranks.elastic; all gone on return."""
     outs = [out_dir / f"rank{r}.pt" for r in range(world)]
-    return resume_ranks.run_ranks(
+    return run_ranks(
         resume_ranks.elastic, world,
         (str(root), str(state_path), GLOBAL_BATCH, SAVE_AFTER, resume, EPOCHS), outs, timeout)
 

@@ -25,7 +25,7 @@ from fastdecode.errors import ResumeError
 from fastdecode.integrations import accelerate as fd_accelerate
 
 from helpers import resume_ranks
-from helpers.resume_ranks import run_ranks
+from helpers.ddp_worker import run_ranks
 from helpers.trees import make_tree
 
 WORLD = 2

@@ -1,7 +1,10 @@
-"""One rank of the DistributedSampler test (run in a spawned process)."""
+"""Ranks of the distributed tests (each run in a spawned process: gloo on
+127.0.0.1) and their launcher, :func:`run_ranks`, run in the test process."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import socket
 import warnings
 
 import torch
@@ -58,7 +61,7 @@ def _eval_chain():
     return T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()])
 
 
-def _rank_env(rank: int, world: int, port: int) -> None:
+def rank_env(rank: int, world: int, port: int) -> None:
     import os
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
@@ -71,7 +74,7 @@ def run_lightning(rank: int, world: int, root: str, port: int, out: str) -> None
     one handed to fit(): Lightning re-creates both with a DistributedSampler."""
     import lightning.pytorch as pl
 
-    _rank_env(rank, world, port)
+    rank_env(rank, world, port)
     ds = fd.FastImageFolder(root, _eval_chain())
     seen: dict = {}
 
@@ -118,7 +121,7 @@ def run_accelerate(rank: int, world: int, root: str, port: int, out: str) -> Non
     """Accelerate's prepare() of a FastLoader with one worker, on CPU/gloo."""
     from accelerate import Accelerator
 
-    _rank_env(rank, world, port)
+    rank_env(rank, world, port)
     accelerator = Accelerator(cpu=True)
     ds = fd.FastImageFolder(root, _eval_chain())
     loader = accelerator.prepare(fd.FastLoader(ds, batch_size=3, shuffle=True, num_workers=0))
@@ -134,3 +137,34 @@ def run_accelerate(rank: int, world: int, root: str, port: int, out: str) -> Non
              loader.worker_init_fn.func is loader_mod._chained_init)
     torch.save({"seen": {"prepare": seen}, "kinds": kinds}, out)
     accelerator.end_training()
+
+
+# -- the launcher (in the test process) ---------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(target, world, args, outs, timeout=240.0):
+    """``target(rank, world, root, port, out, *args)`` in ``world`` spawned
+    processes (gloo on 127.0.0.1); every process is gone when it returns."""
+    port = free_port()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=target, args=(r, world, args[0], port, str(outs[r]), *args[1:]))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout)
+        codes = [p.exitcode for p in procs]
+        assert codes == [0] * world, f"ranks exited with {codes}"
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return [torch.load(o, weights_only=False) for o in outs]

@@ -11,15 +11,15 @@ the order of the batches).
 from __future__ import annotations
 
 import hashlib
-import multiprocessing as mp
 import os
-import socket
 import warnings
 from typing import Any
 
 import torch
 
 import fastdecode as fd
+
+from helpers.ddp_worker import rank_env
 
 SEED = 1234  # resumable=SEED: the samples' draws, the same on every rank and every run
 
@@ -52,12 +52,6 @@ def counted_dataset(root: str) -> tuple[Any, list[int]]:
 
     ds._read = read
     return ds, reads
-
-
-def rank_env(rank: int, world: int, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
-                      RANK=str(rank), LOCAL_RANK=str(rank), NODE_RANK="0",
-                      LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
 
 
 # -- Lightning -----------------------------------------------------------------
@@ -206,33 +200,3 @@ def elastic(rank: int, world: int, root: str, port: int, out: str, state_path: s
     finally:
         dist.destroy_process_group()
 
-
-# -- the launcher (in the test process) ---------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_ranks(target, world, args, outs, timeout=240.0):
-    """``target(rank, world, root, port, out, *args)`` in ``world`` spawned
-    processes (gloo on 127.0.0.1); every process is gone when it returns."""
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=target, args=(r, world, args[0], port, str(outs[r]), *args[1:]))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout)
-        codes = [p.exitcode for p in procs]
-        assert codes == [0] * world, f"ranks exited with {codes}"
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    return [torch.load(o, weights_only=False) for o in outs]
