@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from helpers import tiers
+from helpers import loader_iters, tiers
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,3 +53,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):  # noqa: ANN201 (a hook wrapper)
+    """After each test's own teardown, the DataLoader workers it left alive
+    stop (helpers/loader_iters.py: otherwise a later test's garbage
+    collection stalls 5 s per worker)."""
+    loader_iters.track()
+    yield
+    loader_iters.shut_down_left_alive()

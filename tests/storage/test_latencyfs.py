@@ -27,7 +27,11 @@ def test_mounts_the_tree_and_unmounts(storage_tree, latencyfs_available, tmp_pat
     assert not Path(f"/proc/{pid}").exists()
 
 
-def test_unmounted_even_when_the_body_raises(storage_tree, latencyfs_available, tmp_path):
+def test_unmounted_even_when_the_body_raises(storage_tree, latencyfs_available, tmp_path,
+                                            monkeypatch):
+    # the held file keeps the lazily unmounted daemon serving until it is
+    # killed after UNMOUNT_TIMEOUT_S: 1 s here, not 10
+    monkeypatch.setattr(_latencyfs, "UNMOUNT_TIMEOUT_S", 1.0)
     fs = _latencyfs.LatencyFS(storage_tree, mountpoint=tmp_path / "mnt")
     with pytest.raises(RuntimeError, match="the body failed"):
         with fs:
