@@ -159,6 +159,7 @@ def project(tmp_path_factory):
     (tests / "helpers").mkdir(parents=True)
     shutil.copy(TESTS / "conftest.py", tests / "conftest.py")
     shutil.copy(TESTS / "helpers" / "tiers.py", tests / "helpers" / "tiers.py")
+    shutil.copy(TESTS / "helpers" / "loader_iters.py", tests / "helpers" / "loader_iters.py")
     (tests / "helpers" / "__init__.py").write_text("")
     (tests / "test_m.py").write_text(TEST_FILE)
     (root / "pytest.ini").write_text("[pytest]\npythonpath = tests\n")
