@@ -55,11 +55,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item):  # noqa: ANN201 (a hook wrapper)
-    """After each test's own teardown, the DataLoader workers it left alive
-    stop (helpers/loader_iters.py: otherwise a later test's garbage
-    collection stalls 5 s per worker)."""
-    loader_iters.track()
-    yield
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    loader_iters.track()  # from the first test after torch's import on
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures' teardown: a mount's unmount waits for
+def pytest_runtest_teardown(item: pytest.Item) -> None:  # the files workers hold open
+    """When each test ends, the DataLoader workers it left alive stop
+    (helpers/loader_iters.py: otherwise a later test's garbage collection
+    stalls 5 s per worker)."""
     loader_iters.shut_down_left_alive()

@@ -13,8 +13,9 @@ a 10 s stall in an unrelated test for every such loader with 2 workers.
 Shut down at the end of the test that made them, while their queues work,
 the workers stop at once.
 
-Tracked from torch's first import on (the hook installs the tracking as soon
-as ``torch.utils.data.dataloader`` is loaded; nothing imports torch for it).
+Tracked from the first test that starts after torch's import (each test's
+setup installs the tracking once ``torch.utils.data.dataloader`` is loaded;
+nothing imports torch for it).
 """
 
 from __future__ import annotations
@@ -51,4 +52,3 @@ def shut_down_left_alive() -> None:
         if getattr(it, "_shutdown", True) is False:
             it._shutdown_workers()
     _live.clear()
-    track()
