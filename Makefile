@@ -9,17 +9,21 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ASAN_LIB = $(shell gcc -print-file-name=libasan.so)
 ASAN_PKG := build/asan-pkg
 PYTEST_ARGS ?=
+SANITIZE_ARGS ?=
 
 .PHONY: test test-full test-slow coverage lint bench build sysdeps test-sanitize clean soak docs docs-check results
 
 # The default tier (tests/conftest.py, tests/helpers/tiers.py): of each
 # parameter matrix over 24 cases a seeded subset holding every value of every
 # axis and every pair of option values, at least 1/8 of it; no slow tests;
-# then the sanitizer run (sampled the same way). A case named on the command
-# line always runs: make test PYTEST_ARGS='tests/core/test_bmp.py::test_x[id]'.
+# then the sanitizer run (sampled the same way). Both run in JOBS pytest-xdist
+# processes (the usable CPUs, at most 4; JOBS=0: one process, as test-full
+# runs). A case named on the command line always runs:
+# make test PYTEST_ARGS='tests/core/test_bmp.py::test_x[id]'.
+JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(len(os.sched_getaffinity(0)), 4))')
 test: lint build
-	$(VPY) -m pytest -m "not slow" $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-sanitize
+	$(VPY) -m pytest -n $(JOBS) -m "not slow" $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-sanitize SANITIZE_ARGS="-n $(JOBS)"
 
 # Everything, whole: every case of every matrix (--full), the slow tests
 # (test-slow's), the sanitizer run whole. .ci/run runs this.
@@ -146,7 +150,8 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 	cp build/asan-lib/fastdecode/*.so $(ASAN_PKG)/fastdecode/
 	cd $(ASAN_PKG) && FASTDECODE_EXPECT_SANITIZED=1 LD_PRELOAD=$(ASAN_LIB) \
 	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    $(abspath $(VPY)) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(CURDIR)/tests/core
+	    $(abspath $(VPY)) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(SANITIZE_ARGS) \
+	    $(CURDIR)/tests/core
 
 # Coverage of the default tier (COVERAGE_ARGS=--full: of the full one, slow
 # tests left out either way): coverage.py with branches over fastdecode/
