@@ -17,13 +17,16 @@ SANITIZE_ARGS ?=
 # parameter matrix over 24 cases a seeded subset holding every value of every
 # axis and every pair of option values, at least 1/8 of it; no slow tests;
 # then the sanitizer run (sampled the same way). Both run in JOBS pytest-xdist
-# processes (the usable CPUs, at most 4; JOBS=0: one process, as test-full
-# runs). A case named on the command line always runs:
+# processes, work-stealing: one more than the usable CPUs (at most 6), since
+# many tests wait on subprocesses, workers or a mount (2 CPUs: 345 s in 2,
+# 305 s in 3; docs/decisions/robustness.md); JOBS=0: one process, as
+# test-full runs. A case named on the command line always runs:
 # make test PYTEST_ARGS='tests/core/test_bmp.py::test_x[id]'.
-JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(len(os.sched_getaffinity(0)), 4))')
+JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(len(os.sched_getaffinity(0)) + 1, 6))')
+XDIST = -n $(JOBS) --dist worksteal
 test: lint build
-	$(VPY) -m pytest -n $(JOBS) -m "not slow" $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-sanitize SANITIZE_ARGS="-n $(JOBS)"
+	$(VPY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-sanitize SANITIZE_ARGS="$(XDIST)"
 
 # Everything, whole: every case of every matrix (--full), the slow tests
 # (test-slow's), the sanitizer run whole. .ci/run runs this.
