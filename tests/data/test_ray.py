@@ -528,3 +528,98 @@ def test_decode_names_the_bad_row_by_path():
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--driver"]:
     driver(Path(sys.argv[2]), Path(sys.argv[3]), slow="--slow" in sys.argv[4:])
+
+
+def test_the_datasource_names_itself_and_sizes_its_rows(small_tree):
+    pytest.importorskip("ray.data")
+    from fastdecode.data._listing import list_images
+    from fastdecode.data._rows import BatchDecoder
+    from fastdecode.data.ray import ImageDatasource
+
+    listing = list_images(small_tree)
+    source = ImageDatasource(listing, BatchDecoder(chains()["uint8"]), seed=1,
+                             include_paths=False)
+    assert source.get_name() == "FastdecodeImages"
+    # one uint8 3x40x40 image and an 8-byte label per row
+    assert source.estimate_inmemory_data_size() == (3 * 40 * 40 + 8) * len(listing.paths)
+
+
+class InProcessRay:
+    """Ray's task API as fastdecode.data.ray uses it (remote, wait, get,
+    cluster_resources, is_initialized), run in this process: each task runs
+    when submitted, ``wait`` hands back the oldest. Records each remote's
+    options, the tasks in flight at each submission and the init calls."""
+
+    def __init__(self, cpus):
+        self.cpus, self.options, self.in_flight, self.inits = cpus, [], [], []
+        self.running = 0
+
+    def is_initialized(self):
+        return bool(self.inits)
+
+    def init(self, **kwargs):
+        self.inits.append(kwargs)
+
+    def cluster_resources(self):
+        return {"CPU": float(self.cpus)}
+
+    def remote(self, **options):
+        self.options.append(options)
+
+        def wrap(fn):
+            ray = self
+
+            class Task:
+                @staticmethod
+                def remote(*args):
+                    ray.running += 1
+                    ray.in_flight.append(ray.running)
+                    return ("ref", fn(*args))
+
+            return Task
+
+        return wrap
+
+    def wait(self, refs, num_returns):
+        assert num_returns == 1
+        self.running -= 1
+        return refs[:1], refs[1:]
+
+    def get(self, ref):
+        return ref[1]
+
+
+def test_warm_up_starts_one_spread_task_per_cluster_cpu(monkeypatch):
+    pytest.importorskip("ray.data")
+    import fastdecode.data.ray as fray
+
+    ray = InProcessRay(cpus=3)
+    monkeypatch.setattr(fray, "ray", ray)
+    refs = fray.warm_up()
+    assert [ray.get(r) for r in refs] == [os.getpid()] * 3
+    assert ray.options == [{"num_cpus": 1, "scheduling_strategy": "SPREAD"}]
+    assert len(fray.warm_up(cpus=5)) == 5
+
+
+@pytest.mark.parametrize("workers, chunk", [(None, 2), (1, 3)], ids=["twice-the-cpus", "one"])
+def test_convert_jobs_chunk_bound_and_yield_every_outcome(small_tree, tmp_path, monkeypatch,
+                                                          workers, chunk):
+    pytest.importorskip("ray.data")
+    import fastdecode.data.ray as fray
+    from fastdecode.conversion.output import EncodeOptions
+
+    ray = InProcessRay(cpus=1)
+    monkeypatch.setattr(fray, "ray", ray)
+    sources = sorted(small_tree.rglob("*.jpg"))
+    jobs = [(str(s), str(tmp_path / f"{i}.bmp")) for i, s in enumerate(sources)]
+    jobs.append((str(tmp_path / "missing.jpg"), str(tmp_path / "missing.bmp")))
+    outcomes = list(fray.run_convert_jobs(jobs, EncodeOptions(to="bmp"), workers, chunk=chunk))
+    assert ray.inits == [{"address": os.environ.get("RAY_ADDRESS"), "log_to_driver": False}]
+    assert ray.options == [{"num_cpus": 1, "max_retries": 3}]
+    assert max(ray.in_flight) == (workers or 2)  # the bound: default twice the CPUs
+    assert len(ray.in_flight) == -(-len(jobs) // chunk)  # one task per chunk
+    by_source = {o.source: o for o in outcomes}
+    assert sorted(by_source) == sorted(s for s, _ in jobs)
+    assert "missing.jpg" in str(by_source[jobs[-1][0]].error)
+    for source, output in jobs[:-1]:
+        assert by_source[source].error is None and Path(output).stat().st_size > 0
