@@ -551,9 +551,12 @@ class ReadAhead:
                     self._drop(self._order[0])
                 if entry.state != _DONE:
                     self.counters["waited"] += 1  # the reads were not far enough ahead
-                if entry.state == _QUEUED:  # no thread took it yet: read it here, in bounds
-                    while self._started >= self._depth:
-                        self._done.wait()
+                # no thread took it yet: read it here, in bounds; while this
+                # waits for a free place, a read thread may take it (the place
+                # that freed is then its): wait for that read instead
+                while entry.state == _QUEUED and self._started >= self._depth:
+                    self._done.wait()
+                if entry.state == _QUEUED:
                     self._claim(entry)
                     self._lock.release()
                     try:

@@ -282,6 +282,46 @@ def test_a_batch_that_did_not_come_is_dropped_and_its_bytes_released():
     assert stats["dropped"] == 10 and stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
 
 
+class GatedStorage(FakeStorage):
+    """FakeStorage whose read of ``gated`` waits until ``gate`` is set."""
+
+    def __init__(self, sizes, gated):
+        super().__init__(sizes, delay=0)
+        self.gated, self.gate = gated, threading.Event()
+
+    def _read(self, path):
+        if path == self.gated:
+            assert self.gate.wait(10), "the gate was never opened"
+        return super()._read(path)
+
+
+@pytest.mark.parametrize("trial", range(20), ids=lambda t: f"trial{t}")
+def test_a_take_waiting_for_a_free_place_gets_its_file_when_a_thread_reads_it(trial):
+    """The consumer takes B while the only place (depth 1) holds A, a read
+    dropped by that take but still running: the take waits for the place.
+    When A's read ends, the read thread that ended it usually takes B from
+    the queue before the consumer wakes, and B, read, holds the place: the
+    take must then wait for B's read, not for a free place (which it
+    waited for forever: the storage benchmark's FastLoader hang)."""
+    sizes = _paths(2)
+    a, b = list(sizes)
+    storage = GatedStorage(sizes, gated=a)
+    window = ReadAhead(ReadAheadOptions(1, 1 << 20), storage)
+    window.submit([a, b])
+    got = []
+    consumer = threading.Thread(target=lambda: got.append(window.take(b)), daemon=True)
+    consumer.start()
+    deadline = time.monotonic() + 10
+    while window.stats()["waited"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)  # the take is waiting for the place
+    storage.gate.set()
+    consumer.join(timeout=10)
+    assert not consumer.is_alive(), "the take never returned"
+    assert got == [storage.content(b)]
+    stats = window.stats()
+    assert stats["in_flight"] == 0 and stats["dropped"] == 1 and stats["taken"] == 1
+
+
 def _all_read(window, timeout=10.0):
     """Waits until every read in ``window`` ended (so each take is of a
     read thread's file, none read by the consumer)."""
