@@ -158,7 +158,8 @@ test-sanitize: sysdeps $(VENV)/.test-deps
 
 # Coverage of the default tier (COVERAGE_ARGS=--full: of the full one, slow
 # tests left out either way): coverage.py with branches over fastdecode/
-# (.coveragerc; test subprocesses and loader workers included) and gcov over
+# (.coveragerc; test subprocesses, loader workers and make test's JOBS
+# pytest-xdist processes included) and gcov over
 # src_c/ (gcovr), from a copy of the package built with --coverage -O0 so the
 # regular build is left alone. Per-file reports in build/coverage/ (python.txt,
 # c.txt, html/); fails under 95 % (Python, lines and branches) or 90 % (C lines).
@@ -175,7 +176,7 @@ coverage: build $(VENV)/.coverage-deps
 	cp build/cov-lib/fastdecode/*.so $(COV_PKG)/fastdecode/
 	-cd $(COV_PKG) && COVERAGE_RCFILE=$(CURDIR)/.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage \
 	    PYTHONPATH=$(CURDIR)/$(COV_PKG) $(abspath $(VPY)) -m coverage run -m pytest -q \
-	    -p no:cacheprovider -m "not slow" $(COVERAGE_ARGS) $(CURDIR)/tests
+	    -p no:cacheprovider -m "not slow" $(XDIST) $(COVERAGE_ARGS) $(CURDIR)/tests
 	COVERAGE_RCFILE=.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage $(VPY) -m coverage combine -q
 	COVERAGE_RCFILE=.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage $(VPY) -m coverage html -q -d $(COV_OUT)/html
 	COVERAGE_RCFILE=.coveragerc COVERAGE_FILE=$(COV_OUT)/.coverage $(VPY) -m coverage json -q -o $(COV_OUT)/python.json
