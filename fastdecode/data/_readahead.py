@@ -58,7 +58,14 @@ the consumer's time per file (between takes, its waits excluded), both as
 moving averages, and keeps ``1.5 x latency / time per file + 2`` reads in
 flight, between 16 and ``DEFAULT_MAX_DEPTH`` (128), the byte bound holding
 apart: a 20 ms open with a worker decoding a file per 1.6 ms keeps ~21.
-An explicit depth is fixed.
+Where a read takes under ``BYPASS_BELOW`` (a fifth) of the consumer's time
+per file (a local disk, the page cache), reads ahead buy nothing and their
+hand-over costs the decode's cores (on 2 busy CPUs, 12-14 % of the loader's
+rate, bench_storage's local-disk rows): the adaptive window then submits
+nothing and the consumer reads each file itself, timed, which keeps the
+latency measured; when it rises over ``BYPASS_ABOVE`` (two fifths) of the
+time per file, reads ahead resume. An explicit depth is fixed and never
+bypassed.
 
 A path given twice (a batch drawn with replacement, or the next batch
 sharing a file with this one) is read once per occurrence, as without
@@ -99,6 +106,10 @@ DEFAULT_MAX_BYTES = 64 << 20
 HEADROOM = 1.5
 SLACK = 2
 EWMA = 0.1  # the weight of one new read's latency / one file's consumer time
+# the adaptive window reads in the consumer while latency < BYPASS_BELOW x
+# its time per file, and ahead again once latency > BYPASS_ABOVE x that
+BYPASS_BELOW = 0.2
+BYPASS_ABOVE = 0.4
 ENV = "FASTDECODE_READAHEAD"
 # the read threads read local files into mappings (the module doc, "Memory");
 # False: into their malloc arenas, as before (benchmarks compare the two)
@@ -498,6 +509,7 @@ class ReadAhead:
         self._latency = 0.0  # EWMA of a read's seconds, open to bytes (0: none yet)
         self._per_file = 0.0  # EWMA of the consumer's seconds between takes, waits excluded
         self._last_take: Optional[float] = None  # when the last take returned
+        self._bypass = False  # adaptive, reads this fast: submits add nothing (the module doc)
         self._buffers = _Buffers(self.options.max_bytes)  # the read threads' mappings
         self.counters = {"submitted": 0, "started": 0, "taken": 0, "dropped": 0, "direct": 0,
                          "failed": 0, "peak_in_flight": 0, "peak_bytes": 0,
@@ -520,7 +532,7 @@ class ReadAhead:
         the same key are still in the window, nothing is added (a batch
         submitted as the next one, then again when it comes)."""
         self._here()
-        if self.options.depth == 0:
+        if self.options.depth == 0 or self._bypass:
             return
         sized = list(zip(paths, sizes)) if sizes is not None else [(p, None) for p in paths]
         with self._lock:
@@ -543,10 +555,10 @@ class ReadAhead:
         another way: a predicted batch that did not come)."""
         self._here()
         with self._lock:
+            self._consumed()
             entries = self._by_path.get(path)
             entry = entries[0] if entries else None
             if entry is not None:
-                self._consumed()
                 while self._order[0] is not entry:
                     self._drop(self._order[0])
                 if entry.state != _DONE:
@@ -573,7 +585,12 @@ class ReadAhead:
                 self._last_take = time.monotonic()
         if entry is None:
             self.counters["direct"] += 1
-            return self.reader.open(path).read()
+            began = time.monotonic()
+            data = self.reader.open(path).read()
+            with self._lock:  # its latency: what decides the bypass
+                self._measured(time.monotonic() - began)
+                self._last_take = time.monotonic()
+            return data
         if entry.error is not None:
             error, entry.error = entry.error, None
             raise error
@@ -611,11 +628,14 @@ class ReadAhead:
         failed, waited (takes whose read had not ended); the peaks of reads
         in flight and of bytes reserved; the count bound now and its peak
         (``depth``, ``peak_depth``: they move when adaptive); the reads
-        and bytes in flight now; and the measured read latency and the
-        consumer's time per file, in microseconds."""
+        and bytes in flight now; ``bypass``: 1 while the adaptive window
+        reads in the consumer (reads this fast gain nothing ahead: the
+        module doc); and the measured read latency and the consumer's time
+        per file, in microseconds."""
         self._here()
         with self._lock:
             return {**self.counters, "in_flight": self._started, "in_flight_bytes": self._bytes,
+                    "bypass": int(self._bypass),
                     "latency_us": round(self._latency * 1e6),
                     "per_file_us": round(self._per_file * 1e6)}
 
@@ -659,6 +679,8 @@ class ReadAhead:
         top = self.options.max_depth
         if top is None or not self._latency or not self._per_file:
             return
+        ratio = self._latency / self._per_file
+        self._bypass = ratio < (BYPASS_ABOVE if self._bypass else BYPASS_BELOW)
         want = math.ceil(HEADROOM * self._latency / max(self._per_file, 1e-6)) + SLACK
         depth = min(top, max(self.options.depth, want))
         if depth != self._depth:
@@ -666,6 +688,11 @@ class ReadAhead:
             self.counters["depth"] = depth
             self.counters["peak_depth"] = max(self.counters["peak_depth"], depth)
             self._start_threads()
+
+    def _measured(self, seconds: float) -> None:
+        """One read's latency (open to bytes) joins the EWMA."""
+        self._latency = seconds if not self._latency else \
+            self._latency + EWMA * (seconds - self._latency)
 
     def _forget(self, entry: _Entry) -> None:
         if self._order[0] is entry:
@@ -813,9 +840,7 @@ class ReadAhead:
                 self._wake_first()
             if data is not None:
                 self._largest = max(self._largest, len(data))
-                spent = time.monotonic() - began - waited
-                self._latency = spent if not self._latency else \
-                    self._latency + EWMA * (spent - self._latency)
+                self._measured(time.monotonic() - began - waited)
                 if len(data) > entry.reserved:  # an unknown size, or a file that grew
                     self._bytes += len(data) - entry.reserved
                     entry.reserved = len(data)

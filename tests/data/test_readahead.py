@@ -247,6 +247,48 @@ def test_the_adaptive_depth_follows_the_latency_within_its_bounds():
     assert stats["latency_us"] > 0 and stats["per_file_us"] > 0
 
 
+def test_the_adaptive_window_reads_fast_files_itself_and_reads_ahead_when_they_slow():
+    """Reads far faster than the consumer's time per file (a local disk)
+    gain nothing ahead: the adaptive window stops submitting and the
+    consumer reads them, timed; when they slow down, reads ahead resume."""
+    sizes = _paths(60)
+    paths = list(sizes)
+    storage = FakeStorage(sizes, delay=0)
+    window = ReadAhead(ReadAheadOptions.adaptive(), storage)
+
+    def batch(part):
+        window.submit(part)
+        for p in part:
+            assert window.take(p) == storage.content(p)
+            time.sleep(0.002)  # the consumer's decode
+
+    batch(paths[:10])
+    assert window.stats()["bypass"] == 1
+    submitted = window.stats()["submitted"]
+    batch(paths[10:20])  # read by the consumer: nothing submitted
+    stats = window.stats()
+    assert stats["submitted"] == submitted and stats["direct"] == 10 and stats["bypass"] == 1
+    storage.delay = 0.01  # the storage slows: 5x the time per file
+    batch(paths[20:30])
+    assert window.stats()["bypass"] == 0
+    submitted = window.stats()["submitted"]
+    batch(paths[30:40])
+    assert window.stats()["submitted"] == submitted + 10
+
+
+def test_a_fixed_depth_is_never_bypassed():
+    sizes = _paths(20)
+    storage = FakeStorage(sizes, delay=0)
+    window = ReadAhead(ReadAheadOptions(8, 1 << 20), storage)
+    for part in (list(sizes)[:10], list(sizes)[10:]):
+        window.submit(part)
+        for p in part:
+            window.take(p)
+            time.sleep(0.002)
+    stats = window.stats()
+    assert stats["bypass"] == 0 and stats["direct"] == 0 and stats["submitted"] == 20
+
+
 def test_a_fixed_depth_never_moves():
     sizes = _paths(40)
     storage = FakeStorage(sizes, delay=0.01)
