@@ -586,11 +586,11 @@ class ReadAhead:
         if entry is None:
             self.counters["direct"] += 1
             began = time.monotonic()
-            data = self.reader.open(path).read()
+            direct = self.reader.open(path).read()
             with self._lock:  # its latency: what decides the bypass
                 self._measured(time.monotonic() - began)
                 self._last_take = time.monotonic()
-            return data
+            return direct
         if entry.error is not None:
             error, entry.error = entry.error, None
             raise error
