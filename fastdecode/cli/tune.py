@@ -94,14 +94,17 @@ class Result:
 
 
 def thread_schedstat_s() -> Optional[float]:
-    """Seconds this thread has run plus waited for a CPU (``/proc/thread-self/
-    schedstat``); None where the kernel has no such file."""
+    """Seconds this thread has run (its CPU clock) plus waited for a CPU
+    (``/proc/thread-self/schedstat``'s second field); None where the kernel
+    has no such file. Not schedstat's run time: for the running thread it
+    moves only at the scheduler's ticks, so a batch of a few milliseconds
+    could show none and read as all wait on storage."""
     try:
         with open("/proc/thread-self/schedstat") as f:
-            ran_ns, waited_ns = f.read().split()[:2]
+            _, waited_ns = f.read().split()[:2]
     except (OSError, ValueError):
         return None
-    return (int(ran_ns) + int(waited_ns)) / 1e9
+    return time.thread_time() + int(waited_ns) / 1e9
 
 
 def measure_worker(ds, batch_size: int, batches: int, torch,
@@ -269,7 +272,10 @@ def measure_pass(ds, data: Path, description: str, batch_size: int, batches: int
         recommended_prefetch_factor=2, step_time_s=step_time, load_average=load)
     if step_time is not None:
         result.needed_num_workers = math.ceil(decode / step_time)
-        cpu_workers = math.ceil(cpu_s_per_batch(result) / step_time)
+        # at least 1: a batch whose measured time is all wait on storage
+        # (schedstat's run time moves at the scheduler's ticks, so a batch of
+        # a few ms can show none) still wants its reads off the training loop
+        cpu_workers = max(1, math.ceil(cpu_s_per_batch(result) / step_time))
         result.recommended_num_workers = min(cpu_workers, usable)
         result.input_bound = cpu_workers > usable
         result.target_images_per_s = batch_size / step_time
@@ -354,7 +360,7 @@ def _recommend_workers(r: Result) -> None:
     step = r.step_time_s
     cpu = cpu_s_per_batch(r)
     notes.append(f"a step of {step:g} s consumes {r.target_images_per_s:,.0f} images/s: "
-                 f"num_workers = ceil({cpu:.3f} / {step:g}) = {math.ceil(cpu / step)}"
+                 f"num_workers = ceil({cpu:.3f} / {step:g}) = {max(1, math.ceil(cpu / step))}"
                  + (f", capped at the {r.usable_cpus} usable CPUs" if r.input_bound else ""))
     if r.input_bound:
         r.recommended_prefetch_factor = 2
@@ -447,8 +453,8 @@ def run(args: argparse.Namespace) -> int:
 
 EPILOG = f"""\
 how it decides:
-  num_workers     with --step-time S: ceil(D / S), D being one worker's median
-                  time per batch, capped at the usable CPUs (then the job is
+  num_workers     with --step-time S: ceil(D / S) (at least 1), D being one
+                  worker's median time per batch, capped at the usable CPUs (then the job is
                   input-bound and the output says what would help). When the
                   worker waits on storage for {IO_WAIT_SHARE:.0%} of D or more, D
                   counts only its time on (or waiting for) a CPU: the read-ahead

@@ -87,7 +87,8 @@ def test_step_time_sets_workers_from_the_decode_time(tree, capsys):
     assert r["target_images_per_s"] == pytest.approx(4 / 0.5)
     assert r["needed_num_workers"] == math.ceil(r["decode_s_per_batch"] / 0.5)
     waited = r["io_wait_s_per_batch"] >= tune.IO_WAIT_SHARE * r["decode_s_per_batch"]
-    cpu_workers = math.ceil((r["decode_s_per_batch"] - waited * r["io_wait_s_per_batch"]) / 0.5)
+    cpu_workers = max(1, math.ceil((r["decode_s_per_batch"] - waited * r["io_wait_s_per_batch"])
+                                   / 0.5))
     assert r["recommended_num_workers"] == min(cpu_workers, r["usable_cpus"])
     assert r["input_bound"] == (cpu_workers > r["usable_cpus"])
     assert r["passes"][-1]["batches"] == r["batches"] and len(r["passes"]) >= 2
