@@ -475,12 +475,15 @@ class ReadAhead:
     """One process's window of reads (see the module doc). ``submit`` the
     paths in the order they will be taken; ``take`` each (a path never
     submitted, or dropped, is read in the calling thread). One consumer
-    thread per window."""
+    thread per window. ``clock``: the seconds the adaptive window measures
+    reads and the consumer with (``time.monotonic``; every interval is
+    taken within one thread, so a test may give a per-thread virtual one)."""
 
     def __init__(self, options: Optional[ReadAheadOptions] = None,
-                 reader: Any = None) -> None:
+                 reader: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options or ReadAheadOptions()
         self.reader = as_reader(reader)
+        self.clock = clock
         self._pid = -1
         self._reset()
 
@@ -582,14 +585,14 @@ class ReadAhead:
                 self._forget(entry)
                 self._release(entry)
                 self.counters["taken"] += 1
-                self._last_take = time.monotonic()
+                self._last_take = self.clock()
         if entry is None:
             self.counters["direct"] += 1
-            began = time.monotonic()
+            began = self.clock()
             direct = self.reader.open(path).read()
             with self._lock:  # its latency: what decides the bypass
-                self._measured(time.monotonic() - began)
-                self._last_take = time.monotonic()
+                self._measured(self.clock() - began)
+                self._last_take = self.clock()
             return direct
         if entry.error is not None:
             error, entry.error = entry.error, None
@@ -658,6 +661,7 @@ class ReadAhead:
 
     def __setstate__(self, state: dict) -> None:
         self.options, self.reader = state["options"], state["reader"]
+        self.clock = time.monotonic
         self._reset()
 
     # -- bookkeeping, under the lock ----------------------------------------
@@ -667,7 +671,7 @@ class ReadAhead:
         (its decode, not its waits) joins the EWMA; the depth follows."""
         if self._last_take is None:
             return
-        spent = time.monotonic() - self._last_take
+        spent = self.clock() - self._last_take
         self._per_file = spent if not self._per_file else \
             self._per_file + EWMA * (spent - self._per_file)
         self._adapt()
@@ -814,7 +818,7 @@ class ReadAhead:
         the reader can (``read_mapped``; the module doc, "Memory")."""
         data: Optional[Union[bytes, _Mapped]] = None
         error: Optional[BaseException] = None
-        began = time.monotonic()
+        began = self.clock()
         waited = 0.0  # for its bytes' room: not the storage's latency
         try:
             opened = self.reader.open(entry.path)
@@ -822,9 +826,9 @@ class ReadAhead:
             with self._lock:
                 if size is None:
                     size = self._largest or max(1, self.options.max_bytes // self._depth)
-                opened_at = time.monotonic()
+                opened_at = self.clock()
                 wanted = self._reserve(entry, size)
-                waited = time.monotonic() - opened_at
+                waited = self.clock() - opened_at
             if wanted:
                 into = getattr(opened, "read_mapped", None) if mapped else None
                 data = into(self._buffers) if into is not None else opened.read()
@@ -840,7 +844,7 @@ class ReadAhead:
                 self._wake_first()
             if data is not None:
                 self._largest = max(self._largest, len(data))
-                self._measured(time.monotonic() - began - waited)
+                self._measured(self.clock() - began - waited)
                 if len(data) > entry.reserved:  # an unknown size, or a file that grew
                     self._bytes += len(data) - entry.reserved
                     entry.reserved = len(data)

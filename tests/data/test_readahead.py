@@ -52,9 +52,10 @@ class FakeStorage:
     """Files of given sizes behind a delay per read (random when jitter), with
     the reads at once counted; ``sized``: the size is known at open."""
 
-    def __init__(self, sizes, delay=0.002, jitter=False, sized=True, failing=None):
+    def __init__(self, sizes, delay=0.002, jitter=False, sized=True, failing=None,
+                 sleep=time.sleep):
         self.sizes = dict(sizes)
-        self.delay, self.jitter, self.sized = delay, jitter, sized
+        self.delay, self.jitter, self.sized, self.sleep = delay, jitter, sized, sleep
         self.failing = dict(failing or {})
         self.lock = threading.Lock()
         self.now = self.peak = self.opens = 0
@@ -77,11 +78,26 @@ class FakeStorage:
             self.peak = max(self.peak, self.now)
             self.threads.add(threading.get_ident())
         try:
-            time.sleep(self.delay * (random.random() * 2 if self.jitter else 1))
+            self.sleep(self.delay * (random.random() * 2 if self.jitter else 1))
             return self.content(path)
         finally:
             with self.lock:
                 self.now -= 1
+
+
+class VirtualClock:
+    """Seconds per thread that pass only by ``sleep``: the window's measured
+    read latency and consumer time are then exactly what a test says, on a
+    loaded machine too (every interval the window measures is one thread's)."""
+
+    def __init__(self):
+        self.local = threading.local()
+
+    def now(self):
+        return getattr(self.local, "t", 0.0)
+
+    def sleep(self, seconds):
+        self.local.t = self.now() + seconds
 
 
 def _paths(n, size=1000, vary=False):
@@ -250,21 +266,25 @@ def test_the_adaptive_depth_follows_the_latency_within_its_bounds():
 def test_the_adaptive_window_reads_fast_files_itself_and_reads_ahead_when_they_slow():
     """Reads far faster than the consumer's time per file (a local disk)
     gain nothing ahead: the adaptive window stops submitting and the
-    consumer reads them, timed; when they slow down, reads ahead resume."""
+    consumer reads them, timed; when they slow down, reads ahead resume.
+    On a virtual clock: 0.1 ms reads and 2 ms of decode per file, then
+    10 ms reads (a timing here flaked in CI on a loaded machine)."""
     sizes = _paths(60)
     paths = list(sizes)
-    storage = FakeStorage(sizes, delay=0)
-    window = ReadAhead(ReadAheadOptions.adaptive(), storage)
+    clock = VirtualClock()
+    storage = FakeStorage(sizes, delay=0.0001, sleep=clock.sleep)
+    window = ReadAhead(ReadAheadOptions.adaptive(), storage, clock=clock.now)
 
     def batch(part):
         window.submit(part)
         for p in part:
             assert window.take(p) == storage.content(p)
-            time.sleep(0.002)  # the consumer's decode
+            clock.sleep(0.002)  # the consumer's decode
 
     batch(paths[:10])
-    assert window.stats()["bypass"] == 1
-    submitted = window.stats()["submitted"]
+    stats = window.stats()
+    assert (stats["bypass"], stats["latency_us"], stats["per_file_us"]) == (1, 100, 2000)
+    submitted = stats["submitted"]
     batch(paths[10:20])  # read by the consumer: nothing submitted
     stats = window.stats()
     assert stats["submitted"] == submitted and stats["direct"] == 10 and stats["bypass"] == 1
