@@ -11,7 +11,7 @@ ASAN_PKG := build/asan-pkg
 PYTEST_ARGS ?=
 SANITIZE_ARGS ?=
 
-.PHONY: test test-full test-slow coverage lint bench build sysdeps test-sanitize clean soak docs docs-check results
+.PHONY: test test-full test-slow coverage lint bench build build-sanitize sysdeps test-sanitize clean soak docs docs-check results
 
 # The default tier (tests/conftest.py, tests/helpers/tiers.py): of each
 # parameter matrix over 24 cases a seeded subset holding every value of every
@@ -22,9 +22,13 @@ SANITIZE_ARGS ?=
 # 305 s in 3; docs/decisions/robustness.md); JOBS=0: one process, as
 # test-full runs. A case named on the command line always runs:
 # make test PYTEST_ARGS='tests/core/test_bmp.py::test_x[id]'.
-JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(len(os.sched_getaffinity(0)) + 1, 6))')
+CPUS := $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)))')
+JOBS ?= $(shell echo $$(( $(CPUS) + 1 > 6 ? 6 : $(CPUS) + 1 )))
 XDIST = -n $(JOBS) --dist worksteal
-test: lint build
+# lint runs beside the two builds (the regular one, then the sanitizer's:
+# they share the Cython output), each compiling its sources CPUS at a time
+test: $(VENV)/.test-deps
+	$(MAKE) --no-print-directory -j 2 lint build-sanitize
 	$(VPY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-sanitize SANITIZE_ARGS="$(XDIST)"
 
@@ -122,7 +126,10 @@ sysdeps:
 $(VENV)/.test-deps: requirements/test.txt requirements/integrations.txt requirements/lint.txt requirements/docs.txt | sysdeps
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -r requirements/test.txt
+	$(VPY) -m pip install -q --no-compile -r requirements/test.txt
+	@# pip compiles every module in one process; this, on every CPU (the
+	@# files pip's compile would skip fail here too, ignored as pip does)
+	-$(VPY) -m compileall -qq -j 0 $(VENV)/lib
 	touch $@
 
 $(VENV)/.bench-deps: requirements/bench.txt $(VENV)/.test-deps
@@ -132,7 +139,7 @@ $(VENV)/.bench-deps: requirements/bench.txt $(VENV)/.test-deps
 # In-place build; a .pth file puts this checkout on the venv's path so the
 # benchmarks, `python -m fastdecode` and subprocesses import it from anywhere.
 build: sysdeps $(VENV)/.test-deps
-	$(VPY) setup.py -q build_ext --inplace
+	$(VPY) setup.py -q build_ext --inplace -j $(CPUS)
 	@echo "$(CURDIR)" > "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/fastdecode-checkout.pth"
 
 benchmarks/c_floor: benchmarks/c_floor.c | sysdeps
@@ -145,9 +152,11 @@ benchmarks/latencyfs: benchmarks/latencyfs.c
 
 # The C core's tests (tests/core) again with ASan + UBSan, from a separate copy of the
 # package so the regular build is left alone.
-test-sanitize: sysdeps $(VENV)/.test-deps
-	FASTDECODE_SANITIZE=1 $(VPY) setup.py -q build_ext \
+build-sanitize: build
+	FASTDECODE_SANITIZE=1 $(VPY) setup.py -q build_ext -j $(CPUS) \
 	    --build-lib build/asan-lib --build-temp build/asan-tmp
+
+test-sanitize: build-sanitize
 	rm -rf $(ASAN_PKG) && mkdir -p $(ASAN_PKG)
 	cp -r fastdecode $(ASAN_PKG)/ && rm -f $(ASAN_PKG)/fastdecode/*.so
 	cp build/asan-lib/fastdecode/*.so $(ASAN_PKG)/fastdecode/
@@ -168,7 +177,7 @@ COV_PKG := build/cov-pkg
 COV_OUT := $(CURDIR)/build/coverage
 COVERAGE_ARGS ?=
 coverage: build $(VENV)/.coverage-deps
-	FASTDECODE_DEBUG=1 CFLAGS=--coverage LDFLAGS=--coverage $(VPY) setup.py -q build_ext \
+	FASTDECODE_DEBUG=1 CFLAGS=--coverage LDFLAGS=--coverage $(VPY) setup.py -q build_ext -j $(CPUS) \
 	    --build-lib build/cov-lib --build-temp build/cov-tmp
 	find build/cov-tmp -name '*.gcda' -delete
 	rm -rf $(COV_PKG) $(COV_OUT) && mkdir -p $(COV_PKG) $(COV_OUT)
