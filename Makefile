@@ -18,9 +18,9 @@ SANITIZE_ARGS ?=
 # axis and every pair of option values, at least 1/8 of it; no slow tests;
 # then the sanitizer run (sampled the same way). Both run in JOBS pytest-xdist
 # processes, work-stealing: one more than the usable CPUs (at most 6), since
-# many tests wait on subprocesses, workers or a mount (2 CPUs: 345 s in 2,
-# 305 s in 3; docs/decisions/robustness.md); JOBS=0: one process, as
-# test-full runs. A case named on the command line always runs:
+# many tests wait on subprocesses, workers or a mount (2 CPUs: 3 beat 2 and
+# 4; docs/decisions/robustness.md); JOBS=0: one process, as test-full runs.
+# A case named on the command line always runs:
 # make test PYTEST_ARGS='tests/core/test_bmp.py::test_x[id]'.
 CPUS := $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)))')
 JOBS ?= $(shell echo $$(( $(CPUS) + 1 > 6 ? 6 : $(CPUS) + 1 )))
