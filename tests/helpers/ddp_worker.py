@@ -39,6 +39,7 @@ def run(rank: int, world: int, root: str, port: int, out: str) -> None:
         unsharded = [str(w.message) for w in caught]
         torch.save({"indices": list(sampler), "shards": shards, "runs": runs,
                     "unsharded": unsharded}, out)
+        dist.barrier()  # every rank done before any tears the group down
     finally:
         dist.destroy_process_group()
 
