@@ -272,12 +272,9 @@ def measure_pass(ds, data: Path, description: str, batch_size: int, batches: int
         recommended_prefetch_factor=2, step_time_s=step_time, load_average=load)
     if step_time is not None:
         result.needed_num_workers = math.ceil(decode / step_time)
-        # at least 1: a batch whose measured time is all wait on storage
-        # (schedstat's run time moves at the scheduler's ticks, so a batch of
-        # a few ms can show none) still wants its reads off the training loop
-        cpu_workers = max(1, math.ceil(cpu_s_per_batch(result) / step_time))
-        result.recommended_num_workers = min(cpu_workers, usable)
-        result.input_bound = cpu_workers > usable
+        wanted = cpu_workers(result)
+        result.recommended_num_workers = min(wanted, usable)
+        result.input_bound = wanted > usable
         result.target_images_per_s = batch_size / step_time
 
     counts = list(dict.fromkeys(worker_counts)) if worker_counts else sorted(
@@ -312,6 +309,14 @@ def cpu_s_per_batch(r: Result) -> float:
     if io_wait_share(r) >= IO_WAIT_SHARE:
         return r.decode_s_per_batch - r.io_wait_s_per_batch
     return r.decode_s_per_batch
+
+
+def cpu_workers(r: Result) -> int:
+    """Workers a step of ``r.step_time_s`` asks for: ceil(CPU time per batch
+    / step), at least 1 (a batch that is all wait on storage still wants its
+    reads off the training loop); before the cap at the usable CPUs."""
+    assert r.step_time_s is not None
+    return max(1, math.ceil(cpu_s_per_batch(r) / r.step_time_s))
 
 
 def _recommend(r: Result) -> None:
@@ -360,7 +365,7 @@ def _recommend_workers(r: Result) -> None:
     step = r.step_time_s
     cpu = cpu_s_per_batch(r)
     notes.append(f"a step of {step:g} s consumes {r.target_images_per_s:,.0f} images/s: "
-                 f"num_workers = ceil({cpu:.3f} / {step:g}) = {max(1, math.ceil(cpu / step))}"
+                 f"num_workers = ceil({cpu:.3f} / {step:g}) = {cpu_workers(r)}"
                  + (f", capped at the {r.usable_cpus} usable CPUs" if r.input_bound else ""))
     if r.input_bound:
         r.recommended_prefetch_factor = 2
@@ -454,8 +459,9 @@ def run(args: argparse.Namespace) -> int:
 EPILOG = f"""\
 how it decides:
   num_workers     with --step-time S: ceil(D / S) (at least 1), D being one
-                  worker's median time per batch, capped at the usable CPUs (then the job is
-                  input-bound and the output says what would help). When the
+                  worker's median time per batch, capped at the usable CPUs
+                  (then the job is input-bound and the output says what
+                  would help). When the
                   worker waits on storage for {IO_WAIT_SHARE:.0%} of D or more, D
                   counts only its time on (or waiting for) a CPU: the read-ahead
                   hides the wait, more workers would oversubscribe.

@@ -97,8 +97,8 @@ def test_the_http_cases_run_in_a_loopback_only_namespace(request, servers):
     full = request.config.getoption("full", default=False)
     # the tier this run is in: the full one runs the slow loopback cases too
     extra = ["--full"] if full else ["-m", "loopback and not slow"]
-    # ~60 loopback cases (three servers, spawned workers, convert's pools): ~4 min on a
-    # loaded 2-core machine
+    # 38 loopback cases in the default tier, 40 in the full one (three servers,
+    # spawned workers, convert's pools), about half in each of the two processes
     done = netns.run_marked(Path(__file__), [*extra, "-k", servers], timeout=540)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
