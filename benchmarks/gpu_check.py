@@ -12,8 +12,8 @@ On a machine where ``torch.cuda.is_available()`` it runs, within a few
 minutes and with no network, four steps, each recorded even when another
 fails:
 
-1. ``tests``: ``python -m pytest -q tests/data/test_loader_cuda.py``, its
-   pass / fail / skip counts.
+1. ``tests``: ``python -m pytest -q`` over ``CUDA_TESTS`` (the tests that run
+   only where CUDA is), its pass / fail / skip counts.
 2. ``parity``: on a generated 512-image ImageFolder tree (fastdecode's own
    datagen, in a temporary folder), ``FastLoader(device='cuda')`` batches of
    a train chain (RandomResizedCrop, flip) and an eval chain (Resize +
@@ -63,7 +63,15 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
-CUDA_TESTS = "tests/data/test_loader_cuda.py"
+# Every test that runs only where CUDA is: the ring's module, and the single
+# CUDA cases of other modules (pinned batches, a CUDA ``out=``, the GPU guide).
+CUDA_TESTS = [
+    "tests/data/test_loader_cuda.py",
+    "tests/data/test_shared_pool.py::test_pinned_batches_equal_the_samples_kept_or_dropped",
+    "tests/data/test_loader.py::test_pin_memory_degrades_without_cuda",
+    "tests/core/test_out_tensor.py::test_a_cuda_tensor_is_refused",
+    "tests/api/test_guide_examples.py::test_guide_blocks_run[gpu]",
+]
 SKIPPED = "skipped: no CUDA"
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 NOISY_SPREAD = 0.10  # (max - min) / median of the rounds above this: say so
@@ -185,9 +193,10 @@ def step(name: str, fn: Callable[[], dict[str, Any]], steps: dict[str, Any]) -> 
 # The steps (these need CUDA).
 
 def run_tests(timeout: float = 240) -> dict[str, Any]:
-    if not (ROOT / CUDA_TESTS).exists():
-        return {"ok": False, "error": f"{CUDA_TESTS} is not in {ROOT} (run from a checkout)"}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", CUDA_TESTS]
+    missing = [t for t in CUDA_TESTS if not (ROOT / t.split("::")[0]).exists()]
+    if missing:
+        return {"ok": False, "error": f"{', '.join(missing)} not in {ROOT} (run from a checkout)"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *CUDA_TESTS]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     out = proc.stdout + proc.stderr
     counts = pytest_counts(out)

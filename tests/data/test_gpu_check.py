@@ -173,3 +173,16 @@ def test_format_report_on_fake_numbers():
     assert "noisy" not in cuda
     ring = next(ln for ln in lines if "ring .to()" in ln)
     assert "25.00 GB/s" in ring and "min 24.00" in ring
+
+
+def test_the_cuda_tests_it_runs_are_collected():
+    """Each node id of CUDA_TESTS names a test that exists (a rename would
+    leave the one GPU run testing less than it says)."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", *check.CUDA_TESTS],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    collected = [ln for ln in proc.stdout.splitlines() if "::" in ln]
+    for node in check.CUDA_TESTS:
+        assert any(ln == node or ln.startswith(node + "::") or ln.startswith(node + "[")
+                   for ln in collected), node
