@@ -3,10 +3,11 @@
     bash benchmarks/gpu_check.sh [--json PATH] [--images N] [--batch N] ...
     python -m benchmarks.gpu_check ...          (PYTHONPATH = the checkout)
 
-NEVER YET RUN ON A GPU: it was written and tested on CPU-only machines (its
-no-CUDA line, its argument parsing and its pure helpers are tested in
-``tests/data/test_gpu_check.py``); replace this paragraph with the date and
-machine of its first run on a GPU.
+Its no-CUDA line, its argument parsing and its pure helpers are tested in
+``tests/data/test_gpu_check.py`` on machines without a GPU. Its last run on a
+GPU is committed as ``docs/benchmarks/gpu_check.json`` and rendered into the
+results page's GPU section; after a new run, copy its JSON there and run
+``python -m benchmarks.results --gpu docs/benchmarks/gpu_check.json``.
 
 On a machine where ``torch.cuda.is_available()`` it runs, within a few
 minutes and with no network, four steps, each recorded even when another
@@ -75,7 +76,7 @@ CUDA_TESTS = [
 SKIPPED = "skipped: no CUDA"
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 NOISY_SPREAD = 0.10  # (max - min) / median of the rounds above this: say so
-NEVER_RUN = "never yet run on a GPU"
+LAST_RUN = "not checked on this machine; the last GPU run: docs/benchmarks/gpu_check.json"
 # The device of the steps; only a CPU rehearsal of the steps' code (by hand,
 # where no GPU is lent) sets it to "cpu".
 DEVICE = "cuda"
@@ -400,8 +401,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     reason = no_cuda_reason()
     if reason is not None:
-        print(f"gpu_check: {SKIPPED} ({reason}); the CUDA path is still unverified")
-        write_json(args.json, {"status": SKIPPED, "reason": reason, "note": NEVER_RUN})
+        print(f"gpu_check: {SKIPPED} ({reason}); the CUDA path is {LAST_RUN}")
+        write_json(args.json, {"status": SKIPPED, "reason": reason, "note": LAST_RUN})
         return 0
     import torch
 
@@ -410,7 +411,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.workers is None:
         args.workers = usable_cpus()
     t0 = time.perf_counter()
-    result: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+    command = "bash benchmarks/gpu_check.sh " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d", time.gmtime()),
+                              "command": command.strip(),
+                              "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                               "cuda": torch.version.cuda, "usable_cpus": usable_cpus(),
                               "args": vars(args), "steps": {}}
     steps = result["steps"]

@@ -148,6 +148,61 @@ def test_results_generator_renders_every_section(tmp_path):
         assert figure.read_bytes().startswith(b"\x89PNG")
 
 
+def test_results_page_gpu_section_is_the_generated_one():
+    """The page's GPU section is rendered from the committed GPU run's JSON."""
+    results = _results_module()
+    gpu_json = ROOT / results.GPU
+    gpu = json.loads(gpu_json.read_text()) if gpu_json.is_file() else None
+    text = RESULTS.read_text()
+    section = text[text.index(results.GPU_START):text.index(results.GPU_END) + len(results.GPU_END)]
+    assert section == results.gpu_block(gpu), \
+        "rerun: python -m benchmarks.results --gpu docs/benchmarks/gpu_check.json"
+
+
+def _gpu_report() -> dict:
+    """A small report in the shape benchmarks/gpu_check.py writes."""
+    def stats(median):
+        return {"median": median, "min": median * 0.9, "max": median * 1.1, "spread": 0.2,
+                "n": 3, "noisy": True}
+
+    return {"date": "the GPU run's date", "command": "bash benchmarks/gpu_check.sh",
+            "device": "Test GPU", "torch": "9.9", "cuda": "99", "usable_cpus": 3,
+            "args": {"images": 10, "batch": 2, "size": 8, "workers": 3}, "status": "ok",
+            "steps": {"tests": {"ok": True, "summary": "8 passed"},
+                      "parity": {"ok": False, "error": "RuntimeError: boom"},
+                      "throughput": {"ok": True, "summary": "x", "rows": [
+                          {"name": "cuda", "images_per_s": stats(1234), "startup_s": 0.5,
+                           "rates": [1, 2, 3]}]},
+                      "copies": {"ok": True, "summary": "y", "bytes": 2_000_000, "kinds": [
+                          {"name": "pinned copy_", "gb_per_s": stats(42.0)}]}}}
+
+
+@pytest.mark.parametrize("with_markers", [True, False], ids=["gpu-section-replaced",
+                                                             "gpu-section-appended"])
+def test_results_gpu_section_alone_rewrites_only_that_section(tmp_path, with_markers):
+    results = _results_module()
+    gpu = tmp_path / "gpu_check.json"
+    gpu.write_text(json.dumps(_gpu_report()))
+    page = tmp_path / "results.md"
+    before = "# Benchmark results\n\nthe bench run's tables\n"
+    page.write_text(before + (f"\n{results.GPU_START}\nold\n{results.GPU_END}\n"
+                              if with_markers else ""))
+    assert results.main(["--gpu", str(gpu), "--page", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith(before) and "old" not in text and text.count(results.GPU_START) == 1
+    for expected in ("Test GPU", "the GPU run's date", "| parity | FAILED | RuntimeError: boom |",
+                     "FastLoader(device='cuda') | 1,234 (noisy)", "| pinned copy_ | 42.00 |",
+                     "2.0 MB"):
+        assert expected in text
+
+
+def test_results_without_a_report_needs_the_gpu_json(tmp_path, capsys):
+    results = _results_module()
+    with pytest.raises(SystemExit):
+        results.main(["--gpu", str(tmp_path / "missing.json"), "--page", str(tmp_path / "p.md")])
+    assert "no bench report given and no GPU report" in capsys.readouterr().err
+
+
 def _nav_pages() -> list[str]:
     return re.findall(r":\s*([\w./-]+\.md)\s*$", MKDOCS.read_text(), re.M)
 

@@ -45,7 +45,7 @@ def test_without_cuda_says_so_in_one_line_and_writes_the_json(tmp_path, entry):
     assert len(lines) == 1 and lines[0].startswith("gpu_check: skipped: no CUDA ("), proc.stdout
     assert "Traceback" not in proc.stderr
     result = json.loads(written.read_text())
-    assert result["status"] == "skipped: no CUDA" and result["note"] == "never yet run on a GPU"
+    assert result["status"] == "skipped: no CUDA" and result["note"] == check.LAST_RUN
 
 
 # --------------------------------------------------------------------------
