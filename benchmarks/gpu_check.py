@@ -65,13 +65,17 @@ from typing import Any, Callable, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 # Every test that runs only where CUDA is: the ring's module, and the single
-# CUDA cases of other modules (pinned batches, a CUDA ``out=``, the GPU guide).
+# CUDA cases of other modules (pinned batches, a CUDA ``out=``, the GPU guide);
+# and one that takes another path there.
 CUDA_TESTS = [
     "tests/data/test_loader_cuda.py",
     "tests/data/test_shared_pool.py::test_pinned_batches_equal_the_samples_kept_or_dropped",
     "tests/data/test_loader.py::test_pin_memory_degrades_without_cuda",
     "tests/core/test_out_tensor.py::test_a_cuda_tensor_is_refused",
     "tests/api/test_guide_examples.py::test_guide_blocks_run[gpu]",
+    # not CUDA-only, but only with CUDA does a killed worker's batch go
+    # through torch's pin-memory thread (data/_workers.py, PinSideQueue)
+    "tests/data/test_faults.py::test_a_worker_killed_at_the_hand_over_is_named",
 ]
 SKIPPED = "skipped: no CUDA"
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]

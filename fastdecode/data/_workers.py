@@ -18,6 +18,15 @@ a worker killed while it writes a batch larger than the pipe's atomic size
 leaves half a message, and the other workers hold the pipe's write end, so no
 end of file comes. :class:`NamingQueue` reads each message with a bounded
 wait between chunks and gives up, naming the dead worker, when one is dead.
+With ``pin_memory`` on (a CUDA machine), torch's pin-memory thread reads the
+workers' queue instead of the main thread: it reads through
+:class:`PinSideQueue`, the same bounded read, for which a dead worker's
+broken hand-over (half a message, or a tensor whose file descriptor the dead
+worker can no longer send: an ``EOFError`` in the unpickling) is an empty
+wait, not the end of the thread; the main thread names the dead worker at its
+next look. (Read by torch's own loop, that ``EOFError`` ended the thread with
+an unhandled exception and left its pipes open: seen on a GPU.)
+
 A worker named dead also has its orphaned /dev/shm names removed
 (:func:`sweep_orphan_segments`), and a lock it died holding (the workers'
 done event's, which every worker takes after each task) is released
@@ -26,12 +35,14 @@ done event's, which every worker takes after each task) is released
 
 from __future__ import annotations
 
+import functools
 import itertools
 import multiprocessing.queues
 import os
 import queue
 import signal
 import struct
+import threading
 import time
 import warnings
 import weakref
@@ -40,12 +51,13 @@ from typing import Any, Optional
 
 import torch.multiprocessing
 from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL, signal_handling
+from torch.utils.data._utils import pin_memory as _pin_memory_module
 from torch.utils.data.dataloader import _DatasetKind, _MultiProcessingDataLoaderIter
 
 from fastdecode.data._next_epoch import NextEpoch
 
-__all__ = ["DEATH_GRACE_S", "STALE_LOCK_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue", "WorkerIter",
-           "sweep_orphan_segments"]
+__all__ = ["DEATH_GRACE_S", "STALE_LOCK_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue",
+           "PinSideQueue", "WorkerIter", "sweep_orphan_segments"]
 
 # How long a failed hand-over waits for the worker's death to become visible:
 # a SIGKILLed worker's sockets close before it is reaped, so the main process
@@ -181,6 +193,37 @@ class NamingQueue:
         return getattr(self._queue, name)
 
 
+class PinSideQueue(NamingQueue):
+    """The workers' queue as torch's pin-memory thread reads it: NamingQueue's
+    bounded read, with a dead worker's broken hand-over an empty wait (the
+    thread goes on until the shutdown stops it) where the main thread's
+    NamingQueue would raise: the main thread, waiting on the pin thread's
+    queue, finds the dead worker itself and names it."""
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        try:
+            return super().get(block, timeout)
+        except DeadWorkerError:
+            raise queue.Empty from None
+
+
+# torch starts its pin-memory thread inside the iterator's __init__, with the
+# loop it looks up there (``_utils.pin_memory._pin_memory_loop``) and the raw
+# workers' queue: WorkerIter puts _pin_loop in its place for that moment.
+_PIN_LOOP_SWAP = threading.Lock()
+
+
+def _pin_loop(real: Any, it_ref: Any, in_queue: Any, *args: Any, **kwargs: Any) -> Any:
+    """torch's pin-memory loop, reading the queue of ``it_ref``'s workers
+    through :class:`PinSideQueue` (another iterator's queue, started by a
+    thread while the loop was swapped, is read as torch reads it)."""
+    it = it_ref()
+    if it is not None and in_queue is getattr(it, "_worker_result_queue", None):
+        in_queue = PinSideQueue(in_queue, it)
+    del it  # the thread must not keep the iterator alive
+    return real(in_queue, *args, **kwargs)
+
+
 _warned_unpredicted = False
 
 
@@ -225,7 +268,14 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
         self._epoch_end: Optional[int] = None  # the task id where this epoch's tasks end
         self.made_ahead = 0  # batches of this epoch dispatched before it began
         self.ahead_kept = self.ahead_dropped = 0  # epochs whose batches were drawn ahead
-        super().__init__(loader)
+        with _PIN_LOOP_SWAP:
+            real = _pin_memory_module._pin_memory_loop
+            _pin_memory_module._pin_memory_loop = functools.partial(
+                _pin_loop, real, weakref.ref(self))
+            try:
+                super().__init__(loader)
+            finally:
+                _pin_memory_module._pin_memory_loop = real
         self._data_queue = NamingQueue(self._data_queue, self)  # type: ignore[assignment]
 
     def _reset(self, loader: Any, first_iter: bool = False) -> None:

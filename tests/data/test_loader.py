@@ -250,6 +250,10 @@ def test_collate_passes_other_batches_to_default_collate():
 
 # -- the CPU ring: shared batch slots written once, reused when proven free --
 
+# The tests of the CPU ring and of the batch pools pass pin_memory=False: on a
+# CUDA machine FastLoader's default (True) hands over a pinned copy of each
+# batch instead of the slot or pooled buffer itself (and starts torch's pin
+# thread), which is what those tests look at.
 RING_CHAINS = [
     pytest.param(lambda: T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()]),
                  id="uint8"),
@@ -267,7 +271,8 @@ def in_process(ds, batch_size):
 def test_ring_batches_are_reused_only_once_dropped(tree, chain, persistent):
     ds = fd.FastImageFolder(tree, chain())
     expected = in_process(ds, 4)
-    loader = fd.FastLoader(ds, batch_size=4, num_workers=2, persistent_workers=persistent)
+    loader = fd.FastLoader(ds, batch_size=4, num_workers=2, persistent_workers=persistent,
+                           pin_memory=False)
     ring = loader._cpu_ring
     assert ring is not None
     for _ in range(3):  # a training loop: each batch dropped when the next comes
@@ -282,7 +287,8 @@ def test_ring_batches_are_reused_only_once_dropped(tree, chain, persistent):
 def test_ring_never_writes_over_a_batch_still_held(tree, chain):
     ds = fd.FastImageFolder(tree, chain())
     expected = in_process(ds, 2)
-    loader = fd.FastLoader(ds, batch_size=2, num_workers=2, persistent_workers=True)
+    loader = fd.FastLoader(ds, batch_size=2, num_workers=2, persistent_workers=True,
+                           pin_memory=False)
     assert len(expected) > len(loader._cpu_ring.slots)
     held = list(loader)  # every batch kept: the ring runs out, later ones are fresh
     assert loader._cpu_ring.fresh > 0
@@ -349,7 +355,7 @@ def test_ring_workers_map_the_slots_they_write_and_no_other(tree, persistent):
     whole before its first write there (map_slot), and only the slots it is
     given: mapping the whole ring at each worker's start zeroed all of it
     there (2.9 GB at 8 float workers) before a first batch."""
-    loader = fd.FastLoader(WorkerTagged(tree, FLOAT_FIXED), batch_size=4, num_workers=2,
+    loader = fd.FastLoader(WorkerTagged(tree, FLOAT_FIXED), batch_size=4, num_workers=2, pin_memory=False,
                            persistent_workers=persistent)
     ring = loader._cpu_ring
     assert ring is not None
@@ -544,7 +550,7 @@ def test_persistent_epochs_are_dataloaders_with_the_next_drawn_ahead(tree, kwarg
 
     monkeypatch.setattr(_workers, "_warned_dropped", False)
     ds = fd.FastImageFolder(tree, RANDOM_UINT8 if kept == 3 else FIXED_UINT8)
-    common = dict(batch_size=3, num_workers=2, persistent_workers=True)
+    common = dict(batch_size=3, num_workers=2, persistent_workers=True, pin_memory=False)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         ours, ours_rng, loader, ahead = epochs_of(
@@ -582,7 +588,7 @@ def test_dropped_predictions_are_reproducible_and_free_their_slots(tree, monkeyp
     def run():
         monkeypatch.setattr(_workers, "_warned_dropped", False)
         sampler = Counted(ds, 15)
-        loader = fd.FastLoader(ds, batch_size=3, sampler=sampler, num_workers=2,
+        loader = fd.FastLoader(ds, batch_size=3, sampler=sampler, num_workers=2, pin_memory=False,
                                persistent_workers=True, generator=torch.Generator().manual_seed(2))
         out = []
         for epoch in range(6):
@@ -618,7 +624,8 @@ def taken_whole_fresh(monkeypatch):
 IN_PROCESS = [
     pytest.param(lambda ds: torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=fd.collate),
                  id="dataloader-collate"),
-    pytest.param(lambda ds: fd.FastLoader(ds, batch_size=4, num_workers=0), id="fastloader"),
+    pytest.param(lambda ds: fd.FastLoader(ds, batch_size=4, num_workers=0, pin_memory=False),
+                 id="fastloader"),
 ]
 
 
@@ -688,7 +695,7 @@ def test_a_prediction_that_fails_warns_once_and_changes_nothing(tree, monkeypatc
 
     monkeypatch.setattr(_workers, "_warned_unpredicted", False)
     ds = fd.FastImageFolder(tree, FIXED_UINT8)
-    common = dict(batch_size=3, num_workers=2, persistent_workers=True)
+    common = dict(batch_size=3, num_workers=2, persistent_workers=True, pin_memory=False)
     expected, _, _, _ = epochs_of(lambda: torch.utils.data.DataLoader(
         ds, sampler=Uncopyable(ds), collate_fn=fd.collate, **common), plain)
     with pytest.warns(RuntimeWarning, match=r"could not draw the next epoch's batches ahead "

@@ -47,7 +47,7 @@ def test_a_draw_ahead_failing_part_way_ends_the_epoch_and_is_dropped(tree, monke
             raise MemoryError("no room to draw ahead")
         return real_pull(self)
     monkeypatch.setattr(_next_epoch.NextEpoch, "pull", pull)
-    loader = fd.FastLoader(ds, batch_size=2, shuffle=True, num_workers=1,
+    loader = fd.FastLoader(ds, batch_size=2, shuffle=True, num_workers=1, pin_memory=False,
                            persistent_workers=True, generator=torch.Generator().manual_seed(5))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")

@@ -2,9 +2,9 @@
 stand-in workers, queues and pipes: how a dead worker is named, the orphan
 /dev/shm sweep meeting errors, NamingQueue's reads (a thread's queue, a
 stalled, half or long-framed message, a held read lock, errors with and
-without a dead worker), the done event's lock, and WorkerIter passing on
-torch's own errors. test_faults.py kills real workers; test_loader.py runs
-the iterator end to end."""
+without a dead worker), the pin-memory thread's read (PinSideQueue), the done
+event's lock, and WorkerIter passing on torch's own errors. test_faults.py
+kills real workers; test_loader.py runs the iterator end to end."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import os
 import queue
 import struct
 import types
+import weakref
 
 import pytest
 
@@ -359,3 +360,87 @@ def test_torchs_error_over_ours_is_replaced_by_ours(torch_try_get):
     assert info.value.__context__ is None  # not chained to torch's (no cycle)
     assert MP_STATUS_CHECK_INTERVAL != 2.5
 
+
+
+# -- the pin-memory thread's read (pin_memory on a CUDA machine) --------------------
+
+def _put_a_tensor_and_exit(q):
+    """A worker's hand-over, then its death before the reader unpickles: the
+    tensor's storage is sent as a file descriptor the dead process serves."""
+    q.put(torch.arange(64, dtype=torch.uint8))
+    q.close()
+    q.join_thread()  # the message is whole in the pipe
+    os._exit(0)
+
+
+@pytest.fixture
+def orphaned_tensor():
+    """A torch.multiprocessing queue holding a tensor whose sender has died."""
+    ctx = torch.multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_put_a_tensor_and_exit, args=(q,))
+    proc.start()
+    proc.join(30)
+    assert proc.exitcode == 0
+    yield q, types.SimpleNamespace(pid=proc.pid, exitcode=0, is_alive=lambda: False)
+    q.close()
+    q.join_thread()
+
+
+@pytest.mark.skipif(torch.multiprocessing.get_sharing_strategy() != "file_descriptor",
+                    reason="the file_descriptor sharing strategy (Linux's default)")
+@pytest.mark.parametrize("reader", ["torch-reads", "pin-side-queue"])
+def test_the_pin_thread_reads_a_dead_workers_hand_over_as_an_empty_wait(orphaned_tensor, reader):
+    """torch's loop reads the workers' queue with a plain get: the tensor of a
+    dead worker is an EOFError there, which ended the pin thread (seen on a
+    GPU). Through PinSideQueue it is an empty wait; the main thread names the
+    worker."""
+    q, dead = orphaned_tensor
+    it = FakeIter([dead])
+    if reader == "torch-reads":
+        with pytest.raises((EOFError, ConnectionError)):
+            q.get(timeout=10.0)
+    else:
+        with pytest.raises(queue.Empty):
+            _workers.PinSideQueue(q, it).get(timeout=10.0)
+        assert it.asked == [_workers.DEATH_GRACE_S]
+
+
+def test_the_pin_side_queue_passes_batches_and_live_errors_on(mp_queue):
+    mp_queue.put("batch")
+    assert _workers.PinSideQueue(mp_queue, FakeIter()).get(timeout=10.0) == "batch"
+    exc = EOFError("Ran out of input")
+    with pytest.raises(EOFError):  # no worker dead: not ours to swallow
+        _workers.PinSideQueue(Broken(exc), FakeIter()).get(timeout=1.0)
+
+
+def test_the_pin_loop_reads_its_iterators_queue_through_the_pin_side_queue():
+    from torch.utils.data._utils import pin_memory as pin_module
+
+    seen = []
+    it = FakeIter()
+    it._worker_result_queue = ours = CTX.Queue()
+    other = CTX.Queue()
+    for q in (ours, other):
+        _workers._pin_loop(lambda in_queue, *args: seen.append((in_queue, args)), weakref.ref(it),
+                           q, "out", 0)
+    assert isinstance(seen[0][0], _workers.PinSideQueue) and seen[0][0]._queue is ours
+    assert seen[1][0] is other and seen[0][1] == seen[1][1] == ("out", 0)
+    del it
+    for q in (ours, other):
+        q.close()
+        q.join_thread()
+    assert pin_module._pin_memory_loop.__module__ == pin_module.__name__  # torch's, between inits
+
+
+def test_an_iterator_puts_torchs_pin_loop_back():
+    from torch.utils.data._utils import pin_memory as pin_module
+
+    real = pin_module._pin_memory_loop
+    loader = torch.utils.data.DataLoader(list(range(4)), batch_size=2, num_workers=1)
+    it = WorkerIter(loader)
+    try:
+        assert [b.tolist() for b in it] == [[0, 1], [2, 3]]
+    finally:
+        it._shutdown_workers()
+    assert pin_module._pin_memory_loop is real
