@@ -30,7 +30,8 @@ an unhandled exception and left its pipes open: seen on a GPU.)
 A worker named dead also has its orphaned /dev/shm names removed
 (:func:`sweep_orphan_segments`), and a lock it died holding (the workers'
 done event's, which every worker takes after each task) is released
-(``WorkerIter._free_done_event``).
+(``WorkerIter._free_done_event``), as is the workers' queue's write lock
+before torch's shutdown writes to that queue (with pin_memory).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ DEATH_GRACE_S = 5.0
 # workers (torch: every 5 s).
 WORKER_CHECK_S = 1.0
 # How long the workers' done event's lock may stay held, with a worker dead,
-# before it is taken to be the dead worker's (WorkerIter._free_done_event).
+# before it is taken to be the dead worker's (WorkerIter._free_if_stale).
 STALE_LOCK_S = 1.0
 # The most a read of one message asks for at a time.
 CHUNK = 1 << 20
@@ -385,6 +386,12 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
     def _shutdown_workers(self) -> None:
         if not getattr(self, "_shutdown", True):
             self._free_done_event()
+            if hasattr(self, "_pin_memory_thread"):
+                # torch's shutdown wakes its pin thread with a message on the
+                # workers' queue, written by a feeder thread under the queue's
+                # write lock: a worker killed mid-hand-over holds that lock,
+                # and the feeder would wait on it for ever, its pipe open.
+                self._free_if_stale(getattr(self._worker_result_queue, "_wlock", None))
         super()._shutdown_workers()
 
     def _free_done_event(self) -> None:
@@ -396,13 +403,16 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
         which looks at it when it marks a worker unavailable and sets it at
         the shutdown, would wait on it for ever (torch's own iterator relies
         on its SIGCHLD handler to interrupt that wait; this one takes its
-        workers out of that handler, see the module doc). Held for longer
-        than :data:`STALE_LOCK_S` while a worker is dead, the lock is taken to
-        be the dead worker's and released: a live worker holds it for
-        microseconds, and multiprocessing's Lock may be released by any
-        process."""
+        workers out of that handler, see the module doc)."""
         event = getattr(self, "_workers_done_event", None)
-        lock = getattr(getattr(event, "_cond", None), "_lock", None)
+        self._free_if_stale(getattr(getattr(event, "_cond", None), "_lock", None))
+
+    def _free_if_stale(self, lock: Any) -> None:
+        """Releases ``lock``, a lock the workers share, if it stays held for
+        longer than :data:`STALE_LOCK_S` while a worker is dead: it is taken
+        to be the dead worker's (a live worker holds such a lock for
+        microseconds; multiprocessing's Lock may be released by any
+        process)."""
         if lock is None:
             return
         if lock.acquire(True, STALE_LOCK_S):

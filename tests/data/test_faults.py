@@ -38,7 +38,9 @@ pytestmark = [pytest.mark.no_sanitize,
               pytest.mark.filterwarnings("ignore::ResourceWarning"),
               pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
 
-NAMED = r"DataLoader worker \(pid(\(s\))? \d+\) (exited unexpectedly|is killed by signal)"
+# one pid or several: where a dead worker is found by a look (a 1 s wait), as
+# with pin_memory on a CUDA machine, another may have died by then
+NAMED = r"DataLoader worker \(pid(\(s\))? \d+(, \d+)*\) (exited unexpectedly|is killed by signal)"
 HAND_OVER = (ConnectionError, EOFError, FileNotFoundError)  # what a broken hand-over raises
 CHAINS = {
     "uint8": lambda: T.Compose([T.RandomResizedCrop(32), T.PILToTensor()]),
@@ -87,8 +89,10 @@ def gone(pid: int) -> bool:
 @pytest.fixture
 def nothing_leaks():
     """No /dev/shm entry, descriptor or worker process outlives the test."""
-    if torch.cuda.is_available():  # CUDA's own descriptors, opened at the first pinned
-        torch.empty(1, pin_memory=True)  # batch, live as long as the process: not the test's
+    if torch.cuda.is_available():  # CUDA's own descriptors (the context's, the host
+        torch.empty(1, pin_memory=True)  # allocator's), opened at a first pinned batch, live
+        torch.empty(1, device="cuda")  # as long as the process: not the test's
+        torch.cuda.synchronize()
     gc.collect()
     shm, fds = shm_entries(), open_fds()
     pids: list[int] = []

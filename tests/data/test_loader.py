@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 import fastdecode as fd
 from fastdecode.data import loader as loader_mod
 
+from helpers.fork_warning import ignore_fork_warning
 from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")
@@ -553,6 +554,7 @@ def test_persistent_epochs_are_dataloaders_with_the_next_drawn_ahead(tree, kwarg
     common = dict(batch_size=3, num_workers=2, persistent_workers=True, pin_memory=False)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
+        ignore_fork_warning()
         ours, ours_rng, loader, ahead = epochs_of(
             lambda: fd.FastLoader(ds, **kwargs(ds), **common), between, stops)
     theirs, their_rng, _, _ = epochs_of(lambda: torch.utils.data.DataLoader(
@@ -604,6 +606,7 @@ def test_dropped_predictions_are_reproducible_and_free_their_slots(tree, monkeyp
     with pytest.warns(RuntimeWarning, match=r"dropped the next epoch's batches it had drawn "
                                             r"ahead.*differ from what DataLoader's persistent "
                                             r"workers would draw.*own generator") as record:
+        ignore_fork_warning()
         first, second = run(), run()
     assert len(record) == 2  # once per run (the flag is reset between them)
     assert len(first) == 3 * (5 + 4)
@@ -701,6 +704,7 @@ def test_a_prediction_that_fails_warns_once_and_changes_nothing(tree, monkeypatc
     with pytest.warns(RuntimeWarning, match=r"could not draw the next epoch's batches ahead "
                                             r"\(TypeError\('this sampler cannot be copied'\)\)"
                       ) as record:
+        ignore_fork_warning()
         got, _, loader, ahead = epochs_of(lambda: fd.FastLoader(ds, sampler=Uncopyable(ds),
                                                                 **common), plain)
     assert len(record) == 1 and ahead == [0, 0, 0, 0]

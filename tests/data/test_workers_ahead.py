@@ -18,6 +18,7 @@ from torchvision import transforms as T  # noqa: E402
 import fastdecode as fd  # noqa: E402
 from fastdecode.data import _next_epoch, _workers  # noqa: E402
 
+from helpers.fork_warning import ignore_fork_warning  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
 FIXED = T.Compose([T.Resize(24), T.CenterCrop(16), T.PILToTensor()])
@@ -51,6 +52,7 @@ def test_a_draw_ahead_failing_part_way_ends_the_epoch_and_is_dropped(tree, monke
                            persistent_workers=True, generator=torch.Generator().manual_seed(5))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
+        ignore_fork_warning()
         got = _epochs(loader, 2)
     said = [str(w.message) for w in record]
     assert len(said) == 2  # each once

@@ -316,6 +316,26 @@ def test_a_held_done_event_lock_is_freed_only_with_a_worker_dead(monkeypatch, al
     lock.release()
 
 
+@pytest.mark.parametrize("alive, freed", [(True, False), (False, True)],
+                         ids=["workers-alive-kept", "worker-dead-freed"])
+def test_the_shutdown_frees_the_result_queues_write_lock_of_a_dead_worker(monkeypatch, alive,
+                                                                          freed):
+    """With pin_memory, torch's shutdown writes to the workers' queue: a
+    worker killed mid-hand-over holds its write lock."""
+    monkeypatch.setattr(_workers, "STALE_LOCK_S", 0.01)
+    shut = []
+    monkeypatch.setattr(_MultiProcessingDataLoaderIter, "_shutdown_workers",
+                        lambda self: shut.append(True))
+    it = _iter_with(CTX.Event(), [_worker(alive=alive)])
+    it._shutdown, it._pin_memory_thread = False, object()
+    it._worker_result_queue = q = CTX.Queue()
+    assert q._wlock.acquire(False)  # as a worker killed while it writes leaves it
+    it._shutdown_workers()
+    assert shut and q._wlock.acquire(False) is freed
+    q._wlock.release()
+    q.close()
+
+
 def test_a_free_done_event_lock_is_left_free():
     event = CTX.Event()
     _iter_with(event, [_worker(alive=False)])._free_done_event()
