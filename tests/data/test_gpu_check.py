@@ -179,7 +179,7 @@ def test_the_cuda_tests_it_runs_are_collected():
     """Each node id of CUDA_TESTS names a test that exists (a rename would
     leave the one GPU run testing less than it says)."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                           "-p", "no:cacheprovider", *check.CUDA_TESTS],
+                           "-p", "no:cacheprovider", "-p", "no:benchmark", *check.CUDA_TESTS],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     collected = [ln for ln in proc.stdout.splitlines() if "::" in ln]
