@@ -384,15 +384,19 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
         super()._mark_worker_as_unavailable(worker_id, shutdown)
 
     def _shutdown_workers(self) -> None:
-        if not getattr(self, "_shutdown", True):
+        starting = not getattr(self, "_shutdown", True)
+        # torch's shutdown wakes its pin thread with a message on the workers'
+        # queue, written by a feeder thread under the queue's write lock: a
+        # worker killed while it writes there holds that lock, and the feeder
+        # would wait on it for ever, its pipe open. Freed before, and again
+        # after, for a worker killed meanwhile (the pin thread still reads).
+        wlock = getattr(getattr(self, "_worker_result_queue", None), "_wlock", None) \
+            if starting and hasattr(self, "_pin_memory_thread") else None
+        if starting:
             self._free_done_event()
-            if hasattr(self, "_pin_memory_thread"):
-                # torch's shutdown wakes its pin thread with a message on the
-                # workers' queue, written by a feeder thread under the queue's
-                # write lock: a worker killed mid-hand-over holds that lock,
-                # and the feeder would wait on it for ever, its pipe open.
-                self._free_if_stale(getattr(self._worker_result_queue, "_wlock", None))
+            self._free_if_stale(wlock)
         super()._shutdown_workers()
+        self._free_if_stale(wlock)
 
     def _free_done_event(self) -> None:
         """Frees the workers' done event's lock where a dead worker holds it.
