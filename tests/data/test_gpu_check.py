@@ -175,6 +175,7 @@ def test_format_report_on_fake_numbers():
     assert "25.00 GB/s" in ring and "min 24.00" in ring
 
 
+@pytest.mark.slow  # a pytest run that imports torch and collects test_loader: 10 s
 def test_the_cuda_tests_it_runs_are_collected():
     """Each node id of CUDA_TESTS names a test that exists (a rename would
     leave the one GPU run testing less than it says)."""
