@@ -3,6 +3,12 @@
 # up everything it needs on a fresh Debian machine and is safe to run again.
 
 PYTHON ?= python3
+# No byte-compiling at install (pip's one process, or compileall: 30 s for
+# the whole 6 GB venv): Python writes the bytecode of what is imported, the
+# first time, so this is never kept from the commands below (a venv without
+# bytecode recompiles torch in each of the ~180 processes of a make test,
+# ~4.5 s more per import; docs/decisions/robustness.md).
+unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -141,9 +147,6 @@ $(VENV)/.test-deps: requirements/lock.txt requirements/test.txt requirements/int
 	  wait $$big && [ $$rest = 0 ]
 	$(VPY) -m pip install -q --no-compile -r requirements/test.txt
 	$(VPY) -m pip check
-	@# pip compiles every module in one process; this, on every CPU (the
-	@# files pip's compile would skip fail here too, ignored as pip does)
-	$(VPY) -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $@
 
 # requirements/lock.txt: what requirements/test.txt resolves to now, from a
