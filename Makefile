@@ -3,11 +3,12 @@
 # up everything it needs on a fresh Debian machine and is safe to run again.
 
 PYTHON ?= python3
-# No byte-compiling at install (pip's one process, or compileall: 30 s for
-# the whole 6 GB venv): Python writes the bytecode of what is imported, the
-# first time, so this is never kept from the commands below (a venv without
-# bytecode recompiles torch in each of the ~180 processes of a make test,
-# ~4.5 s more per import; docs/decisions/robustness.md).
+# No byte-compiling at install (pip's, in one process, or compileall: 30 s
+# for the whole 6 GB venv): Python writes the bytecode of each module the
+# first time a process imports it. So the commands below never get
+# PYTHONDONTWRITEBYTECODE, which some environments set: without bytecode each
+# of the ~180 processes of a make test would recompile torch, ~4.5 s more per
+# import (docs/decisions/robustness.md).
 unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
 VPY    := $(VENV)/bin/python
@@ -132,8 +133,8 @@ sysdeps:
 # reinstalls. The lock (requirements/lock.txt, `make lock`) pins every package
 # test.txt pulls in; they go in by two pip processes side by side, without
 # resolving: torch with its CUDA libraries (5.5 GB; unzipping them is most of
-# the set-up) and the rest (37 s against 79 s for one resolving pip; DESIGN
-# record: docs/decisions/robustness.md). pip then checks the whole set, and
+# the set-up) and the rest (37 s against 79 s for one resolving pip;
+# docs/decisions/robustness.md). pip then checks the whole set, and
 # test.txt is asked for again: nothing to do unless it changed after the lock
 # (then pip resolves what is missing; `make lock` pins it).
 LOCK_BIG := ^(torch|torchvision|triton|nvidia-|cuda-)

@@ -30,8 +30,9 @@ an unhandled exception and left its pipes open: seen on a GPU.)
 A worker named dead also has its orphaned /dev/shm names removed
 (:func:`sweep_orphan_segments`), and a lock it died holding (the workers'
 done event's, which every worker takes after each task) is released
-(``WorkerIter._free_done_event``), as is the workers' queue's write lock
-before torch's shutdown writes to that queue (with pin_memory).
+(``WorkerIter._free_done_event``), as is the workers' queue's write lock,
+before and after torch's shutdown, which writes to that queue with
+pin_memory (``WorkerIter._shutdown_workers``).
 """
 
 from __future__ import annotations
