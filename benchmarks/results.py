@@ -463,11 +463,12 @@ def replace_block(text: str, block: str, start_mark: str = START, end_mark: str 
     return text[:start] + block + text[end + len(end_mark):]
 
 
-def extract_block(text: str) -> str:
-    start, end = text.find(START), text.find(END)
+def extract_block(text: str, start_mark: str = START, end_mark: str = END) -> str:
+    """``text``'s block between the markers, markers included."""
+    start, end = text.find(start_mark), text.find(end_mark)
     if start < 0 or end < start:
-        raise ValueError(f"no {START} ... {END} block")
-    return text[start:end + len(END)]
+        raise ValueError(f"no {start_mark} ... {end_mark} block")
+    return text[start:end + len(end_mark)]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

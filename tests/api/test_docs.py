@@ -153,8 +153,7 @@ def test_results_page_gpu_section_is_the_generated_one():
     results = _results_module()
     gpu_json = ROOT / results.GPU
     gpu = json.loads(gpu_json.read_text()) if gpu_json.is_file() else None
-    text = RESULTS.read_text()
-    section = text[text.index(results.GPU_START):text.index(results.GPU_END) + len(results.GPU_END)]
+    section = results.extract_block(RESULTS.read_text(), results.GPU_START, results.GPU_END)
     assert section == results.gpu_block(gpu), \
         "rerun: python -m benchmarks.results --gpu docs/benchmarks/gpu_check.json"
 

@@ -21,6 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL  # noqa: E402
+from torch.utils.data._utils import pin_memory as pin_module  # noqa: E402
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter  # noqa: E402
 
 from fastdecode.data import _workers  # noqa: E402
@@ -381,7 +382,6 @@ def test_torchs_error_over_ours_is_replaced_by_ours(torch_try_get):
     assert MP_STATUS_CHECK_INTERVAL != 2.5
 
 
-
 # -- the pin-memory thread's read (pin_memory on a CUDA machine) --------------------
 
 def _put_a_tensor_and_exit(q):
@@ -402,7 +402,7 @@ def orphaned_tensor():
     proc.start()
     proc.join(30)
     assert proc.exitcode == 0
-    yield q, types.SimpleNamespace(pid=proc.pid, exitcode=0, is_alive=lambda: False)
+    yield q, _worker(pid=proc.pid, exitcode=0, alive=False)
     q.close()
     q.join_thread()
 
@@ -435,8 +435,6 @@ def test_the_pin_side_queue_passes_batches_and_live_errors_on(mp_queue):
 
 
 def test_the_pin_loop_reads_its_iterators_queue_through_the_pin_side_queue():
-    from torch.utils.data._utils import pin_memory as pin_module
-
     seen = []
     it = FakeIter()
     it._worker_result_queue = ours = CTX.Queue()
@@ -454,8 +452,6 @@ def test_the_pin_loop_reads_its_iterators_queue_through_the_pin_side_queue():
 
 
 def test_an_iterator_puts_torchs_pin_loop_back():
-    from torch.utils.data._utils import pin_memory as pin_module
-
     real = pin_module._pin_memory_loop
     loader = torch.utils.data.DataLoader(list(range(4)), batch_size=2, num_workers=1)
     it = WorkerIter(loader)
