@@ -52,7 +52,8 @@ soak: build
 	FASTDECODE_SOAK=1 $(VPY) -m pytest -q -s tests/data/test_soak.py $(PYTEST_ARGS)
 
 # The long matrices: every random-kill trial of the loaders (20 per case), the
-# Ray cluster's killed-node and Train phases, the 20 SIGKILL points of convert.
+# Ray cluster's killed-node and Train phases, convert's SIGKILL points that
+# make test leaves out (it runs the first ten and the two-worker ones).
 test-slow: build
 	$(VPY) -m pytest -m slow --full $(PYTEST_ARGS)
 

@@ -49,9 +49,21 @@ def _decode_loop(paths: list[str], seconds: float, out: mp.Queue) -> None:
     out.put((images, time.process_time() - cpu0, time.perf_counter() - wall0))
 
 
+def _context() -> mp.context.BaseContext:
+    """Fresh processes without the parent's threads: forked from a server
+    that imported torch, torchvision and fastdecode once (each spawned
+    process spent ~3 s importing them, and a round's processes began their
+    loops seconds apart); spawned where there is no forkserver (Windows)."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torchvision.transforms", "fastdecode"])
+    return ctx
+
+
 def run_once(paths: list[str], procs: int, seconds: float) -> dict:
     """``procs`` processes decoding at once: their summed images/s and CPU ms per image."""
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     queue = ctx.Queue()
     workers = [ctx.Process(target=_decode_loop, args=(paths, seconds, queue)) for _ in range(procs)]
     for w in workers:

@@ -30,13 +30,20 @@ def load_bench():
     return importlib.import_module("benchmarks.bench_transforms")
 
 
+def restore(threads: int) -> None:
+    """What a section run here changes in this process, put back: torch's
+    threads, and the objects its peak-RSS rows froze (_common.collect)."""
+    torch.set_num_threads(threads)
+    importlib.import_module("benchmarks._common").thaw()
+
+
 def run_bench(argv: list[str], capsys) -> str:
     module = load_bench()
     threads = torch.get_num_threads()
     try:
         assert module.main(argv) == 0
     finally:
-        torch.set_num_threads(threads)
+        restore(threads)
     return capsys.readouterr().out
 SECTIONS = {"train_uint8", "train_float", "eval_uint8", "eval_float"}
 METHODS = ["torchvision + PIL", "torchvision + pillow-simd", "fastdecode fuse",
@@ -59,7 +66,7 @@ def report(tmp_path_factory) -> dict:
             assert load_bench().main(["--quick", "--limit", "5", "--rounds", "1", "--data",
                                       str(data), "--json", str(out)]) == 0
     finally:
-        torch.set_num_threads(threads)
+        restore(threads)
     result = json.loads(out.read_text())
     result["_stdout"], result["_stderr"] = stdout.getvalue(), stderr.getvalue()
     return result

@@ -27,6 +27,15 @@ PER_CLASS = 6
 IMAGES = len(CLASSES) * PER_CLASS
 KILL_TRIALS = 20  # issue 17's 20 points; one in five with two workers (spawning costs seconds)
 TWO_WORKERS_EVERY = 5
+# make test: the first 10 points and every two-worker one (the slow tier, all 20)
+DEFAULT_TRIALS = 10
+
+
+def workers_of(trial: int) -> int:
+    """One worker, or two for one trial in TWO_WORKERS_EVERY."""
+    return 2 if trial % TWO_WORKERS_EVERY == TWO_WORKERS_EVERY - 1 else 1
+
+
 # Bounds generous for a loaded 2-core CI machine running everything else too:
 RUN_TIMEOUT = 300  # seconds, for one conversion of the small tree
 GONE_TIMEOUT = 120  # seconds for every process of a killed run to end (a worker still
@@ -110,13 +119,15 @@ def wait_until_gone(group: int) -> str:
     return alive
 
 
-@pytest.mark.parametrize("trial", [pytest.param(t, id=f"kill-{t:02d}")
-                                   for t in range(KILL_TRIALS)])
+@pytest.mark.parametrize("trial", [
+    pytest.param(t, id=f"kill-{t:02d}",
+                 marks=pytest.mark.slow if t >= DEFAULT_TRIALS and workers_of(t) == 1 else ())
+    for t in range(KILL_TRIALS)])
 def test_sigkill_then_rerun_gives_the_uninterrupted_tree(source, expected, tmp_path, trial):
     """SIGKILL of the convert process at a seeded random point (after k of the
     outputs exist, plus up to 20 ms; one or two workers), then a rerun."""
     rng = random.Random(trial)
-    workers = 2 if trial % TWO_WORKERS_EVERY == TWO_WORKERS_EVERY - 1 else 1
+    workers = workers_of(trial)
     destination = tmp_path / "dst"
     process = subprocess.Popen(command(source, destination, workers), start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -177,6 +177,12 @@ def run_pytest(root: Path, *args: str, cwd: Path | None = None, env: dict | None
     return proc.stdout
 
 
+@pytest.fixture(scope="module")
+def default_run(project) -> str:
+    """The project's default-tier run, verbose (one run, shared)."""
+    return run_pytest(project, "-v")
+
+
 def counts(out: str) -> tuple[int, int]:
     passed = re.search(r"(\d+) passed", out)
     deselected = re.search(r"(\d+) deselected", out)
@@ -184,8 +190,8 @@ def counts(out: str) -> tuple[int, int]:
             int(deselected.group(1)) if deselected else 0)
 
 
-def test_default_tier_samples_the_long_matrix(project):
-    out = run_pytest(project, "-v")
+def test_default_tier_samples_the_long_matrix(default_run):
+    out = default_run
     assert "fastdecode tier: default" in out
     passed, deselected = counts(out)
     assert passed + deselected == 46 and deselected > 0
@@ -203,17 +209,16 @@ def test_full_tier_runs_everything(project, how):
     assert counts(out) == (46, 0)
 
 
-def test_another_seed_keeps_other_cases(project):
-    first = set(re.findall(r"test_matrix\[\S+\] PASSED", run_pytest(project, "-v")))
+def test_another_seed_keeps_other_cases(project, default_run):
+    first = set(re.findall(r"test_matrix\[\S+\] PASSED", default_run))
     other = set(re.findall(r"test_matrix\[\S+\] PASSED",
                            run_pytest(project, "-v", "--sample-seed", "3")))
     assert first != other
 
 
 @pytest.mark.parametrize("how", ["relative", "absolute", "from-tests-dir", "with-others"])
-def test_a_named_case_runs_though_the_sample_leaves_it_out(project, how):
-    out = run_pytest(project, "-v")
-    ran = set(re.findall(r"test_matrix\[(\S+)\] PASSED", out))
+def test_a_named_case_runs_though_the_sample_leaves_it_out(project, default_run, how):
+    ran = set(re.findall(r"test_matrix\[(\S+)\] PASSED", default_run))
     left_out = sorted({f"img{i}-{o}" for i in range(20) for o in "ab"} - ran)[:3]
     assert left_out
     names = [f"test_m.py::test_matrix[{case}]" for case in left_out]
