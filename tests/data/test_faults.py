@@ -363,6 +363,10 @@ def test_stock_dataloader_killed_at_random(tree, persistent, chain, trial, no_sh
 TRAINING = textwrap.dedent("""
     import faulthandler, os, signal, sys, time
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the stacks, if it hangs
+    def interrupted(signum, frame):  # Python's own handler, saying that it ran
+        sys.stderr.write("SIGINT handled\\n")
+        signal.default_int_handler(signum, frame)
+    signal.signal(signal.SIGINT, interrupted)
     import torch
     import fastdecode as fd
     from torchvision import transforms as T
@@ -385,6 +389,22 @@ TRAINING = textwrap.dedent("""
 """)
 
 
+def _signal_state(pid: int) -> str:
+    """Each thread of ``pid``: its name and signal masks (/proc: pending,
+    blocked, ignored, caught), and the process's shared pending set."""
+    lines = []
+    for task in sorted(os.listdir(f"/proc/{pid}/task")):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                fields = dict(line.split(":\t", 1) for line in f.read().splitlines()
+                              if ":\t" in line)
+        except OSError:
+            continue
+        lines.append(" ".join(f"{k}={fields.get(k, '?').strip()}" for k in
+                              ("Name", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+    return "\n".join(lines)
+
+
 @pytest.mark.parametrize("kind", ["FastLoader",
                                   pytest.param("DataLoader", marks=pytest.mark.slow)])
 def test_ctrl_c_exits_cleanly_and_leaks_nothing(tree, kind, tmp_path):
@@ -400,13 +420,17 @@ def test_ctrl_c_exits_cleanly_and_leaks_nothing(tree, kind, tmp_path):
             # (the interpreter's teardown with torch loaded) took up to 15 s
             _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            signals = _signal_state(proc.pid)
             for pid in (proc.pid, *workers):  # workers inherit the stack dump's handler
                 if not gone(pid):
                     os.kill(pid, signal.SIGUSR1)
             time.sleep(2)
             proc.kill()
             _, err = proc.communicate()
-            pytest.fail(f"Ctrl-C did not end the run within 60 s; its stacks:\n{err[-12000:]}")
+            handled = "SIGINT handled" in err
+            pytest.fail(f"Ctrl-C did not end the run within 60 s (Python's handler "
+                        f"{'ran' if handled else 'did not run'}); its threads' signal "
+                        f"state:\n{signals}\nits stacks:\n{err[-12000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
