@@ -635,7 +635,10 @@ def _flat(batches):
     return out
 
 
-WAYS = ["getitems", "getitem", "dataloader-fork", "dataloader-spawn", "fastloader-workers",
+# spawned workers: the slow tier (~16 s: two DataLoaders' workers importing
+# torch and torchvision); make test has read-ahead under spawn in test_cache
+WAYS = ["getitems", "getitem", "dataloader-fork",
+        pytest.param("dataloader-spawn", marks=pytest.mark.slow), "fastloader-workers",
         "fastloader-threads"]
 
 
