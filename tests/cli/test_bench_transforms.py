@@ -45,6 +45,8 @@ def run_bench(argv: list[str], capsys) -> str:
     finally:
         restore(threads)
     return capsys.readouterr().out
+
+
 SECTIONS = {"train_uint8", "train_float", "eval_uint8", "eval_float"}
 METHODS = ["torchvision + PIL", "torchvision + pillow-simd", "fastdecode fuse",
            "fastdecode decode_into", "fastdecode fuse exact", "simplejpeg + OpenCV",
