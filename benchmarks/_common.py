@@ -162,27 +162,20 @@ def emit(markdown: str) -> None:
     sys.stdout.flush()
 
 
-_frozen = False
-
-
 def collect() -> None:
     """gc.collect(); the first call then freezes what survives it (the
     imports: torch's, torchvision's and dynamo's objects), so that later
     collections do not scan them again (each took ~0.2 s on these 2 CPUs,
     ~4 s of a quick decode section's 11)."""
-    global _frozen
     gc.collect()
-    if not _frozen:
+    if not gc.get_freeze_count():
         gc.freeze()
-        _frozen = True
 
 
 def thaw() -> None:
     """Gives what collect() froze back to the collector (a section run in
     a process that goes on, as a test runs it)."""
-    global _frozen
     gc.unfreeze()
-    _frozen = False
 
 
 def peak_rss_mib(run: Callable[[], Any]) -> float | None:
