@@ -32,7 +32,9 @@ A worker named dead also has its orphaned /dev/shm names removed
 done event's, which every worker takes after each task) is released
 (``WorkerIter._free_done_event``), as is the workers' queue's write lock,
 before and after torch's shutdown, which writes to that queue with
-pin_memory (``WorkerIter._shutdown_workers``).
+pin_memory (``WorkerIter._shutdown_workers``). After the shutdown, the reaped
+workers' process objects give their descriptors back at once, whoever else
+still holds those objects (``WorkerIter._release_reaped_workers``).
 """
 
 from __future__ import annotations
@@ -398,6 +400,21 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
             self._free_if_stale(wlock)
         super()._shutdown_workers()
         self._free_if_stale(wlock)
+        if starting:
+            self._release_reaped_workers()
+
+    def _release_reaped_workers(self) -> None:
+        """Closes the two descriptors each reaped worker's process object
+        keeps (its sentinel and its pipe's write end) now, not when that
+        object is collected: torch 2.11 keeps persistent, pinned workers'
+        process objects in ``atexit`` until the interpreter exits, so every
+        such iterator left four descriptors open (seen on a GPU). A reaped
+        worker's later ``join`` or ``is_alive`` reads its kept exit code,
+        not the descriptors."""
+        for w in getattr(self, "_workers", ()):
+            popen = getattr(w, "_popen", None)
+            if popen is not None and popen.poll() is not None:
+                popen.close()
 
     def _free_done_event(self) -> None:
         """Frees the workers' done event's lock where a dead worker holds it.
