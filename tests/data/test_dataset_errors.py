@@ -234,7 +234,7 @@ def test_no_permission_cases_without_dac_override():
         pytest.skip("setpriv (util-linux) is not installed")
     run = subprocess.run(
         [setpriv, "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-m",
-         "pytest", "-q", "-p", "no:cacheprovider",
+         "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",  # a GPU image's plugin
          f"{__file__}::test_raise_names_the_file_and_index_through_workers",
          f"{__file__}::test_skip_and_warn_continue_deterministically_through_workers",
          "-k", "no-permission"],
