@@ -31,6 +31,7 @@ import fastdecode as fd  # noqa: E402
 from fastdecode.data._workers import sweep_orphan_segments  # noqa: E402
 
 from helpers.faults_per_batch import children  # noqa: E402
+from helpers.shm import torch_shm_entries  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
 # torch's iterator leaves a dead worker's socket for gc to close (the
@@ -56,13 +57,8 @@ def tree(tmp_path_factory):
 
 
 def shm_entries(pids: tuple[int, ...] = ()) -> set[str]:
-    """torch's /dev/shm entries of this process and ``pids`` (torch_PID_...):
-    the machine's other processes make theirs too."""
-    mine = tuple(f"torch_{p}_" for p in (os.getpid(), *pids))
-    try:
-        return {e for e in os.listdir("/dev/shm") if e.startswith(mine)}
-    except OSError:
-        return set()
+    """torch's /dev/shm entries of this process and ``pids``."""
+    return torch_shm_entries((os.getpid(), *pids))
 
 
 def open_fds() -> dict[str, str]:

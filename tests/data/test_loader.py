@@ -17,6 +17,7 @@ import fastdecode as fd
 from fastdecode.data import loader as loader_mod
 
 from helpers.fork_warning import ignore_fork_warning
+from helpers.shm import torch_shm_entries
 from helpers.trees import make_tree
 
 tv = pytest.importorskip("torchvision")
@@ -215,22 +216,12 @@ class Killer(torch.utils.data.Dataset):
         return torch.zeros(3, 8, 8)
 
 
-def shm_entries(pids=()):
-    """torch's /dev/shm entries (torch_PID_...) of this process and ``pids``:
-    other processes, a parallel test run's among them, make theirs too."""
-    mine = tuple(f"torch_{p}_" for p in (os.getpid(), *pids))
-    try:
-        return {e for e in os.listdir("/dev/shm") if e.startswith(mine)}
-    except OSError:
-        return set()
-
-
 # torch's iterator leaves the dead worker's socket for gc to close; collect it
 # here so the warning is attributed to this test, not a later one.
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_dead_worker_is_reported_quickly_and_leaks_no_shm():
-    before = shm_entries()
+    before = torch_shm_entries([os.getpid()])
     start = time.monotonic()
     it = iter(fd.FastLoader(Killer(), batch_size=1, num_workers=2))
     pids = [w.pid for w in it._workers]
@@ -241,7 +232,7 @@ def test_dead_worker_is_reported_quickly_and_leaks_no_shm():
     assert time.monotonic() - start < 30
     del it
     gc.collect()
-    assert shm_entries(pids) - before == set()
+    assert torch_shm_entries([os.getpid(), *pids]) - before == set()
 
 
 def test_collate_passes_other_batches_to_default_collate():

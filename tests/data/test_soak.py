@@ -23,6 +23,7 @@ from torchvision import transforms as T  # noqa: E402
 import fastdecode as fd  # noqa: E402
 
 from helpers.faults_per_batch import children  # noqa: E402
+from helpers.shm import torch_shm_entries  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitize
 
@@ -58,16 +59,6 @@ def rss(pid: int | str = "self") -> int:
     raise AssertionError("no VmRSS")
 
 
-def shm_entries(pids: list[int]) -> int:
-    """/dev/shm entries torch made for these processes (torch_PID_...): the
-    machine's other processes make theirs too."""
-    mine = tuple(f"torch_{p}_" for p in pids)
-    try:
-        return sum(1 for e in os.listdir("/dev/shm") if e.startswith(mine))
-    except OSError:
-        return 0
-
-
 def soak(loader, epochs: int) -> list[dict]:
     """One sample per epoch, taken as its last batch arrives (the workers
     still alive), after the consumer dropped the batch before it."""
@@ -85,7 +76,7 @@ def soak(loader, epochs: int) -> list[dict]:
                 seen.update(workers)
                 samples.append({"main": rss(), "workers": sorted(rss(p) for p in workers),
                                 "fds": len(os.listdir("/proc/self/fd")),
-                                "shm": shm_entries(sorted(seen))})
+                                "shm": len(torch_shm_entries(seen))})
     return samples
 
 
