@@ -66,7 +66,7 @@ from typing import Any, Callable, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 # Every test that runs only where CUDA is: the ring's module, and the single
 # CUDA cases of other modules (pinned batches, a CUDA ``out=``, the GPU guide);
-# and one that takes another path there.
+# and the fault trials that take another path there.
 CUDA_TESTS = [
     "tests/data/test_loader_cuda.py",
     "tests/data/test_shared_pool.py::test_pinned_batches_equal_the_samples_kept_or_dropped",
@@ -76,6 +76,10 @@ CUDA_TESTS = [
     # not CUDA-only, but only with CUDA does a killed worker's batch go
     # through torch's pin-memory thread (data/_workers.py, PinSideQueue)
     "tests/data/test_faults.py::test_a_worker_killed_at_the_hand_over_is_named",
+    # and only with CUDA do persistent workers pin (torch 2.11 kept their
+    # process objects, and four descriptors, until exit: WorkerIter's shutdown)
+    *(f"tests/data/test_faults.py::test_a_worker_killed_at_random_is_named[{c}-persistent-t{n}]"
+      for c in ("uint8", "float") for n in (0, 1)),
 ]
 SKIPPED = "skipped: no CUDA"
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
