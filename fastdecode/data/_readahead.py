@@ -64,8 +64,15 @@ hand-over costs the decode's cores (on 2 busy CPUs, 12-14 % of the loader's
 rate, bench_storage's local-disk rows): the adaptive window then submits
 nothing and the consumer reads each file itself, timed, which keeps the
 latency measured; when it rises over ``BYPASS_ABOVE`` (two fifths) of the
-time per file, reads ahead resume. An explicit depth is fixed and never
-bypassed.
+time per file, reads ahead resume. While bypassed the threads start no read,
+not even one already queued: the consumer reads it when it comes. An
+adaptive window begins by probing: the threads start nothing until both
+measures exist, so the consumer reads the first two files itself (one
+round trip more than reading ahead at once, per window). Without the
+probe, every fresh window (each DataLoader worker, each epoch of workers
+that are not persistent) read its first two batches on the threads even on
+a local disk, before the bypass began (bench_storage's rounds: 128 of each
+worker's 192 files). An explicit depth is fixed and never bypassed.
 
 A path given twice (a batch drawn with replacement, or the next batch
 sharing a file with this one) is read once per occurrence, as without
@@ -691,7 +698,7 @@ class ReadAhead:
             self._depth = depth
             self.counters["depth"] = depth
             self.counters["peak_depth"] = max(self.counters["peak_depth"], depth)
-            self._start_threads()
+        self._start_threads()  # more room, or the probe ended, or the bypass did
 
     def _measured(self, seconds: float) -> None:
         """One read's latency (open to bytes) joins the EWMA."""
@@ -733,8 +740,15 @@ class ReadAhead:
         self._done.notify()  # a consumer waiting for a free place
         self._start_threads()
 
+    def _holding(self) -> bool:
+        """True while the read threads start nothing: an adaptive window
+        probing (no latency and time per file measured yet) or bypassed
+        (the consumer reads each queued file itself; the module doc)."""
+        return self.options.max_depth is not None and (
+            self._bypass or not (self._latency and self._per_file))
+
     def _next_queued(self) -> Optional[_Entry]:
-        if self._started >= self._depth:
+        if self._started >= self._depth or self._holding():
             return None
         queue = self._queue
         while queue and (queue[0].dropped or queue[0].state != _QUEUED):
@@ -743,7 +757,12 @@ class ReadAhead:
 
     def _start_threads(self) -> None:
         """Wakes (or starts) threads for the queued reads the count bound lets start."""
-        want = min(len(self._queue), self._depth - self._started)
+        if self._holding():
+            return
+        queue = self._queue
+        while queue and (queue[0].dropped or queue[0].state != _QUEUED):
+            queue.popleft()  # taken by the consumer itself, or dropped
+        want = min(len(queue), self._depth - self._started)
         if want <= 0:
             return
         self._work.notify(want)

@@ -284,6 +284,8 @@ def test_the_adaptive_window_reads_fast_files_itself_and_reads_ahead_when_they_s
     batch(paths[:10])
     stats = window.stats()
     assert (stats["bypass"], stats["latency_us"], stats["per_file_us"]) == (1, 100, 2000)
+    # the probe (two files) found them fast: no read thread read one
+    assert storage.threads == {threading.get_ident()} and stats["peak_in_flight"] == 1
     submitted = stats["submitted"]
     batch(paths[10:20])  # read by the consumer: nothing submitted
     stats = window.stats()
@@ -294,6 +296,27 @@ def test_the_adaptive_window_reads_fast_files_itself_and_reads_ahead_when_they_s
     submitted = window.stats()["submitted"]
     batch(paths[30:40])
     assert window.stats()["submitted"] == submitted + 10
+
+
+def test_an_adaptive_window_probes_then_reads_ahead_of_slow_storage():
+    """A fresh adaptive window reads the first two files itself (their read
+    latency and the consumer's time per file decide), then on storage far
+    slower than the consumer the read threads take the rest of the batch."""
+    sizes = _paths(12)
+    paths = list(sizes)
+    clock = VirtualClock()
+    storage = FakeStorage(sizes, delay=0.01, sleep=clock.sleep)
+    window = ReadAhead(ReadAheadOptions.adaptive(), storage, clock=clock.now)
+    window.submit(paths)
+    me = threading.get_ident()
+    for i, p in enumerate(paths):
+        assert window.take(p) == storage.content(p)
+        if i == 0:  # probing (the time per file is measured at the next take)
+            assert storage.threads == {me} and window.stats()["peak_in_flight"] == 1
+        clock.sleep(0.002)
+    stats = window.stats()
+    assert (stats["bypass"], stats["latency_us"], stats["per_file_us"]) == (0, 10_000, 2000)
+    assert storage.threads - {me} and stats["direct"] == 0 and stats["taken"] == 12
 
 
 def test_a_fixed_depth_is_never_bypassed():
