@@ -17,7 +17,8 @@ the per-round ratios (FastImageList / FastImageFolder), with their range.
 read-ahead's threads read local files (fastdecode.data._readahead.MAPPED_READS,
 set before the row's workers fork; heap: into their malloc arenas, as before
 issue 29's fix; mapped: into mappings copied out by the consumer), the ratio
-read against the first: the fix's cost in rate.
+read against the first: the fix's cost in rate. Those rows read ahead at a
+fixed depth, so the threads read every file.
 """
 
 from __future__ import annotations
@@ -58,9 +59,11 @@ def make_loader(kind: str, root: Path, chain: Any, workers: int, batch: int,
     elif kind.startswith(READS) and kind[len(READS):] in ("heap", "mapped"):
         from fastdecode.data import _readahead
 
-        # read by the workers, which fork at the row's first epoch (open_row)
+        # read by the workers, which fork at the row's first epoch (open_row);
+        # at a fixed depth the threads read every file (the adaptive default
+        # reads a local disk's files in the decoding thread)
         _readahead.MAPPED_READS = kind[len(READS):] == "mapped"
-        ds = folder
+        ds = fd.FastImageFolder(root, chain, readahead=_readahead.DEFAULT_DEPTH)
     else:
         raise ValueError(f"bench_image_list: no row {kind!r}")
     sampler = bl.Draws(ds, samples)

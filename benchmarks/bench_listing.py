@@ -33,7 +33,9 @@ imports never help the next):
   --reads sets how the read-ahead's threads read files for the fast row
   (fastdecode.data._readahead.MAPPED_READS; heap: into their malloc arenas,
   as before issue 29's fix; mapped: into mappings, the default): one fast
-  row per value given, e.g. ``--reads heap,mapped``.
+  row per value given, e.g. ``--reads heap,mapped``. Those rows read ahead
+  at a fixed depth, so the threads read every file (the adaptive default
+  reads a local disk's files in the decoding thread).
   --workers-only skips the build rounds.
 
 Heavy: run it alone (on a shared machine under ``flock``).
@@ -147,7 +149,7 @@ def _draft_loader(path: str) -> Any:
         return image.convert("RGB")
 
 
-def _open(kind: str, tree: str, transform: Any = None) -> Any:
+def _open(kind: str, tree: str, transform: Any = None, readahead: Any = None) -> Any:
     if kind == "ImageFolder":
         from torchvision.datasets import ImageFolder
 
@@ -155,7 +157,8 @@ def _open(kind: str, tree: str, transform: Any = None) -> Any:
         return ImageFolder(tree, transform=transform, **loader)
     from fastdecode.data._fast_folder import FastImageFolder
 
-    return FastImageFolder(tree, transform=transform, refresh_index=kind == "FastImageFolder")
+    return FastImageFolder(tree, transform=transform, refresh_index=kind == "FastImageFolder",
+                           readahead=readahead)
 
 
 def child_build(kind: str, tree: str) -> dict[str, Any]:
@@ -191,11 +194,15 @@ def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: in
 
     from fastdecode.data import _readahead
 
-    if mapped >= 0:
+    readahead = None
+    if mapped >= 0:  # the threads read every file: a fixed depth (the adaptive
+        # default reads a local disk's files in the decoding thread)
         _readahead.MAPPED_READS = bool(mapped)
+        readahead = _readahead.DEFAULT_DEPTH
 
     transform = T.Compose([T.Resize(32), T.CenterCrop(32), T.PILToTensor()])
-    ds = _open(kind if kind == "ImageFolder" else "FastImageFolder (index)", tree, transform)
+    ds = _open(kind if kind == "ImageFolder" else "FastImageFolder (index)", tree, transform,
+               readahead)
     perm = torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))
     order = perm[:window].tolist()
     loader = DataLoader(ds, batch_size=batch, sampler=order, num_workers=2,
@@ -217,6 +224,7 @@ def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: in
                  "uss_mib": [private_mib(p) for p in pids]})
     return {"kind": kind, "window": seen, "batch": batch, "checkpoints": rows,
             "mapped_reads": None if kind == "ImageFolder" else _readahead.MAPPED_READS,
+            "readahead": None if kind == "ImageFolder" else repr(ds._reads.options),
             "seconds": rows[-1]["seconds"], **growth(rows)}
 
 

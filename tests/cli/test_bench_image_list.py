@@ -130,6 +130,8 @@ def test_the_loaders_read_the_same_files(tmp_path, monkeypatch):
     monkeypatch.setattr(_readahead, "MAPPED_READS", True)
     heap, _ = bench.make_loader(bench.READS + "heap", root, None, 0, 4, 4)
     assert _readahead.MAPPED_READS is False and type(heap.dataset) is fd.FastImageFolder
+    # a fixed depth: the threads read every file, on a local disk too
+    assert heap.dataset._reads.options == _readahead.ReadAheadOptions(_readahead.DEFAULT_DEPTH)
     bench.make_loader(bench.READS + "mapped", root, None, 0, 4, 4)
     assert _readahead.MAPPED_READS is True
     with pytest.raises(ValueError, match="no row"):

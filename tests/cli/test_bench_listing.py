@@ -71,4 +71,6 @@ def test_a_worker_child_sets_the_reads_its_workers_inherit(monkeypatch, tmp_path
     root = make_tree(tmp_path / "tree", per_class=4)
     out = bench.child_workers("FastImageFolder", str(root), 8, 2, 4, 0, 0)
     assert _readahead.MAPPED_READS is False and out["mapped_reads"] is False
+    # a fixed depth: the threads read every file, on a local disk too
+    assert out["readahead"] == repr(_readahead.ReadAheadOptions(_readahead.DEFAULT_DEPTH))
     assert out["window"] == 8
