@@ -123,7 +123,7 @@ class _FastDataset(VisionDataset):
         """Starts the reads of samples ``indices``' local files, in order
         (FastLoader calls it for the batch a worker gets next, too)."""
         reads = self._reads_here()
-        if reads.options.depth == 0 or not self._fast_loader() or "_remote" in self.__dict__:
+        if not self._fast_loader() or "_remote" in self.__dict__ or not reads.reading_ahead():
             return
         n = len(self)
         items = []

@@ -541,8 +541,7 @@ class ReadAhead:
         makes the submit idempotent: while reads of an earlier submit with
         the same key are still in the window, nothing is added (a batch
         submitted as the next one, then again when it comes)."""
-        self._here()
-        if self.options.depth == 0 or self._bypass:
+        if not self.reading_ahead():
             return
         sized = list(zip(paths, sizes)) if sizes is not None else [(p, None) for p in paths]
         with self._lock:
@@ -558,6 +557,12 @@ class ReadAhead:
             if key is not None and sized:
                 self._groups[key] = len(sized)
             self._start_threads()
+
+    def reading_ahead(self) -> bool:
+        """False while :meth:`submit` adds nothing (read-ahead off, or the
+        adaptive window bypassed): a caller may skip listing the paths."""
+        self._here()
+        return self.options.depth != 0 and not self._bypass
 
     def take(self, path: str) -> bytes:
         """The bytes of ``path``; its read's OSError raised here. Entries
@@ -904,10 +909,16 @@ class DatasetReads:
             window.reader = self.reader
         return window
 
+    def reading_ahead(self) -> bool:
+        """False while :meth:`ahead` would start nothing (read-ahead off, or
+        this thread's adaptive window bypassed): a caller may skip listing
+        the samples."""
+        return self.options.depth != 0 and self.window().reading_ahead()
+
     def ahead(self, items: Iterable[tuple[int, str]]) -> None:
         """Starts the reads of samples ``items`` ((index, path), in the order
         they will be read) that the cache does not hold."""
-        if self.options.depth == 0:
+        if not self.reading_ahead():
             return
         items = list(items)
         cache = self.cache

@@ -313,10 +313,16 @@ def test_an_adaptive_window_probes_then_reads_ahead_of_slow_storage():
         assert window.take(p) == storage.content(p)
         if i == 0:  # probing (the time per file is measured at the next take)
             assert storage.threads == {me} and window.stats()["peak_in_flight"] == 1
+        if i == 1:  # decided: the threads read the rest (on the virtual clock the
+            # consumer never waits, so it gives them real time to start)
+            deadline = time.monotonic() + 30
+            while not storage.threads - {me} and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert storage.threads - {me}, "no read thread started after the probe"
         clock.sleep(0.002)
     stats = window.stats()
     assert (stats["bypass"], stats["latency_us"], stats["per_file_us"]) == (0, 10_000, 2000)
-    assert storage.threads - {me} and stats["direct"] == 0 and stats["taken"] == 12
+    assert stats["direct"] == 0 and stats["taken"] == 12
 
 
 def test_a_fixed_depth_is_never_bypassed():
