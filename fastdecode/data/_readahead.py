@@ -752,22 +752,25 @@ class ReadAhead:
         return self.options.max_depth is not None and (
             self._bypass or not (self._latency and self._per_file))
 
-    def _next_queued(self) -> Optional[_Entry]:
-        if self._started >= self._depth or self._holding():
-            return None
+    def _pruned_queue(self) -> deque[_Entry]:
+        """The queue, its front cleared of entries dropped or already taken
+        (by a read thread, or by the consumer itself)."""
         queue = self._queue
         while queue and (queue[0].dropped or queue[0].state != _QUEUED):
             queue.popleft()
+        return queue
+
+    def _next_queued(self) -> Optional[_Entry]:
+        if self._started >= self._depth or self._holding():
+            return None
+        queue = self._pruned_queue()
         return queue.popleft() if queue else None
 
     def _start_threads(self) -> None:
         """Wakes (or starts) threads for the queued reads the count bound lets start."""
         if self._holding():
             return
-        queue = self._queue
-        while queue and (queue[0].dropped or queue[0].state != _QUEUED):
-            queue.popleft()  # taken by the consumer itself, or dropped
-        want = min(len(queue), self._depth - self._started)
+        want = min(len(self._pruned_queue()), self._depth - self._started)
         if want <= 0:
             return
         self._work.notify(want)
