@@ -10,19 +10,33 @@ of 3 passes and CPU is the process's own (io_uring's: the C reader's, its
 io-wq workers included). io_uring runs in benchmarks/uring_read.c, built
 here with gcc and liburing-dev (skipped without them); latencyfs rows are
 skipped without FUSE.
+
+The paced rows (``--pace-ms``, 1.5 by default: a photo's train-chain decode)
+take the files as a decoding worker does: batches of 64 submitted at once,
+each file taken in order, then the consumer sleeps the pace (its decode; a
+sleep, so the CPU counted is the reading's, with one wake-up per file in
+every way). Ways: each file read inline by the consumer (read-ahead off),
+the read-ahead window (Python threads, depth 16) and a read pool in C with
+the same depth and order (benchmarks/pool_read.c, loaded with ctypes: no
+GIL, no Python condition variables in its threads; built here with gcc).
+They report the process's CPU per file, the median of 5 interleaved passes,
+on page-cached files and through latencyfs at 0 and 5 ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from fastdecode.data._readahead import ReadAhead, ReadAheadOptions
 
@@ -31,6 +45,9 @@ from . import _latencyfs
 
 HERE = Path(__file__).resolve().parent
 URING = HERE / "uring_read"
+POOL = HERE / "pool_read.so"
+PACE_BATCH = 64
+PACE_DEPTH = 16
 
 
 def build_uring() -> Optional[str]:
@@ -44,9 +61,37 @@ def build_uring() -> Optional[str]:
     return str(URING) if done.returncode == 0 else None
 
 
+def build_pool() -> Optional[ctypes.CDLL]:
+    """benchmarks/pool_read.c loaded with ctypes, built if needed; None without gcc."""
+    source = HERE / "pool_read.c"
+    if not POOL.exists() or POOL.stat().st_mtime < source.stat().st_mtime:
+        if shutil.which("gcc") is None:
+            return None
+        partial = POOL.with_name(f".pool_read.{os.getpid()}.so")
+        done = subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", "-pthread",
+                               "-o", str(partial), str(source)], check=False, capture_output=True)
+        if done.returncode != 0:
+            partial.unlink(missing_ok=True)
+            return None
+        partial.replace(POOL)
+    lib = ctypes.CDLL(str(POOL))
+    lib.pool_new.restype = ctypes.c_void_p
+    lib.pool_new.argtypes = [ctypes.c_int]
+    lib.pool_submit.restype = ctypes.c_long
+    lib.pool_submit.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.pool_take.restype = ctypes.c_void_p
+    lib.pool_take.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.POINTER(ctypes.c_size_t),
+                              ctypes.POINTER(ctypes.c_int)]
+    lib.pool_release.argtypes = [ctypes.c_void_p, ctypes.c_long]
+    lib.pool_close.argtypes = [ctypes.c_void_p]
+    return lib
+
+
 def _cpu() -> float:
-    t = os.times()
-    return t.user + t.system
+    """This process's CPU seconds, every thread's (getrusage: microseconds,
+    where os.times counts 10 ms ticks)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def serial(paths: list[str]) -> None:
@@ -82,6 +127,73 @@ def uring(binary: str, depth: int) -> Callable[[list[str]], tuple[float, float]]
     return run
 
 
+def _batches(paths: list[str]) -> list[list[str]]:
+    return [paths[i:i + PACE_BATCH] for i in range(0, len(paths), PACE_BATCH)]
+
+
+def paced_inline(paths: list[str], pace_s: float) -> None:
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            f.read()
+        time.sleep(pace_s)
+
+
+def paced_window(paths: list[str], pace_s: float) -> None:
+    window = ReadAhead(ReadAheadOptions(PACE_DEPTH, 64 << 20))
+    for batch in _batches(paths):
+        window.submit(batch)
+        for p in batch:
+            window.take(p)
+            time.sleep(pace_s)
+    window.close()
+
+
+def pool_files(lib: ctypes.CDLL, paths: list[str]) -> Iterator[bytes]:
+    """Each of ``paths``' bytes, in order, read by benchmarks/pool_read.c's
+    pool (depth PACE_DEPTH, a batch submitted at once); a failed read
+    raises its OSError. The pool is closed when the generator ends."""
+    pool = lib.pool_new(PACE_DEPTH)
+    if not pool:
+        raise RuntimeError("pool_read: pool_new failed")
+    size, err = ctypes.c_size_t(), ctypes.c_int()
+    try:
+        for batch in _batches(paths):
+            ids = [lib.pool_submit(pool, os.fsencode(p)) for p in batch]
+            if min(ids) < 0:
+                raise RuntimeError("pool_read: pool_submit failed")
+            for i, p in zip(ids, batch):
+                buf = lib.pool_take(pool, i, ctypes.byref(size), ctypes.byref(err))
+                try:
+                    if err.value:
+                        raise OSError(err.value, os.strerror(err.value), p)
+                    data = ctypes.string_at(buf, size.value)  # bytes, as a take returns them
+                finally:
+                    lib.pool_release(pool, i)
+                yield data
+    finally:
+        lib.pool_close(pool)
+
+
+def paced_pool(lib: ctypes.CDLL) -> Callable[[list[str], float], None]:
+    def run(paths: list[str], pace_s: float) -> None:
+        for _ in pool_files(lib, paths):
+            time.sleep(pace_s)
+    return run
+
+
+def paced(ways: dict[str, Callable[[list[str], float], None]], paths: list[str],
+          pace_s: float, passes: int = 5) -> dict[str, float]:
+    """Each way's CPU us per file, the median of ``passes`` interleaved
+    passes (every other pass in the reverse order)."""
+    cpu: dict[str, list[float]] = {name: [] for name in ways}
+    for r in range(passes):
+        for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
+            c0 = _cpu()
+            ways[name](paths, pace_s)
+            cpu[name].append((_cpu() - c0) / len(paths) * 1e6)
+    return {name: statistics.median(v) for name, v in cpu.items()}
+
+
 def timed(fn: Callable, paths: list[str]) -> dict[str, float]:
     best: Optional[tuple[float, float]] = None
     for _ in range(3):
@@ -98,6 +210,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help="an ImageFolder tree of JPEGs")
     parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument("--pace-ms", type=float, default=1.5,
+                        help="the paced rows' consumer time per file (0: no paced rows)")
     args = parser.parse_args(argv)
     data = Path(args.data or common.default_data())
     ways: dict[str, Callable] = {"serial read": serial, "serial preadv": preadv,
@@ -105,11 +219,21 @@ def main(argv=None) -> int:
     binary = build_uring()
     if binary is not None:
         ways.update({"io_uring depth 16": uring(binary, 16), "io_uring depth 64": uring(binary, 64)})
-    rows = []
+    pace_ways: dict[str, Callable[[list[str], float], None]] = {}
+    lib = build_pool() if args.pace_ms > 0 else None
+    if args.pace_ms > 0:
+        pace_ways = {"inline (read-ahead off)": paced_inline,
+                     f"window, Python threads {PACE_DEPTH}": paced_window}
+        if lib is not None:
+            pace_ways[f"pool in C, threads {PACE_DEPTH}"] = paced_pool(lib)
+    rows, pace_rows = [], []
     local = sorted(str(p) for p in data.glob("*/*.JPEG"))
     serial(local)  # into the page cache
     for name, fn in ways.items():
         rows.append({"storage": "page cache", "way": name, **timed(fn, local * 4)})
+    if pace_ways:
+        pace_rows.append({"storage": "page cache",
+                          **paced(pace_ways, local * 2, args.pace_ms / 1000)})
     if _latencyfs.unavailable() is None:
         with _latencyfs.LatencyFS(data) as fs:
             paths = sorted(str(p) for p in Path(fs.path).glob("*/*.JPEG"))
@@ -119,13 +243,29 @@ def main(argv=None) -> int:
                     rows.append({"storage": f"latencyfs {delay} ms", "way": name,
                                  **timed(fn, paths)})
                     fs.settle()
+                if pace_ways and delay <= 5:
+                    pace_rows.append({"storage": f"latencyfs {delay} ms",
+                                      **paced(pace_ways, paths, args.pace_ms / 1000)})
+                    fs.settle()
     lines = ["| storage | way | files/s | CPU us/file |", "|---|---|---:|---:|"]
     lines += [f"| {r['storage']} | {r['way']} | {r['files_per_s']:,.0f} | "
               f"{r['cpu_us_per_file']:,.0f} |" for r in rows]
-    common.emit("\n".join(lines) + ("" if binary else "\n- io_uring: skipped (gcc + liburing-dev)"))
+    text = "\n".join(lines) + ("" if binary else "\n- io_uring: skipped (gcc + liburing-dev)")
+    if pace_rows:
+        names = list(pace_ways)
+        text += (f"\n\nPaced ({args.pace_ms:g} ms per file, batches of {PACE_BATCH}): "
+                 "CPU us per file, median of 5 interleaved passes\n\n"
+                 f"| storage | {' | '.join(names)} |\n|---|{'---:|' * len(names)}\n")
+        text += "\n".join(f"| {r['storage']} | " + " | ".join(f"{r[n]:,.0f}" for n in names)
+                           + " |" for r in pace_rows)
+        if lib is None:
+            text += "\n- pool in C: skipped (no gcc)"
+    common.emit(text)
     if args.json:
         args.json.write_text(json.dumps({"command": common.command_line(__name__, argv),
-                                         "io_uring": binary is not None, "rows": rows}, indent=2))
+                                         "io_uring": binary is not None, "rows": rows,
+                                         "pace_ms": args.pace_ms, "paced": pace_rows},
+                                        indent=2))
     return 0
 
 
