@@ -64,7 +64,10 @@ hand-over costs the decode's cores (on 2 busy CPUs, 12-14 % of the loader's
 rate, bench_storage's local-disk rows): the adaptive window then submits
 nothing and the consumer reads each file itself, timed, which keeps the
 latency measured; when it rises over ``BYPASS_ABOVE`` (two fifths) of the
-time per file, reads ahead resume. While bypassed the threads start no read,
+time per file, reads ahead resume. The bypass compares the medians of the
+last ``BYPASS_SAMPLES`` (7) latencies and times per file, not the moving
+averages: a read slowed by a wait for a CPU (2 busy CPUs) moved the average
+past two fifths on its own and ended the bypass of a local disk. While bypassed the threads start no read,
 not even one already queued: the consumer reads it when it comes. An
 adaptive window begins by probing: the threads start nothing until both
 measures exist, so the consumer reads the first two files itself (one
@@ -117,6 +120,10 @@ EWMA = 0.1  # the weight of one new read's latency / one file's consumer time
 # its time per file, and ahead again once latency > BYPASS_ABOVE x that
 BYPASS_BELOW = 0.2
 BYPASS_ABOVE = 0.4
+# the bypass decides on the medians of the last BYPASS_SAMPLES latencies and
+# times per file (a few reads slowed by a wait for a CPU move the EWMA past
+# BYPASS_ABOVE on their own, not the median)
+BYPASS_SAMPLES = 7
 ENV = "FASTDECODE_READAHEAD"
 # the read threads read local files into mappings (the module doc, "Memory");
 # False: into their malloc arenas, as before (benchmarks compare the two)
@@ -518,6 +525,9 @@ class ReadAhead:
         self._depth = self.options.depth  # the count bound now (adaptive: moves)
         self._latency = 0.0  # EWMA of a read's seconds, open to bytes (0: none yet)
         self._per_file = 0.0  # EWMA of the consumer's seconds between takes, waits excluded
+        # the last BYPASS_SAMPLES of each, whose medians decide the bypass
+        self._recent_latency: deque[float] = deque(maxlen=BYPASS_SAMPLES)
+        self._recent_per_file: deque[float] = deque(maxlen=BYPASS_SAMPLES)
         self._last_take: Optional[float] = None  # when the last take returned
         self._bypass = False  # adaptive, reads this fast: submits add nothing (the module doc)
         self._buffers = _Buffers(self.options.max_bytes)  # the read threads' mappings
@@ -686,16 +696,18 @@ class ReadAhead:
         spent = self.clock() - self._last_take
         self._per_file = spent if not self._per_file else \
             self._per_file + EWMA * (spent - self._per_file)
+        self._recent_per_file.append(spent)
         self._adapt()
 
     def _adapt(self) -> None:
         """Adaptive options: the depth Little's law asks of the measured
         latency and consumption (HEADROOM x latency / time per file + SLACK),
-        between ``depth`` and ``max_depth``; the byte bound holds apart."""
+        between ``depth`` and ``max_depth``; the byte bound holds apart. The
+        bypass follows the medians of the last ``BYPASS_SAMPLES`` of each."""
         top = self.options.max_depth
         if top is None or not self._latency or not self._per_file:
             return
-        ratio = self._latency / self._per_file
+        ratio = _median(self._recent_latency) / max(_median(self._recent_per_file), 1e-9)
         self._bypass = ratio < (BYPASS_ABOVE if self._bypass else BYPASS_BELOW)
         want = math.ceil(HEADROOM * self._latency / max(self._per_file, 1e-6)) + SLACK
         depth = min(top, max(self.options.depth, want))
@@ -709,6 +721,7 @@ class ReadAhead:
         """One read's latency (open to bytes) joins the EWMA."""
         self._latency = seconds if not self._latency else \
             self._latency + EWMA * (seconds - self._latency)
+        self._recent_latency.append(seconds)
 
     def _forget(self, entry: _Entry) -> None:
         if self._order[0] is entry:
@@ -884,6 +897,12 @@ class ReadAhead:
                 self._release(entry)
             else:
                 self._done.notify()
+
+
+def _median(values: deque[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 # ---------------------------------------------------------------------------

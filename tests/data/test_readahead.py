@@ -298,6 +298,29 @@ def test_the_adaptive_window_reads_fast_files_itself_and_reads_ahead_when_they_s
     assert window.stats()["submitted"] == submitted + 10
 
 
+@pytest.mark.parametrize("slow", [1, 3], ids=["one-slow-read", "three-slow-reads"])
+def test_a_few_slow_reads_do_not_end_the_bypass(slow):
+    """A local disk's reads, a few of them slowed (the reading worker waited
+    for a CPU: 20 ms against 0.1 ms): the bypass holds, and no read thread
+    starts. An EWMA alone left it at the first such read (run F's FastLoader
+    on the local disk). On a virtual clock."""
+    sizes = _paths(40)
+    paths = list(sizes)
+    clock = VirtualClock()
+    storage = FakeStorage(sizes, delay=0.0001, sleep=clock.sleep)
+    window = ReadAhead(ReadAheadOptions.adaptive(), storage, clock=clock.now)
+    for i, p in enumerate(paths):
+        window.submit([p])
+        storage.delay = 0.02 if 10 <= i < 10 + 2 * slow and i % 2 == 0 else 0.0001
+        assert window.take(p) == storage.content(p)
+        clock.sleep(0.002)
+        if i >= 2:
+            assert window.stats()["bypass"] == 1, f"the bypass ended at file {i}"
+    assert storage.threads == {threading.get_ident()}
+    stats = window.stats()  # the probe's two files were submitted, the rest not
+    assert (stats["submitted"], stats["direct"], stats["peak_in_flight"]) == (2, 38, 1)
+
+
 def test_an_adaptive_window_probes_then_reads_ahead_of_slow_storage():
     """A fresh adaptive window reads the first two files itself (their read
     latency and the consumer's time per file decide), then on storage far
