@@ -66,12 +66,13 @@ nothing and the consumer reads each file itself, timed, which keeps the
 latency measured; when it rises over ``BYPASS_ABOVE`` (two fifths) of the
 time per file, reads ahead resume. The bypass compares the medians of the
 last ``BYPASS_SAMPLES`` (7) latencies and times per file, not the moving
-averages: a read slowed by a wait for a CPU (2 busy CPUs) moved the average
-past two fifths on its own and ended the bypass of a local disk. While bypassed the threads start no read,
-not even one already queued: the consumer reads it when it comes. An
-adaptive window begins by probing: the threads start nothing until both
-measures exist, so the consumer reads the first two files itself (one
-round trip more than reading ahead at once, per window). Without the
+averages: one read slowed by a wait for a CPU (2 busy CPUs) moved the
+average past two fifths on its own and ended a local disk's bypass. While
+bypassed the threads start no read, not even one already queued: the
+consumer reads it when it comes. An adaptive window begins by probing:
+the threads start nothing until both measures exist, so the consumer reads
+the first two files itself (one round trip more than reading ahead at
+once, per window). Without the
 probe, every fresh window (each DataLoader worker, each epoch of workers
 that are not persistent) read its first two batches on the threads even on
 a local disk, before the bypass began (bench_storage's rounds: 128 of each
@@ -98,6 +99,7 @@ import math
 import mmap
 import os
 import re
+import statistics
 import threading
 import time
 from collections import deque
@@ -707,7 +709,8 @@ class ReadAhead:
         top = self.options.max_depth
         if top is None or not self._latency or not self._per_file:
             return
-        ratio = _median(self._recent_latency) / max(_median(self._recent_per_file), 1e-9)
+        ratio = (statistics.median(self._recent_latency)
+                 / max(statistics.median(self._recent_per_file), 1e-9))
         self._bypass = ratio < (BYPASS_ABOVE if self._bypass else BYPASS_BELOW)
         want = math.ceil(HEADROOM * self._latency / max(self._per_file, 1e-6)) + SLACK
         depth = min(top, max(self.options.depth, want))
@@ -718,7 +721,7 @@ class ReadAhead:
         self._start_threads()  # more room, or the probe ended, or the bypass did
 
     def _measured(self, seconds: float) -> None:
-        """One read's latency (open to bytes) joins the EWMA."""
+        """One read's latency (open to bytes) joins the EWMA and the recent ones."""
         self._latency = seconds if not self._latency else \
             self._latency + EWMA * (seconds - self._latency)
         self._recent_latency.append(seconds)
@@ -897,12 +900,6 @@ class ReadAhead:
                 self._release(entry)
             else:
                 self._done.notify()
-
-
-def _median(values: deque[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 # ---------------------------------------------------------------------------
