@@ -65,6 +65,18 @@ static void read_whole(entry *x) {
     x->len = have;
 }
 
+/* Under the lock: starts entry x (the next to start), reads it with the lock
+ * released, and marks it done. */
+static void read_next(pool *p, entry *x) {
+    p->next++;
+    x->state = STARTED;
+    p->started++;
+    pthread_mutex_unlock(&p->mu);
+    read_whole(x);
+    pthread_mutex_lock(&p->mu);
+    x->state = DONE;
+}
+
 static void *run(void *arg) {
     pool *p = arg;
     pthread_mutex_lock(&p->mu);
@@ -75,13 +87,7 @@ static void *run(void *arg) {
             p->idle--;
         }
         if (p->closed) break;
-        entry *x = &p->e[p->next++ % CAP];
-        x->state = STARTED;
-        p->started++;
-        pthread_mutex_unlock(&p->mu);
-        read_whole(x);
-        pthread_mutex_lock(&p->mu);
-        x->state = DONE;
+        read_next(p, &p->e[p->next % CAP]);
         if (p->waiting) pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
@@ -126,15 +132,7 @@ const char *pool_take(pool *p, long id, size_t *len, int *err) {
         p->waiting = 1;
         pthread_cond_wait(&p->done, &p->mu);
     }
-    if (x->state == QUEUED) { /* no thread started it: read it here */
-        p->next++;
-        x->state = STARTED;
-        p->started++;
-        pthread_mutex_unlock(&p->mu);
-        read_whole(x);
-        pthread_mutex_lock(&p->mu);
-        x->state = DONE;
-    }
+    if (x->state == QUEUED) read_next(p, x); /* no thread started it: read it here */
     while (x->state != DONE) {
         p->waiting = 1;
         pthread_cond_wait(&p->done, &p->mu);

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.trees import random_files
+
 bench = pytest.importorskip("benchmarks.bench_io_ways")
 
 
@@ -21,28 +23,19 @@ def pool_lib():
     return lib
 
 
-def _files(tmp_path, sizes):
-    paths = []
-    for i, size in enumerate(sizes):
-        path = tmp_path / f"f{i:04d}.bin"
-        path.write_bytes(os.urandom(size))
-        paths.append(str(path))
-    return paths
-
-
 @pytest.mark.parametrize("sizes", [
     [0], [1], [100_000], [5] * (bench.PACE_DEPTH + 1), [3_000] * (bench.PACE_BATCH + 1),
     [0, 70_000, 1, 1 << 20] * 50,
 ], ids=["empty", "one-byte", "100KB", "past-the-depth", "past-a-batch", "mixed-200"])
 def test_the_pool_reads_every_file_whole_in_order(pool_lib, tmp_path, sizes):
-    paths = _files(tmp_path, sizes)
+    paths = random_files(tmp_path, sizes)
     got = list(bench.pool_files(pool_lib, paths))
     assert got == [Path(p).read_bytes() for p in paths]
 
 
 @pytest.mark.parametrize("where", [0, 1, bench.PACE_DEPTH + 3], ids=["first", "second", "later"])
 def test_the_pool_names_a_file_it_cannot_read(pool_lib, tmp_path, where):
-    paths = _files(tmp_path, [10] * (bench.PACE_DEPTH + 5))
+    paths = random_files(tmp_path, [10] * (bench.PACE_DEPTH + 5))
     os.unlink(paths[where])
     files = bench.pool_files(pool_lib, paths)
     for _ in range(where):
@@ -52,7 +45,7 @@ def test_the_pool_names_a_file_it_cannot_read(pool_lib, tmp_path, where):
 
 
 def test_every_paced_way_reads_the_files_and_reports_cpu(pool_lib, tmp_path):
-    paths = _files(tmp_path, [20_000] * 70)
+    paths = random_files(tmp_path, [20_000] * 70)
     seen = []
 
     def counting(way):

@@ -29,7 +29,7 @@ from fastdecode.data._batches import RingSampler  # noqa: E402
 from fastdecode.data._readahead import ReadAhead, ReadAheadOptions  # noqa: E402
 from fastdecode.datasets import FastImageFolder  # noqa: E402
 
-from helpers.trees import make_tree  # noqa: E402
+from helpers.trees import make_tree, random_files  # noqa: E402
 
 TRAIN = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.PILToTensor()])
 
@@ -462,15 +462,6 @@ def mapped_calls(monkeypatch):
     return calls
 
 
-def _files(tmp_path, sizes):
-    paths = []
-    for i, size in enumerate(sizes):
-        path = tmp_path / f"f{i}.bin"
-        path.write_bytes(os.urandom(size))
-        paths.append(str(path))
-    return paths
-
-
 def _content(path):
     with open(path, "rb") as f:
         return f.read()
@@ -482,7 +473,7 @@ SIZES = [0, 1, 4095, 4096, 70_000, 300_000]
 def test_read_threads_read_local_files_into_mappings(tmp_path, mapped_calls):
     """Issue 29: a read thread's bytes never come from its malloc arena; the
     consumer gets bytes, copied out in its own thread."""
-    paths = _files(tmp_path, SIZES)
+    paths = random_files(tmp_path, SIZES)
     window = ReadAhead(ReadAheadOptions(8))
     window.submit(paths)
     _all_read(window)
@@ -498,7 +489,7 @@ def test_read_threads_read_local_files_into_mappings(tmp_path, mapped_calls):
 
 
 def test_the_consumer_and_the_switch_read_as_before(tmp_path, mapped_calls, monkeypatch):
-    paths = _files(tmp_path, SIZES)
+    paths = random_files(tmp_path, SIZES)
     off = ReadAhead(ReadAheadOptions(0))  # read-ahead off: the consumer reads
     assert [off.take(p) for p in paths] == [_content(p) for p in paths]
     window = ReadAhead(ReadAheadOptions(8))
@@ -530,7 +521,7 @@ def test_a_mapped_read_of_a_file_changed_after_its_fstat(tmp_path, change):
 
 
 def test_mappings_are_reused_within_the_byte_bound(tmp_path):
-    paths = _files(tmp_path, [10_000, 70_000, 65_535, 65_536, 200_000] * 4)
+    paths = random_files(tmp_path, [10_000, 70_000, 65_535, 65_536, 200_000] * 4)
     window = ReadAhead(ReadAheadOptions(4, max_bytes=400_000))
     made = []
     real = mmap_new = _readahead.mmap.mmap  # noqa: N806
@@ -554,7 +545,7 @@ def test_mappings_are_reused_within_the_byte_bound(tmp_path):
 
 
 def test_a_dropped_mapped_read_is_let_go(tmp_path):
-    paths = _files(tmp_path, [10_000] * 6)
+    paths = random_files(tmp_path, [10_000] * 6)
     window = ReadAhead(ReadAheadOptions(8))
     window.submit(paths)
     _all_read(window)

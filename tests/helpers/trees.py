@@ -51,3 +51,14 @@ def encoded_jpeg(size=(64, 64), seed=0) -> bytes:
 
 def symlink_class(root: Path, target: Path, name: str) -> None:
     os.symlink(target, root / name, target_is_directory=True)
+
+
+def random_files(root: Path, sizes) -> list[str]:
+    """Files of random bytes in ``root``, one per size (``f0000.bin``, ...),
+    their paths as strings, in order."""
+    paths = []
+    for i, size in enumerate(sizes):
+        path = Path(root) / f"f{i:04d}.bin"
+        path.write_bytes(os.urandom(size))
+        paths.append(str(path))
+    return paths
