@@ -50,30 +50,36 @@ PACE_BATCH = 64
 PACE_DEPTH = 16
 
 
+def _compiled(source: Path, out: Path, flags: list[str]) -> bool:
+    """Whether ``out`` is built from ``source`` (gcc -O2 -Wall SOURCE FLAGS),
+    compiled when missing or older, into a temporary name first so
+    concurrent builds never see half a file; False without gcc or on a
+    failed build."""
+    if out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
+        return True
+    if shutil.which("gcc") is None:
+        return False
+    partial = out.with_name(f".{out.name}.{os.getpid()}")
+    done = subprocess.run(["gcc", "-O2", "-Wall", "-o", str(partial), str(source), *flags],
+                          check=False, capture_output=True)
+    if done.returncode != 0:
+        partial.unlink(missing_ok=True)
+        return False
+    partial.replace(out)
+    return True
+
+
 def build_uring() -> Optional[str]:
     """The io_uring reader's path, built if needed; None without gcc/liburing."""
-    if URING.exists():
-        return str(URING)
-    if shutil.which("gcc") is None or not Path("/usr/include/liburing.h").exists():
+    if not Path("/usr/include/liburing.h").exists() and not URING.exists():
         return None
-    done = subprocess.run(["gcc", "-O2", "-Wall", "-o", str(URING), str(HERE / "uring_read.c"),
-                           "-luring"], check=False, capture_output=True)
-    return str(URING) if done.returncode == 0 else None
+    return str(URING) if _compiled(HERE / "uring_read.c", URING, ["-luring"]) else None
 
 
 def build_pool() -> Optional[ctypes.CDLL]:
     """benchmarks/pool_read.c loaded with ctypes, built if needed; None without gcc."""
-    source = HERE / "pool_read.c"
-    if not POOL.exists() or POOL.stat().st_mtime < source.stat().st_mtime:
-        if shutil.which("gcc") is None:
-            return None
-        partial = POOL.with_name(f".pool_read.{os.getpid()}.so")
-        done = subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", "-pthread",
-                               "-o", str(partial), str(source)], check=False, capture_output=True)
-        if done.returncode != 0:
-            partial.unlink(missing_ok=True)
-            return None
-        partial.replace(POOL)
+    if not _compiled(HERE / "pool_read.c", POOL, ["-Wextra", "-shared", "-fPIC", "-pthread"]):
+        return None
     lib = ctypes.CDLL(str(POOL))
     lib.pool_new.restype = ctypes.c_void_p
     lib.pool_new.argtypes = [ctypes.c_int]
