@@ -14,9 +14,10 @@ turns (every other round in the reverse order); the ratio is the median of
 the per-round ratios (FastImageList / FastImageFolder), with their range.
 
 ``--reads heap,mapped`` runs FastImageFolder rows instead, one per way the
-read-ahead's threads read local files (fastdecode.data._readahead.MAPPED_READS,
-set before the row's workers fork; heap: into their malloc arenas, as before
-issue 29's fix; mapped: into mappings copied out by the consumer), the ratio
+read-ahead reads local files (fastdecode.data._readahead.NATIVE_READS, set
+before the row's workers fork; heap: Python threads, into their malloc arenas,
+as before issue 29's fix; mapped: the read pool in C, into mappings copied out
+by the consumer), the ratio
 read against the first: the fix's cost in rate. Those rows read ahead at a
 fixed depth, so the threads read every file.
 """
@@ -62,7 +63,7 @@ def make_loader(kind: str, root: Path, chain: Any, workers: int, batch: int,
         # read by the workers, which fork at the row's first epoch (open_row);
         # at a fixed depth the threads read every file (the adaptive default
         # reads a local disk's files in the decoding thread)
-        _readahead.MAPPED_READS = kind[len(READS):] == "mapped"
+        _readahead.NATIVE_READS = kind[len(READS):] == "mapped"
         ds = fd.FastImageFolder(root, chain, readahead=_readahead.DEFAULT_DEPTH)
     else:
         raise ValueError(f"bench_image_list: no row {kind!r}")

@@ -16,17 +16,21 @@ take the files as a decoding worker does: batches of 64 submitted at once,
 each file taken in order, then the consumer sleeps the pace (its decode; a
 sleep, so the CPU counted is the reading's, with one wake-up per file in
 every way). Ways: each file read inline by the consumer (read-ahead off),
-the read-ahead window (Python threads, depth 16) and a read pool in C with
-the same depth and order (benchmarks/pool_read.c, loaded with ctypes: no
-GIL, no Python condition variables in its threads; built here with gcc).
-They report the process's CPU per file, the median of 5 interleaved passes,
-on page-cached files and through latencyfs at 0 and 5 ms.
+and the read-ahead window at depth 16 on Python threads (``ReadAhead``, what
+reads remote stores) and on threads in C (``_NativeWindow`` over the read
+pool, src_c/fd_readahead.c: no GIL, no Python condition variables in its
+threads; what reads local files). They report the process's CPU per file,
+the median of 5 interleaved passes, on page-cached files and through
+latencyfs at 0 and 5 ms. Then the two windows again through latencyfs at 0,
+5 and 20 ms, the consumer holding the GIL for the pace (a Python transform):
+a Python read thread needs the GIL after each of its syscalls, so it waits
+for the consumer's switch interval; the rows report files/s and the takes
+that waited for their read.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import resource
@@ -36,16 +40,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
-from fastdecode.data._readahead import ReadAhead, ReadAheadOptions
+from fastdecode.data._readahead import ReadAhead, ReadAheadOptions, _NativeWindow
 
 from . import _common as common
 from . import _latencyfs
 
 HERE = Path(__file__).resolve().parent
 URING = HERE / "uring_read"
-POOL = HERE / "pool_read.so"
 PACE_BATCH = 64
 PACE_DEPTH = 16
 
@@ -74,23 +77,6 @@ def build_uring() -> Optional[str]:
     if not Path("/usr/include/liburing.h").exists() and not URING.exists():
         return None
     return str(URING) if _compiled(HERE / "uring_read.c", URING, ["-luring"]) else None
-
-
-def build_pool() -> Optional[ctypes.CDLL]:
-    """benchmarks/pool_read.c loaded with ctypes, built if needed; None without gcc."""
-    if not _compiled(HERE / "pool_read.c", POOL, ["-Wextra", "-shared", "-fPIC", "-pthread"]):
-        return None
-    lib = ctypes.CDLL(str(POOL))
-    lib.pool_new.restype = ctypes.c_void_p
-    lib.pool_new.argtypes = [ctypes.c_int]
-    lib.pool_submit.restype = ctypes.c_long
-    lib.pool_submit.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.pool_take.restype = ctypes.c_void_p
-    lib.pool_take.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.POINTER(ctypes.c_size_t),
-                              ctypes.POINTER(ctypes.c_int)]
-    lib.pool_release.argtypes = [ctypes.c_void_p, ctypes.c_long]
-    lib.pool_close.argtypes = [ctypes.c_void_p]
-    return lib
 
 
 def _cpu() -> float:
@@ -144,50 +130,51 @@ def paced_inline(paths: list[str], pace_s: float) -> None:
         time.sleep(pace_s)
 
 
-def paced_window(paths: list[str], pace_s: float) -> None:
-    window = ReadAhead(ReadAheadOptions(PACE_DEPTH, 64 << 20))
-    for batch in _batches(paths):
-        window.submit(batch)
-        for p in batch:
-            window.take(p)
-            time.sleep(pace_s)
-    window.close()
+def hold_gil(seconds: float) -> None:
+    """A consumer's Python work: ``seconds`` of bytecode, the GIL held
+    (released only at the interpreter's switch interval)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
-def pool_files(lib: ctypes.CDLL, paths: list[str]) -> Iterator[bytes]:
-    """Each of ``paths``' bytes, in order, read by benchmarks/pool_read.c's
-    pool (depth PACE_DEPTH, a batch submitted at once); a failed read
-    raises its OSError. The pool is closed when the generator ends."""
-    pool = lib.pool_new(PACE_DEPTH)
-    if not pool:
-        raise RuntimeError("pool_read: pool_new failed")
-    size, err = ctypes.c_size_t(), ctypes.c_int()
-    try:
+def paced_window(native: bool, pace: Callable[[float], None] = time.sleep
+                 ) -> Callable[[list[str], float], int]:
+    """The read-ahead window at depth PACE_DEPTH, a batch submitted at once:
+    on threads in C (``native``) or on Python threads; the consumer spends
+    ``pace`` after each take. A run returns its waited takes."""
+    kind = _NativeWindow if native else ReadAhead
+
+    def run(paths: list[str], pace_s: float) -> int:
+        window = kind(ReadAheadOptions(PACE_DEPTH, 64 << 20))
         for batch in _batches(paths):
-            ids = [lib.pool_submit(pool, os.fsencode(p)) for p in batch]
-            if min(ids) < 0:
-                raise RuntimeError("pool_read: pool_submit failed")
-            for i, p in zip(ids, batch):
-                buf = lib.pool_take(pool, i, ctypes.byref(size), ctypes.byref(err))
-                try:
-                    if err.value:
-                        raise OSError(err.value, os.strerror(err.value), p)
-                    data = ctypes.string_at(buf, size.value)  # bytes, as a take returns them
-                finally:
-                    lib.pool_release(pool, i)
-                yield data
-    finally:
-        lib.pool_close(pool)
-
-
-def paced_pool(lib: ctypes.CDLL) -> Callable[[list[str], float], None]:
-    def run(paths: list[str], pace_s: float) -> None:
-        for _ in pool_files(lib, paths):
-            time.sleep(pace_s)
+            window.submit(batch)
+            for p in batch:
+                window.take(p)
+                pace(pace_s)
+        waited = window.stats()["waited"]
+        window.close()
+        return waited
     return run
 
 
-def paced(ways: dict[str, Callable[[list[str], float], None]], paths: list[str],
+def held(paths: list[str], pace_s: float, passes: int = 3) -> dict[str, dict[str, float]]:
+    """The two windows under a consumer that holds the GIL for ``pace_s``
+    per file: files/s and waited takes, the medians of ``passes``
+    interleaved passes."""
+    ways = {"Python threads": paced_window(False, hold_gil),
+            "threads in C": paced_window(True, hold_gil)}
+    got: dict[str, list[tuple[float, int]]] = {name: [] for name in ways}
+    for r in range(passes):
+        for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
+            t0 = time.perf_counter()
+            waited = ways[name](paths, pace_s)
+            got[name].append((len(paths) / (time.perf_counter() - t0), waited))
+    return {name: {"files_per_s": statistics.median(r for r, _ in v),
+                   "waited": statistics.median(w for _, w in v)} for name, v in got.items()}
+
+
+def paced(ways: dict[str, Callable[[list[str], float], object]], paths: list[str],
           pace_s: float, passes: int = 5) -> dict[str, float]:
     """Each way's CPU us per file, the median of ``passes`` interleaved
     passes (every other pass in the reverse order)."""
@@ -225,14 +212,12 @@ def main(argv=None) -> int:
     binary = build_uring()
     if binary is not None:
         ways.update({"io_uring depth 16": uring(binary, 16), "io_uring depth 64": uring(binary, 64)})
-    pace_ways: dict[str, Callable[[list[str], float], None]] = {}
-    lib = build_pool() if args.pace_ms > 0 else None
+    pace_ways: dict[str, Callable[[list[str], float], object]] = {}
     if args.pace_ms > 0:
         pace_ways = {"inline (read-ahead off)": paced_inline,
-                     f"window, Python threads {PACE_DEPTH}": paced_window}
-        if lib is not None:
-            pace_ways[f"pool in C, threads {PACE_DEPTH}"] = paced_pool(lib)
-    rows, pace_rows = [], []
+                     f"window, Python threads {PACE_DEPTH}": paced_window(False),
+                     f"window, threads in C {PACE_DEPTH}": paced_window(True)}
+    rows, pace_rows, held_rows = [], [], []
     local = sorted(str(p) for p in data.glob("*/*.JPEG"))
     serial(local)  # into the page cache
     for name, fn in ways.items():
@@ -253,6 +238,10 @@ def main(argv=None) -> int:
                     pace_rows.append({"storage": f"latencyfs {delay} ms",
                                       **paced(pace_ways, paths, args.pace_ms / 1000)})
                     fs.settle()
+                if pace_ways:
+                    held_rows.append({"storage": f"latencyfs {delay} ms",
+                                      **held(paths, args.pace_ms / 1000)})
+                    fs.settle()
     lines = ["| storage | way | files/s | CPU us/file |", "|---|---|---:|---:|"]
     lines += [f"| {r['storage']} | {r['way']} | {r['files_per_s']:,.0f} | "
               f"{r['cpu_us_per_file']:,.0f} |" for r in rows]
@@ -264,13 +253,21 @@ def main(argv=None) -> int:
                  f"| storage | {' | '.join(names)} |\n|---|{'---:|' * len(names)}\n")
         text += "\n".join(f"| {r['storage']} | " + " | ".join(f"{r[n]:,.0f}" for n in names)
                            + " |" for r in pace_rows)
-        if lib is None:
-            text += "\n- pool in C: skipped (no gcc)"
+    if held_rows:
+        text += (f"\n\nThe consumer holding the GIL ({args.pace_ms:g} ms of Python per file, "
+                 f"batches of {PACE_BATCH}, depth {PACE_DEPTH}; at most "
+                 f"{1000 / args.pace_ms:,.0f} files/s): files/s (takes that waited for their "
+                 "read), median of 3 interleaved passes\n\n"
+                 "| storage | Python threads | threads in C |\n|---|---:|---:|\n")
+        text += "\n".join(f"| {r['storage']} | " + " | ".join(
+            f"{r[n]['files_per_s']:,.0f} ({r[n]['waited']:g})"
+            for n in ("Python threads", "threads in C")) + " |" for r in held_rows)
     common.emit(text)
     if args.json:
         args.json.write_text(json.dumps({"command": common.command_line(__name__, argv),
                                          "io_uring": binary is not None, "rows": rows,
-                                         "pace_ms": args.pace_ms, "paced": pace_rows},
+                                         "pace_ms": args.pace_ms, "paced": pace_rows,
+                                         "gil_held": held_rows},
                                         indent=2))
     return 0
 

@@ -164,3 +164,48 @@ cdef extern from "fd_color.h" nogil:
     fd_status fd_color_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t width,
                              fd_layout layout, const fd_color_step *steps, size_t nsteps,
                              fd_error *err)
+
+
+cdef extern from "fd_readahead.h" nogil:
+    ctypedef struct fd_ra:
+        pass
+
+    ctypedef struct fd_ra_job:
+        pass
+
+    enum:
+        FD_RA_OK
+        FD_RA_OPEN
+        FD_RA_STAT
+        FD_RA_READ
+        FD_RA_NOMEM
+        FD_RA_MAX_DEPTH
+
+    ctypedef struct fd_ra_result:
+        const unsigned char *data
+        size_t length
+        int error
+        int step
+        double latency
+        int waited
+
+    ctypedef struct fd_ra_stats:
+        int64_t in_flight
+        int64_t bytes
+        int64_t peak_in_flight
+        int64_t peak_bytes
+        int64_t started
+        int64_t failed
+        int64_t threads
+        int64_t mappings
+        int64_t spare_bytes
+
+    fd_status fd_ra_new(int64_t max_bytes, fd_ra **out, fd_error *err)
+    fd_status fd_ra_submit(fd_ra *pool, const char *path, int64_t size, fd_ra_job **out,
+                           fd_error *err)
+    void fd_ra_configure(fd_ra *pool, int depth, int holding)
+    fd_status fd_ra_take(fd_ra *pool, fd_ra_job *job, fd_ra_result *res, fd_error *err)
+    void fd_ra_release(fd_ra *pool, fd_ra_job *job)
+    void fd_ra_drop(fd_ra *pool, fd_ra_job *job)
+    void fd_ra_get_stats(fd_ra *pool, fd_ra_stats *out)
+    void fd_ra_free(fd_ra *pool, double wait_s)

@@ -5,7 +5,8 @@ documentation tools that read stubs show them); tests/api/test_docstrings.py
 checks that they agree, and that the defaults written here are the binding's.
 """
 
-from typing import Any, Iterable, Optional, Tuple
+import os
+from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
 import numpy as np
 
@@ -268,3 +269,21 @@ def lut_to_float(src: np.ndarray, lut: np.ndarray, out: Optional[np.ndarray] = .
 def adjust_colors(
     image: np.ndarray, steps: Iterable[Tuple[int, float]], layout: LayoutName = ...
 ) -> np.ndarray: ...
+
+
+class _ReadJob:
+    """One submitted file of a :class:`ReadPool` (a handle: taken or dropped once)."""
+
+
+class ReadPool:
+    """Threads in C that open and read whole local files ahead, within a
+    count bound and a byte bound, taken in submission order by one consumer
+    (src_c/fd_readahead.h; fastdecode.data._readahead owns the policy)."""
+
+    def __init__(self, max_bytes: int) -> None: ...
+    def submit(self, path: Union[str, bytes, "os.PathLike[str]"], size: int = ...) -> _ReadJob: ...
+    def configure(self, depth: int, holding: bool) -> None: ...
+    def take(self, handle: _ReadJob, path: str) -> Tuple[bytes, float, bool]: ...
+    def drop(self, handle: _ReadJob) -> None: ...
+    def stats(self) -> Dict[str, int]: ...
+    def close(self, wait_s: float = ...) -> None: ...

@@ -18,7 +18,7 @@ import numpy as np
 
 from fastdecode.api import decode_image, read_header
 from fastdecode.conversion.output import WRITERS, EncodeOptions, partial_path, write_atomically
-from fastdecode.data._readahead import ReadAhead, ReadAheadOptions
+from fastdecode.data._readahead import ReadAheadOptions, open_window
 
 __all__ = ["DESTINATION_ERRNOS", "Outcome", "convert_one", "converted", "fit_within",
            "load_pixels", "run_jobs", "shrink_pixels"]
@@ -233,7 +233,7 @@ def converted(options: EncodeOptions, jobs: list[tuple[str, str]],
     """``convert(options, job, read)`` for each job in order, the sources
     read ahead (``data/_readahead.py``: many reads in flight on slow storage)
     through ``reader`` (None: local files)."""
-    window = ReadAhead(ReadAheadOptions.resolve(None), reader)
+    window = open_window(ReadAheadOptions.resolve(None), reader)
     try:
         for job in window.ahead_of(jobs, _source):
             yield convert(options, job, window.take)

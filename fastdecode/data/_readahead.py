@@ -4,10 +4,17 @@ On storage where each open costs a round trip (NFS, Lustre, FUSE mounts of
 object stores), a worker that reads one file, then decodes it, then reads
 the next idles for every round trip. A :class:`ReadAhead` window starts the
 reads of the paths it is given (a batch, the next batch) on a few read
-threads, which block in the kernel with the GIL released; the consumer
+threads, which block in the kernel without the GIL; the consumer
 :meth:`~ReadAhead.take`\\ s each file's bytes in sample order and decodes it
 in its own thread, as before. Reads complete in any order. The threads only
 read bytes: no decode runs in them, so a worker still decodes on one core.
+Local files (:func:`open_window` with :class:`LocalReader`) are read by
+threads in C (:class:`_NativeWindow` over ``fastdecode._native.ReadPool``,
+src_c/fd_readahead.c), which never take the GIL: a consumer holding the GIL
+(a transform in Python) does not stall them, and they cost less CPU per file
+than Python threads (docs/decisions/storage.md, "The read pool in C"). Other
+readers (remote stores, callables) are read by Python threads; the policy
+below is the same for both.
 
 Bounds (``ReadAheadOptions``): at most ``depth`` reads started and not yet
 taken, and at most ``max_bytes`` of their files' bytes. The bytes of a read
@@ -30,26 +37,27 @@ then holds for files no larger than those seen before.
 Fork safety: a window belongs to the process that made it. Its threads
 start lazily, at the first read; in a forked child (a DataLoader worker)
 the parent's threads do not exist, so a window first used there starts
-empty, with threads of its own (a pid check at every call).
+empty, with threads of its own (a pid check at every call). The C pool of
+the parent is left untouched in the child (its lock may have been held at
+the fork) and its mappings are not inherited (``MADV_DONTFORK``).
 
-Memory: a read thread's allocations come from its own glibc malloc arena
-(up to 8 per core), and a chunk the consumer frees goes back to that arena.
-Once the dynamic mmap threshold has risen past the file sizes (glibc raises
-it at the first free of a larger mmapped chunk, and the trim threshold to
-twice that), each arena kept the top of its heap at its historic peak, 1-2
-MiB, resident: a worker's private memory grew by ~15 MiB over 200,000
-samples and had not levelled off (docs/decisions/listing.md, "Worker
-private memory"). ``malloc_trim`` does not help: glibc trims only the main
-arena's top (measured: the same growth with a trim every 256 files). So the
-local reader's files are read, in the read threads, into private anonymous
-mappings (``mmap``, outside malloc), and the consumer copies them out as
-``bytes`` (:class:`_Mapped`), allocated in its own arena, where it frees
-them. The mappings are reused (:class:`_Buffers`, power-of-two sizes from 64
-KiB; a new mapping per file cost ~110 us of CPU per 105 KiB file in page
-faults and unmaps): what they hold is bounded by the window's byte bound and
-does not grow with the files read. The process's malloc policy is left as it
-is (no ``mallopt``, no ``MALLOC_ARENA_MAX``). Files the consumer reads
-itself, empty files and other readers' files are read as before.
+Memory: a Python read thread's allocations come from its own glibc malloc
+arena (up to 8 per core), and a chunk the consumer frees goes back to that
+arena. Once the dynamic mmap threshold has risen past the file sizes (glibc
+raises it at the first free of a larger mmapped chunk, and the trim
+threshold to twice that), each arena kept the top of its heap at its
+historic peak, 1-2 MiB, resident: a worker's private memory grew by ~15 MiB
+over 200,000 samples and had not levelled off (docs/decisions/listing.md,
+"Worker private memory"). ``malloc_trim`` does not help: glibc trims only
+the main arena's top. So the C pool reads local files into private
+anonymous mappings (outside malloc), and the consumer copies them out as
+``bytes``, allocated in its own arena, where it frees them. The mappings are
+reused (power-of-two sizes from 64 KiB, at least one byte more than the
+file; the spare ones kept up to the byte bound, the rest unmapped): what
+they hold is bounded by the window's byte bound and does not grow with the
+files read. The process's malloc policy is left as it is (no ``mallopt``,
+no ``MALLOC_ARENA_MAX``). ``NATIVE_READS = False`` reads local files on
+Python threads, into their arenas, as before (the benchmarks compare).
 
 Depth (Little's law: reads in flight >= rate x latency): by default the
 window is adaptive. It starts at ``DEFAULT_DEPTH`` (16) reads and measures
@@ -95,7 +103,6 @@ measurements).
 from __future__ import annotations
 
 import math
-import mmap
 import os
 import re
 import statistics
@@ -105,9 +112,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Protocol, TypeVar, Union
 
+from fastdecode import _native
+
 __all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "ENV", "DatasetReads",
            "LocalReader", "Opened", "ReadAhead", "ReadAheadOptions", "Reader", "as_reader",
-           "parse_bytes", "with_later"]
+           "open_window", "parse_bytes", "with_later"]
 
 DEFAULT_DEPTH = 16
 DEFAULT_MAX_DEPTH = 128
@@ -126,9 +135,6 @@ BYPASS_ABOVE = 0.4
 # BYPASS_ABOVE on their own, not the median)
 BYPASS_SAMPLES = 7
 ENV = "FASTDECODE_READAHEAD"
-# the read threads read local files into mappings (the module doc, "Memory");
-# False: into their malloc arenas, as before (benchmarks compare the two)
-MAPPED_READS = True
 
 _UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1 << 10, "M": 1000**2, "MB": 1000**2,
           "MIB": 1 << 20, "G": 1000**3, "GB": 1000**3, "GIB": 1 << 30, "T": 1000**4,
@@ -331,88 +337,6 @@ class _LocalFile:
         finally:
             os.close(self.fd)
 
-    def read_mapped(self, buffers: "_Buffers") -> "Union[bytes, _Mapped]":
-        """As :meth:`read`, into a mapping of ``buffers`` (a read thread's:
-        its bytes never come from the thread's malloc arena; the module doc,
-        "Memory"): a :class:`_Mapped` the consumer copies out. An empty
-        file, or one whose length is not its ``fstat`` size (it grew or
-        shrank), is read as :meth:`read` reads it."""
-        size = self.size or 0
-        if size <= 0:
-            return self.read()
-        try:
-            buf = buffers.get(size)  # room for one byte more: a file that grew shows
-        except BaseException:
-            os.close(self.fd)
-            raise
-        whole = False
-        try:
-            whole = os.readv(self.fd, [buf]) == size
-            if not whole:  # the plain way, from the start
-                os.lseek(self.fd, 0, os.SEEK_SET)
-        except BaseException:
-            buffers.put(buf)
-            os.close(self.fd)
-            raise
-        if not whole:
-            buffers.put(buf)
-            return self.read()  # closes the file
-        os.close(self.fd)
-        return _Mapped(buf, size, buffers)
-
-
-class _Buffers:
-    """Private anonymous mappings the read threads read into, reused (the
-    module doc, "Memory"): sizes are powers of two from 64 KiB, at least one
-    byte more than the file; the spare ones are kept up to ``keep`` bytes
-    (the window's byte bound), the rest unmapped."""
-
-    MIN = 64 << 10
-
-    def __init__(self, keep: int) -> None:
-        self.keep = keep
-        self.spare: dict[int, list[mmap.mmap]] = {}
-        self.spare_bytes = 0
-        self.lock = threading.Lock()
-
-    def get(self, size: int) -> mmap.mmap:
-        cap = max(self.MIN, 1 << size.bit_length())  # > size
-        with self.lock:
-            free = self.spare.get(cap)
-            if free:
-                self.spare_bytes -= cap
-                return free.pop()
-        return mmap.mmap(-1, cap)
-
-    def put(self, buf: mmap.mmap) -> None:
-        cap = len(buf)
-        with self.lock:
-            if self.spare_bytes + cap <= self.keep:
-                self.spare.setdefault(cap, []).append(buf)
-                self.spare_bytes += cap
-                return
-        buf.close()
-
-
-class _Mapped:
-    """A file's bytes in a mapping of :class:`_Buffers` (a read thread's);
-    :meth:`bytes` copies them out in the calling thread (the consumer's
-    arena) and gives the mapping back. Dropped untaken, it is unmapped."""
-
-    __slots__ = ("buf", "length", "buffers")
-
-    def __init__(self, buf: mmap.mmap, length: int, buffers: _Buffers) -> None:
-        self.buf, self.length, self.buffers = buf, length, buffers
-
-    def __len__(self) -> int:
-        return self.length
-
-    def bytes(self) -> bytes:
-        try:
-            return self.buf[:self.length]
-        finally:
-            self.buffers.put(self.buf)
-
 
 class LocalReader:
     """The local file system: open, fstat (the size, for the byte bound), read."""
@@ -472,7 +396,8 @@ T = TypeVar("T")
 
 
 class _Entry:
-    __slots__ = ("path", "size", "group", "state", "reserved", "data", "error", "dropped", "room")
+    __slots__ = ("path", "size", "group", "state", "reserved", "data", "error", "dropped", "room",
+                 "job")
 
     def __init__(self, path: str, size: Optional[int], group: Hashable = None) -> None:
         self.path = path
@@ -480,10 +405,11 @@ class _Entry:
         self.group = group  # the key of the submit that made it (None: none given)
         self.state = _QUEUED
         self.reserved: Optional[int] = None  # bytes held against the cap, once reserved
-        self.data: Optional[Union[bytes, _Mapped]] = None
+        self.data: Optional[bytes] = None
         self.error: Optional[BaseException] = None
         self.dropped = False  # discarded while its read ran: released when it ends
         self.room: Optional[threading.Condition] = None  # its read thread waits here for bytes
+        self.job: Any = None  # its read in a _NativeWindow's pool
 
 
 class ReadAhead:
@@ -531,7 +457,6 @@ class ReadAhead:
         self._recent_per_file: deque[float] = deque(maxlen=BYPASS_SAMPLES)
         self._last_take: Optional[float] = None  # when the last take returned
         self._bypass = False  # adaptive, reads this fast: submits add nothing (the module doc)
-        self._buffers = _Buffers(self.options.max_bytes)  # the read threads' mappings
         self.counters = {"submitted": 0, "started": 0, "taken": 0, "dropped": 0, "direct": 0,
                          "failed": 0, "peak_in_flight": 0, "peak_bytes": 0,
                          "waited": 0, "depth": self._depth, "peak_depth": self._depth}
@@ -560,14 +485,18 @@ class ReadAhead:
                 return
             for path, size in sized:
                 entry = _Entry(path, size, key)
+                self._queued(entry)
                 self._order.append(entry)
-                self._queue.append(entry)
-                self._unreserved.append(entry)
                 self._by_path.setdefault(path, []).append(entry)
                 self.counters["submitted"] += 1
             if key is not None and sized:
                 self._groups[key] = len(sized)
             self._start_threads()
+
+    def _queued(self, entry: _Entry) -> None:
+        """A new entry joins the read threads' queue (under the lock)."""
+        self._queue.append(entry)
+        self._unreserved.append(entry)
 
     def reading_ahead(self) -> bool:
         """False while :meth:`submit` adds nothing (read-ahead off, or the
@@ -581,12 +510,8 @@ class ReadAhead:
         another way: a predicted batch that did not come)."""
         self._here()
         with self._lock:
-            self._consumed()
-            entries = self._by_path.get(path)
-            entry = entries[0] if entries else None
+            entry = self._front(path)
             if entry is not None:
-                while self._order[0] is not entry:
-                    self._drop(self._order[0])
                 if entry.state != _DONE:
                     self.counters["waited"] += 1  # the reads were not far enough ahead
                 # no thread took it yet: read it here, in bounds; while this
@@ -610,22 +535,36 @@ class ReadAhead:
                 self.counters["taken"] += 1
                 self._last_take = self.clock()
         if entry is None:
-            self.counters["direct"] += 1
-            began = self.clock()
-            direct = self.reader.open(path).read()
-            with self._lock:  # its latency: what decides the bypass
-                self._measured(self.clock() - began)
-                self._last_take = self.clock()
-            return direct
+            return self._direct(path)
         if entry.error is not None:
             error, entry.error = entry.error, None
             raise error
         data = entry.data
         entry.data = None
         assert data is not None
-        if isinstance(data, _Mapped):  # copied out here, in the consumer's arena
-            return data.bytes()
         return data
+
+    def _front(self, path: str) -> Optional[_Entry]:
+        """A take begins (under the lock): the consumer's time joins the
+        measures; ``path``'s first entry, those before it dropped (None:
+        never submitted, or dropped)."""
+        self._consumed()
+        entries = self._by_path.get(path)
+        entry = entries[0] if entries else None
+        if entry is not None:
+            while self._order[0] is not entry:
+                self._drop(self._order[0])
+        return entry
+
+    def _direct(self, path: str) -> bytes:
+        """``path`` read in the consumer (never submitted, or dropped), timed."""
+        self.counters["direct"] += 1
+        began = self.clock()
+        direct = self.reader.open(path).read()
+        with self._lock:  # its latency: what decides the bypass
+            self._measured(self.clock() - began)
+            self._last_take = self.clock()
+        return direct
 
     def ahead_of(self, items: Iterable[T], path_of: Callable[[T], str]) -> Iterator[T]:
         """``items`` in order, each yielded once its read and those of up to
@@ -660,10 +599,13 @@ class ReadAhead:
         per file, in microseconds."""
         self._here()
         with self._lock:
-            return {**self.counters, "in_flight": self._started, "in_flight_bytes": self._bytes,
-                    "bypass": int(self._bypass),
+            return {**self.counters, **self._engine_stats(), "bypass": int(self._bypass),
                     "latency_us": round(self._latency * 1e6),
                     "per_file_us": round(self._per_file * 1e6)}
+
+    def _engine_stats(self) -> dict[str, int]:
+        """The counters the read threads keep (under the lock)."""
+        return {"in_flight": self._started, "in_flight_bytes": self._bytes}
 
     def close(self) -> None:
         """Drops what is in flight and ends the threads (a later read starts them again)."""
@@ -850,15 +792,14 @@ class ReadAhead:
                 self._claim(entry)
                 self._lock.release()
                 try:
-                    self._read(entry, mapped=MAPPED_READS)
+                    self._read(entry)
                 finally:
                     self._lock.acquire()
                 self._idle += 1
 
-    def _read(self, entry: _Entry, mapped: bool = False) -> None:
-        """Reads ``entry``; ``mapped`` (a read thread): into a mapping when
-        the reader can (``read_mapped``; the module doc, "Memory")."""
-        data: Optional[Union[bytes, _Mapped]] = None
+    def _read(self, entry: _Entry) -> None:
+        """Reads ``entry`` (in a read thread, or the consumer's)."""
+        data: Optional[bytes] = None
         error: Optional[BaseException] = None
         began = self.clock()
         waited = 0.0  # for its bytes' room: not the storage's latency
@@ -872,8 +813,7 @@ class ReadAhead:
                 wanted = self._reserve(entry, size)
                 waited = self.clock() - opened_at
             if wanted:
-                into = getattr(opened, "read_mapped", None) if mapped else None
-                data = into(self._buffers) if into is not None else opened.read()
+                data = opened.read()
             else:
                 close = getattr(opened, "close", None)
                 if close is not None:
@@ -901,6 +841,89 @@ class ReadAhead:
                 self._done.notify()
 
 
+class _NativeWindow(ReadAhead):
+    """A window over the local file system whose reads run on threads in C
+    (``fastdecode._native.ReadPool``, src_c/fd_readahead.h): the same
+    policy (order, keys, drops, the adaptive depth, probe and bypass) and
+    the same bounds, but its read threads never take the GIL, and read into
+    mappings of their own (the module doc, "Memory"). Only the consumer
+    thread touches the Python side, so its lock is never contended. The
+    pool measures each read's latency; it joins the measures at its take."""
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._pool = _native.ReadPool(self.options.max_bytes)
+        self._configured: Optional[tuple[int, bool]] = None
+        self._start_threads()
+
+    def _start_threads(self) -> None:
+        """Tells the pool the count bound and whether it holds (probe, bypass)."""
+        now = (max(1, self._depth), self._holding())
+        if now != self._configured:
+            self._pool.configure(*now)
+            self._configured = now
+
+    def _queued(self, entry: _Entry) -> None:
+        entry.job = self._pool.submit(entry.path, -1 if entry.size is None else entry.size)
+
+    def take(self, path: str) -> bytes:
+        self._here()
+        with self._lock:
+            entry = self._front(path)
+            if entry is not None:
+                self._forget(entry)
+        if entry is None:
+            return self._direct(path)
+        try:
+            data, latency, waited = self._pool.take(entry.job, path)
+        finally:
+            with self._lock:
+                self.counters["taken"] += 1
+                self._last_take = self.clock()
+        with self._lock:
+            self.counters["waited"] += waited
+            self._measured(latency)
+        return data
+
+    take.__doc__ = ReadAhead.take.__doc__
+
+    def _drop(self, entry: _Entry) -> None:
+        self._forget(entry)
+        self.counters["dropped"] += 1
+        self._pool.drop(entry.job)
+
+    def _engine_stats(self) -> dict[str, int]:
+        pool = self._pool.stats()
+        return {"started": pool["started"], "failed": pool["failed"],
+                "peak_in_flight": pool["peak_in_flight"], "peak_bytes": pool["peak_bytes"],
+                "in_flight": pool["in_flight"], "in_flight_bytes": pool["bytes"]}
+
+    def close(self) -> None:
+        self._here()
+        with self._lock:
+            while self._order:
+                self._drop(self._order[0])
+            pool, self._pool = self._pool, _native.ReadPool(self.options.max_bytes)
+            self._configured = None
+            self._start_threads()
+        pool.close()
+
+    close.__doc__ = ReadAhead.close.__doc__
+
+
+NATIVE_READS = True  # local files read on threads in C (False: Python threads; benchmarks)
+
+
+def open_window(options: Optional[ReadAheadOptions] = None, reader: Any = None,
+                clock: Callable[[], float] = time.monotonic) -> ReadAhead:
+    """A window for ``reader``: the local file system's reads on threads in
+    C (:class:`_NativeWindow`), any other reader's on Python threads."""
+    reader = as_reader(reader)
+    if NATIVE_READS and type(reader) is LocalReader:
+        return _NativeWindow(options, reader, clock)
+    return ReadAhead(options, reader, clock)
+
+
 # ---------------------------------------------------------------------------
 # a dataset's reads
 
@@ -920,11 +943,11 @@ class DatasetReads:
     def window(self) -> ReadAhead:
         """This thread's window (one per thread: a window has one consumer)."""
         window = getattr(self._local, "window", None)
+        if window is not None and window.reader is not self.reader:
+            window.close()
+            window = None
         if window is None:
-            window = self._local.window = ReadAhead(self.options, self.reader)
-        elif window.reader is not self.reader:
-            window.clear()
-            window.reader = self.reader
+            window = self._local.window = open_window(self.options, self.reader)
         return window
 
     def reading_ahead(self) -> bool:

@@ -105,7 +105,7 @@ except ImportError as exc:  # test_missing_ray_names_the_extra hides ray to chec
     ) from exc
 
 from fastdecode.data._listing import Listing, PathsLike, list_images
-from fastdecode.data._readahead import ReadAhead, ReadAheadOptions
+from fastdecode.data._readahead import ReadAhead, ReadAheadOptions, open_window
 from fastdecode.data._remote import Remote, is_url
 from fastdecode.data._rows import BatchDecoder, random_seeds, row_seed, row_seeds
 
@@ -147,7 +147,7 @@ def _read_rows(decoder: BatchDecoder, filesystem: Optional[Any], paths: list[str
                labels: np.ndarray, indices: np.ndarray, seed: Optional[int],
                include_paths: bool, block_rows: int) -> Iterator[pa.Table]:
     # the task's files read ahead, across its blocks (data/_readahead.py)
-    window = ReadAhead(ReadAheadOptions.resolve(None), _reader(filesystem))
+    window = open_window(ReadAheadOptions.resolve(None), _reader(filesystem))
     try:
         yield from _read_blocks(window, decoder, paths, labels, indices, seed, include_paths,
                                 block_rows)

@@ -127,12 +127,12 @@ def test_the_loaders_read_the_same_files(tmp_path, monkeypatch):
     batches = list(listed)
     assert len(batches) == 3 and batches[0][0].dtype == torch.uint8
     assert batches[0][0].shape == (4, 3, 224, 224)
-    monkeypatch.setattr(_readahead, "MAPPED_READS", True)
+    monkeypatch.setattr(_readahead, "NATIVE_READS", True)
     heap, _ = bench.make_loader(bench.READS + "heap", root, None, 0, 4, 4)
-    assert _readahead.MAPPED_READS is False and type(heap.dataset) is fd.FastImageFolder
+    assert _readahead.NATIVE_READS is False and type(heap.dataset) is fd.FastImageFolder
     # a fixed depth: the threads read every file, on a local disk too
     assert heap.dataset._reads.options == _readahead.ReadAheadOptions(_readahead.DEFAULT_DEPTH)
     bench.make_loader(bench.READS + "mapped", root, None, 0, 4, 4)
-    assert _readahead.MAPPED_READS is True
+    assert _readahead.NATIVE_READS is True
     with pytest.raises(ValueError, match="no row"):
         bench.make_loader("ImageFolder", root, None, 0, 4, 4)

@@ -29,7 +29,7 @@ from fastdecode.data._batches import RingSampler  # noqa: E402
 from fastdecode.data._readahead import ReadAhead, ReadAheadOptions  # noqa: E402
 from fastdecode.datasets import FastImageFolder  # noqa: E402
 
-from helpers.trees import make_tree, random_files  # noqa: E402
+from helpers.trees import make_tree  # noqa: E402
 
 TRAIN = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.PILToTensor()])
 
@@ -446,114 +446,6 @@ def _all_read(window, timeout=10.0):
                 return
         time.sleep(0.001)
     raise AssertionError("the reads did not end")
-
-
-@pytest.fixture
-def mapped_calls(monkeypatch):
-    """The threads that called _LocalFile.read_mapped, one entry a call."""
-    calls = []
-    real = _readahead._LocalFile.read_mapped
-
-    def read_mapped(self, buffers):
-        calls.append(threading.get_ident())
-        return real(self, buffers)
-
-    monkeypatch.setattr(_readahead._LocalFile, "read_mapped", read_mapped)
-    return calls
-
-
-def _content(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-SIZES = [0, 1, 4095, 4096, 70_000, 300_000]
-
-
-def test_read_threads_read_local_files_into_mappings(tmp_path, mapped_calls):
-    """Issue 29: a read thread's bytes never come from its malloc arena; the
-    consumer gets bytes, copied out in its own thread."""
-    paths = random_files(tmp_path, SIZES)
-    window = ReadAhead(ReadAheadOptions(8))
-    window.submit(paths)
-    _all_read(window)
-    with window._lock:
-        kinds = [type(e.data) for e in window._order]
-    assert kinds == [bytes] + [_readahead._Mapped] * (len(SIZES) - 1)  # empty: read plainly
-    for path in paths:
-        data = window.take(path)
-        assert type(data) is bytes and data == _content(path)
-    assert len(mapped_calls) == len(SIZES)
-    assert threading.get_ident() not in mapped_calls  # only the read threads
-    window.close()
-
-
-def test_the_consumer_and_the_switch_read_as_before(tmp_path, mapped_calls, monkeypatch):
-    paths = random_files(tmp_path, SIZES)
-    off = ReadAhead(ReadAheadOptions(0))  # read-ahead off: the consumer reads
-    assert [off.take(p) for p in paths] == [_content(p) for p in paths]
-    window = ReadAhead(ReadAheadOptions(8))
-    window.take(paths[-1])  # never submitted: read by the consumer
-    assert mapped_calls == []
-    monkeypatch.setattr(_readahead, "MAPPED_READS", False)  # as before the fix
-    window.submit(paths)
-    assert [window.take(p) for p in paths] == [_content(p) for p in paths]
-    assert mapped_calls == []
-    window.close()
-
-
-@pytest.mark.parametrize("change", ["grew", "shrank", "emptied"])
-def test_a_mapped_read_of_a_file_changed_after_its_fstat(tmp_path, change):
-    path = tmp_path / "f.bin"
-    path.write_bytes(os.urandom(50_000))
-    opened = _readahead.LocalReader().open(str(path))
-    if change == "grew":
-        with open(path, "ab") as f:
-            f.write(os.urandom(70_000))
-    else:
-        os.truncate(path, 20_000 if change == "shrank" else 0)
-    buffers = _readahead._Buffers(1 << 20)
-    data = opened.read_mapped(buffers)
-    assert type(data) is bytes and data == path.read_bytes()
-    assert buffers.spare_bytes == 64 << 10  # its mapping given back
-    with pytest.raises(OSError):  # the file was closed
-        os.fstat(opened.fd)
-
-
-def test_mappings_are_reused_within_the_byte_bound(tmp_path):
-    paths = random_files(tmp_path, [10_000, 70_000, 65_535, 65_536, 200_000] * 4)
-    window = ReadAhead(ReadAheadOptions(4, max_bytes=400_000))
-    made = []
-    real = mmap_new = _readahead.mmap.mmap  # noqa: N806
-
-    def counted(*args, **kwargs):
-        made.append(args[1])
-        return real(*args, **kwargs)
-
-    _readahead.mmap.mmap = counted
-    try:
-        for start in range(0, len(paths), 5):
-            window.submit(paths[start:start + 5])
-            for path in paths[start:start + 5]:
-                assert window.take(path) == _content(path)
-    finally:
-        _readahead.mmap.mmap = mmap_new
-    assert set(made) <= {64 << 10, 128 << 10, 256 << 10}  # > each file, a power of two
-    assert len(made) <= 12  # reused, not one per file (20 files)
-    assert window._buffers.spare_bytes <= 400_000
-    window.close()
-
-
-def test_a_dropped_mapped_read_is_let_go(tmp_path):
-    paths = random_files(tmp_path, [10_000] * 6)
-    window = ReadAhead(ReadAheadOptions(8))
-    window.submit(paths)
-    _all_read(window)
-    assert window.take(paths[3]) == _content(paths[3])  # drops the first three
-    window.clear()
-    stats = window.stats()
-    assert stats["dropped"] == 5 and stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
-    window.close()
 
 
 def test_depth_zero_reads_in_the_calling_thread():

@@ -1,6 +1,7 @@
-"""Soak: many epochs of the train chain through 2 workers, sampling per
-epoch the RSS of the main process and of the workers, the main process's
-open descriptors and the /dev/shm entries. After the warm-up nothing may
+"""Soak: many epochs of the train chain through 2 workers (read-ahead as by
+default, and at a fixed depth: the read pool's threads read every file),
+sampling per epoch the RSS of the main process and of the workers, the main
+process's open descriptors and the /dev/shm entries. After the warm-up nothing may
 grow: < 2 MB of RSS per process, not one descriptor or entry.
 
 The default run is short (5 epochs over a small tree); ``make soak``
@@ -89,8 +90,12 @@ KINDS = {
     "FastLoader": lambda ds, p: fd.FastLoader(
         ds, batch_size=16, num_workers=2, shuffle=True, persistent_workers=p),
 }
-CASES = [pytest.param(k, p, id=f"{k}-{'persistent' if p else 'fresh'}")
+CASES = [pytest.param(k, p, None, id=f"{k}-{'persistent' if p else 'fresh'}")
          for k in KINDS for p in (False, True)]
+# read-ahead at a fixed depth: the read pool's threads read every file (the
+# adaptive default reads a local disk's files in the decoding thread)
+CASES += [pytest.param(k, p, 16, id=f"{k}-{'persistent' if p else 'fresh'}-readahead16")
+          for k, p in (("DataLoader", False), ("FastLoader", True))]
 
 
 def check_flat(samples: list[dict], warm: int) -> None:
@@ -108,20 +113,20 @@ def train_chain():
                       T.Normalize(MEAN, STD)])
 
 
-@pytest.mark.parametrize("kind, persistent", CASES)
-def test_short_soak_grows_nothing(small_tree, kind, persistent):
-    ds = fd.FastImageFolder(small_tree, train_chain())
+@pytest.mark.parametrize("kind, persistent, readahead", CASES)
+def test_short_soak_grows_nothing(small_tree, kind, persistent, readahead):
+    ds = fd.FastImageFolder(small_tree, train_chain(), readahead=readahead)
     check_flat(soak(KINDS[kind](ds, persistent), epochs=5), warm=2)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("FASTDECODE_SOAK"), reason="the full soak: make soak")
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize("kind, persistent", CASES)
-def test_soak_50_epochs_grows_nothing(big_tree, kind, persistent):
-    ds = fd.FastImageFolder(big_tree, train_chain())
+@pytest.mark.parametrize("kind, persistent, readahead", CASES)
+def test_soak_50_epochs_grows_nothing(big_tree, kind, persistent, readahead):
+    ds = fd.FastImageFolder(big_tree, train_chain(), readahead=readahead)
     samples = soak(KINDS[kind](ds, persistent), epochs=50)
-    print(f"{kind} persistent={persistent}: main RSS {samples[4]['main'] / MB:.1f} -> "
+    print(f"{kind} persistent={persistent} readahead={readahead}: main RSS {samples[4]['main'] / MB:.1f} -> "
           f"{samples[-1]['main'] / MB:.1f} MB, workers "
           f"{[round(w / MB, 1) for w in samples[4]['workers']]} -> "
           f"{[round(w / MB, 1) for w in samples[-1]['workers']]} MB, fds "

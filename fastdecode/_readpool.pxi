@@ -1,0 +1,128 @@
+# The read-ahead pool's binding (src_c/fd_readahead.h): included by _native.pyx.
+# fastdecode.data._readahead owns the policy; this holds the GIL-side only.
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.string cimport memcpy
+from posix.unistd cimport getpid
+
+import os as _os
+
+
+cdef class _ReadJob:
+    """One submitted file of a :class:`ReadPool` (a handle: taken or dropped once)."""
+    cdef fd_ra_job *job
+
+
+cdef class ReadPool:
+    """Threads in C that open and read whole local files ahead, within a
+    count bound (``configure``) and a byte bound (``max_bytes``), taken in
+    submission order by one consumer thread; the GIL is released around
+    each call. Belongs to the process that made it: in a forked child it is
+    left as it is (its threads are not there) and never freed."""
+
+    cdef fd_ra *pool
+    cdef long pid
+
+    def __cinit__(self, long long max_bytes):
+        cdef fd_error err
+        cdef fd_status st
+        with nogil:
+            st = fd_ra_new(max_bytes, &self.pool, &err)
+        if st != FD_OK:
+            raise_error(&err)
+        self.pid = getpid()
+
+    cdef int _check(self) except -1:
+        if self.pool == NULL:
+            raise ValueError("the read pool is closed")
+        if self.pid != getpid():
+            raise RuntimeError("a read pool belongs to the process that made it")
+        return 0
+
+    def submit(self, path, long long size=-1):
+        """Queues ``path`` (size -1: unknown); returns its job."""
+        self._check()
+        cdef bytes raw = _os.fsencode(path)
+        if b"\0" in raw:  # C would read a shorter path
+            raise ValueError(f"{path!r}: embedded null byte")
+        cdef const char *c_path = raw
+        cdef fd_error err
+        cdef fd_status st
+        cdef _ReadJob handle = _ReadJob.__new__(_ReadJob)
+        with nogil:
+            st = fd_ra_submit(self.pool, c_path, size, &handle.job, &err)
+        if st != FD_OK:
+            raise_error(&err)
+        return handle
+
+    def configure(self, int depth, bint holding):
+        """The count bound (clamped to 1..FD_RA_MAX_DEPTH) and whether the threads hold."""
+        self._check()
+        with nogil:
+            fd_ra_configure(self.pool, depth, holding)
+
+    def take(self, _ReadJob handle, path):
+        """``(bytes, latency_s, waited)`` of ``handle``'s file (read here
+        when no thread started it); its OSError, naming ``path``, raised.
+        ``handle`` must be the oldest read not taken nor dropped (else
+        ValueError)."""
+        self._check()
+        if handle.job == NULL:
+            raise ValueError(f"{path!r}: this read was already taken or dropped")
+        cdef fd_ra_job *job = handle.job
+        cdef fd_ra_result res
+        cdef fd_error err
+        cdef fd_status st
+        cdef bytes out = None
+        cdef char *dst = NULL
+        with nogil:
+            st = fd_ra_take(self.pool, job, &res, &err)
+        if st != FD_OK:
+            raise_error(&err)
+        handle.job = NULL
+        try:
+            if res.error == 0:
+                out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>res.length)
+                dst = PyBytes_AS_STRING(out)
+        finally:
+            with nogil:
+                if dst != NULL and res.length:
+                    memcpy(dst, res.data, res.length)
+                fd_ra_release(self.pool, job)
+        if res.error:
+            raise OSError(res.error, _os.strerror(res.error), path)
+        return out, res.latency, bool(res.waited)
+
+    def drop(self, _ReadJob handle):
+        """Discards ``handle``'s read (a no-op once taken or dropped)."""
+        self._check()
+        cdef fd_ra_job *job = handle.job
+        handle.job = NULL
+        if job != NULL:
+            with nogil:
+                fd_ra_drop(self.pool, job)
+
+    def stats(self):
+        """The pool's counters (fd_ra_stats) as a dict."""
+        self._check()
+        cdef fd_ra_stats s
+        with nogil:
+            fd_ra_get_stats(self.pool, &s)
+        return {"in_flight": s.in_flight, "bytes": s.bytes, "peak_in_flight": s.peak_in_flight,
+                "peak_bytes": s.peak_bytes, "started": s.started, "failed": s.failed,
+                "threads": s.threads, "mappings": s.mappings, "spare_bytes": s.spare_bytes}
+
+    def close(self, double wait_s=5.0):
+        """Drops what was not taken, ends the threads (waiting up to
+        ``wait_s`` for reads still running) and frees the pool."""
+        cdef fd_ra *pool = self.pool
+        self.pool = NULL
+        if pool != NULL and self.pid == getpid():
+            with nogil:
+                fd_ra_free(pool, wait_s)
+
+    def __dealloc__(self):
+        if self.pool != NULL and self.pid == getpid():
+            with nogil:
+                fd_ra_free(self.pool, 5.0)
+            self.pool = NULL

@@ -1,0 +1,389 @@
+"""The read pool in C (src_c/fd_readahead.c, ``fastdecode._native.ReadPool``)
+and the window over it (``_readahead._NativeWindow``), on real local files:
+whole files in order at the mapping sizes' edges, the count and byte bounds
+never exceeded, drops and keys, a failed read raised at its own take naming
+its file, files that changed after their size was known, mappings reused,
+fork, close and reuse, and a random mix of submits, drops and takes checked
+against the files (run under ASan and UBSan by ``make test``)."""
+
+import multiprocessing
+import os
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fastdecode import _native
+from fastdecode.data import _readahead
+from fastdecode.data._readahead import ReadAhead, ReadAheadOptions, open_window
+
+from helpers.trees import random_files
+
+ReadPool = _native.ReadPool
+HERE = Path(__file__).resolve().parent
+SRC_C = HERE.parent.parent / "src_c"
+
+
+def _content(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _window(depth, cap=64 << 20, max_depth=None):
+    window = open_window(ReadAheadOptions(depth, cap, max_depth))
+    assert type(window) is _readahead._NativeWindow
+    return window
+
+
+# ---------------------------------------------------------------------------
+# which engine
+
+
+class _Callable:
+    def __call__(self, path):
+        return b""
+
+
+@pytest.mark.parametrize("reader,native", [
+    pytest.param(None, True, id="local-files"),
+    pytest.param(_readahead.LocalReader(), True, id="local-reader"),
+    pytest.param(_Callable(), False, id="a-callable"),
+])
+def test_local_files_are_read_on_threads_in_c(reader, native):
+    window = open_window(ReadAheadOptions(4), reader)
+    assert (type(window) is _readahead._NativeWindow) is native
+    assert isinstance(window, ReadAhead)
+
+
+def test_the_switch_reads_local_files_on_python_threads(monkeypatch):
+    monkeypatch.setattr(_readahead, "NATIVE_READS", False)
+    assert type(open_window(ReadAheadOptions(4))) is ReadAhead
+
+
+# ---------------------------------------------------------------------------
+# the window over the pool
+
+EDGES = [0, 1, 4095, 65_535, 65_536, 65_537, 131_072, 300_000]
+
+
+@pytest.mark.parametrize("depth", [1, 3, 16], ids=lambda d: f"depth{d}")
+def test_whole_files_in_order_at_the_mapping_edges(tmp_path, depth):
+    paths = random_files(tmp_path, EDGES * 2)
+    window = _window(depth)
+    window.submit(paths)
+    assert [window.take(p) for p in paths] == [_content(p) for p in paths]
+    stats = window.stats()
+    assert stats["taken"] == len(paths) and stats["started"] == len(paths)
+    assert stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
+    window.close()
+
+
+BOUNDS = [
+    pytest.param(1, 1 << 20, id="depth1"),
+    pytest.param(4, 1 << 20, id="depth4-count-bound"),
+    pytest.param(16, 150_000, id="depth16-byte-bound"),
+    pytest.param(32, 64 << 20, id="depth32"),
+]
+
+
+@pytest.mark.parametrize("depth,cap", BOUNDS)
+def test_bounds_never_exceeded(tmp_path, depth, cap):
+    sizes = [random.Random(i).randrange(1, 60_000) for i in range(120)]
+    paths = random_files(tmp_path, sizes)
+    window = _window(depth, cap)
+    for start in range(0, len(paths), 40):  # batches of 40, each submitted whole
+        window.submit(paths[start:start + 40])
+        for p in paths[start:start + 40]:
+            assert window.take(p) == _content(p)
+    stats = window.stats()
+    assert stats["peak_in_flight"] <= depth
+    assert stats["peak_bytes"] <= cap
+    assert stats["taken"] == len(paths)
+    window.close()
+
+
+def test_a_file_larger_than_the_cap_is_read_alone(tmp_path):
+    paths = random_files(tmp_path, [10_000, 500_000, 10_000])
+    window = _window(8, 100_000)
+    window.submit(paths)
+    assert [window.take(p) for p in paths] == [_content(p) for p in paths]
+    assert window.stats()["peak_bytes"] == 500_000
+    window.close()
+
+
+def test_a_batch_that_did_not_come_is_dropped_and_its_bytes_released(tmp_path):
+    paths = random_files(tmp_path, [20_000] * 30)
+    window = _window(8, 1 << 20)
+    window.submit(paths[:20])  # this batch, and the one predicted next
+    for p in paths[:10]:
+        window.take(p)
+    window.submit(paths[20:])  # another batch came instead
+    for p in paths[20:]:
+        assert window.take(p) == _content(p)
+    window.close()  # waits for the dropped reads still running
+    stats = window.stats()
+    assert stats["dropped"] == 10 and stats["taken"] == 20
+
+
+def test_a_keyed_submit_is_added_once_and_a_path_twice_is_read_twice(tmp_path):
+    paths = random_files(tmp_path, [5000, 6000, 7000])
+    window = _window(4)
+    batch = [paths[0], paths[1], paths[0]]
+    window.submit(batch, key=(0, 1, 0))
+    window.submit(batch, key=(0, 1, 0))  # the same batch, again: nothing added
+    assert [window.take(p) for p in batch] == [_content(p) for p in batch]
+    window.submit([paths[2]], key=(0, 1, 0))  # its reads were taken: added
+    assert window.take(paths[2]) == _content(paths[2])
+    stats = window.stats()
+    assert stats["submitted"] == 4 and stats["taken"] == 4 and stats["direct"] == 0
+    window.close()
+
+
+def test_a_path_never_submitted_is_read_by_the_consumer(tmp_path):
+    paths = random_files(tmp_path, [5000, 6000])
+    window = _window(4)
+    window.submit(paths[:1])
+    assert window.take(paths[1]) == _content(paths[1])  # read here, the first left
+    assert window.take(paths[0]) == _content(paths[0])
+    stats = window.stats()
+    assert stats["direct"] == 1 and stats["taken"] == 1 and stats["dropped"] == 0
+    window.close()
+
+
+def _break(path, how):
+    os.remove(path)
+    if how == "a-directory":
+        os.mkdir(path)
+
+
+@pytest.mark.parametrize("how", ["missing", "a-directory"])
+@pytest.mark.parametrize("native", [True, False], ids=["c-threads", "python-threads"])
+def test_a_failed_read_is_raised_at_its_own_take_naming_its_file(tmp_path, how, native,
+                                                                monkeypatch):
+    monkeypatch.setattr(_readahead, "NATIVE_READS", native)
+    paths = random_files(tmp_path, [5000] * 5)
+    _break(paths[2], how)
+    window = open_window(ReadAheadOptions(4))
+    window.submit(paths)
+    for i, p in enumerate(paths):
+        if i == 2:
+            with pytest.raises(OSError, match=f"{'No such file' if how == 'missing' else 'Is a directory'}"):
+                window.take(p)
+        else:
+            assert window.take(p) == _content(p)
+    assert window.stats()["failed"] == 1
+    window.close()
+
+
+def test_a_path_with_a_null_byte_is_refused_as_os_open_refuses_it(tmp_path):
+    pool = ReadPool(1 << 20)
+    with pytest.raises(ValueError, match="embedded null byte"):
+        pool.submit(str(tmp_path / "a\0b.jpg"))
+    with pytest.raises(ValueError, match="embedded null byte"):
+        os.open(str(tmp_path / "a\0b.jpg"), os.O_RDONLY)
+    pool.close()
+
+
+def test_the_c_pool_names_the_file_it_could_not_read(tmp_path):
+    path = str(tmp_path / "gone.jpg")
+    pool = ReadPool(1 << 20)
+    pool.configure(2, False)
+    with pytest.raises(FileNotFoundError, match="No such file or directory: '.*gone.jpg'"):
+        pool.take(pool.submit(path), path)
+    pool.close()
+
+
+@pytest.mark.parametrize("given", [100, 90_000, 0],
+                         ids=["grew-past-its-size", "shorter-than-its-size", "given-as-empty"])
+def test_a_size_given_at_submit_that_is_not_the_file_s(tmp_path, given):
+    """A listing's size that is no longer the file's (it grew or shrank
+    since): the whole file is read, the bytes held counted as they are."""
+    path, = random_files(tmp_path, [70_000])
+    pool = ReadPool(1 << 20)
+    pool.configure(2, False)
+    data, latency, _ = pool.take(pool.submit(path, given), path)
+    assert data == _content(path) and latency >= 0
+    assert pool.stats()["peak_bytes"] == max(given, 70_000)
+    pool.close()
+
+
+def test_mappings_are_reused_within_the_byte_bound(tmp_path):
+    paths = random_files(tmp_path, [10_000, 70_000, 65_535, 65_536, 200_000] * 4)
+    window = _window(4, 400_000)
+    for start in range(0, len(paths), 5):
+        window.submit(paths[start:start + 5])
+        for path in paths[start:start + 5]:
+            assert window.take(path) == _content(path)
+    pool = window._pool.stats()
+    assert pool["mappings"] <= 12  # reused, not one per file (20 files)
+    assert pool["spare_bytes"] <= 400_000
+    window.close()
+
+
+def test_an_adaptive_window_over_fast_files_reads_them_itself(tmp_path):
+    """The page cache: after the probe, the bypass (the consumer reads)."""
+    paths = random_files(tmp_path, [5000] * 40)
+    for p in paths:
+        _content(p)
+    window = _window(16, 64 << 20, max_depth=128)
+    for p in paths:
+        window.submit([p])
+        assert window.take(p) == _content(p)
+        _spin(0.002)  # the consumer's decode: much longer than a cached read
+    stats = window.stats()
+    assert stats["bypass"] == 1 and stats["direct"] > 20
+    window.close()
+
+
+def _spin(seconds):
+    import time
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_close_ends_the_threads_and_a_later_read_starts_them_again(tmp_path):
+    paths = random_files(tmp_path, [5000] * 8)
+    window = _window(4)
+    window.submit(paths)
+    window.take(paths[0])
+    window.close()  # drops the other seven
+    assert window._pool.stats()["threads"] == 0
+    window.submit(paths)
+    assert [window.take(p) for p in paths] == [_content(p) for p in paths]
+    window.close()
+
+
+def test_a_pool_refuses_a_read_taken_twice_and_use_after_close(tmp_path):
+    path, = random_files(tmp_path, [100])
+    pool = ReadPool(1 << 20)
+    pool.configure(1, False)
+    job = pool.submit(path)
+    assert pool.take(job, path)[0] == _content(path)
+    with pytest.raises(ValueError, match="already taken or dropped"):
+        pool.take(job, path)
+    pool.drop(job)  # a no-op
+    older, newer = pool.submit(path), pool.submit(path)
+    with pytest.raises(ValueError, match="a read taken before an older one"):
+        pool.take(newer, path)
+    assert pool.take(older, path)[0] == pool.take(newer, path)[0] == _content(path)
+    pool.close()
+    with pytest.raises(ValueError, match="the read pool is closed"):
+        pool.submit(path)
+
+
+def _child(window, paths, out):
+    window.submit(paths)
+    out.put([window.take(p) for p in paths])
+
+
+def test_a_forked_child_starts_its_own_pool(tmp_path):
+    paths = random_files(tmp_path, [30_000] * 24)
+    window = _window(4)
+    window.submit(paths[:12])  # the parent's threads run now
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_child, args=(window, paths[12:], out))
+    child.start()
+    try:
+        got = out.get(timeout=30)
+    finally:
+        child.join(timeout=30)
+    assert got == [_content(p) for p in paths[12:]]
+    assert child.exitcode == 0
+    assert [window.take(p) for p in paths[:12]] == [_content(p) for p in paths[:12]]
+    window.close()
+
+
+@pytest.mark.parametrize("seed", range(8), ids=lambda s: f"seed{s}")
+def test_a_random_mix_of_submits_drops_and_takes(tmp_path, seed):
+    """Batches submitted, some predicted batches that never come, takes that
+    skip ahead, a depth that moves and holds, small byte caps: every take
+    is its file's bytes, and nothing is left in flight at the end."""
+    rng = random.Random(seed)
+    paths = random_files(tmp_path, [rng.choice([0, 1, 3000, 65_536, 120_000])
+                                    for _ in range(40)])
+    pool = ReadPool(rng.choice([50_000, 200_000, 1 << 20]))
+    pending = []  # (job, path), submission order
+    for _ in range(300):
+        op = rng.random()
+        if op < 0.35:
+            for p in rng.sample(paths, rng.randrange(1, 8)):
+                pending.append((pool.submit(p, rng.choice([-1, -1, 0, 70_000])), p))
+        elif op < 0.45:
+            pool.configure(rng.randrange(1, 12), rng.random() < 0.2)
+        elif op < 0.55 and pending:
+            job, _ = pending.pop(rng.randrange(len(pending)))
+            pool.drop(job)
+        elif pending:
+            skip = rng.randrange(min(3, len(pending)))
+            for job, _ in pending[:skip]:
+                pool.drop(job)
+            job, p = pending[skip]
+            del pending[:skip + 1]
+            assert pool.take(job, p)[0] == _content(p)
+    for job, _ in pending:
+        pool.drop(job)
+    pool.configure(4, False)
+    pool.close()
+
+
+# ---------------------------------------------------------------------------
+# the pool straight from C, under ThreadSanitizer and ASan + UBSan
+
+SANITIZERS = {"thread": ["-fsanitize=thread"],
+              "address-undefined": ["-fsanitize=address,undefined",
+                                    "-fno-sanitize-recover=undefined"]}
+STRESS_SIZES = [0, 1, 4095, 65_535, 65_536, 65_537, 150_000, 300_000]
+
+
+def _sanitized(name, out):
+    """The stress driver built with sanitizer ``name`` into ``out``; None
+    where this compiler cannot build a program with that sanitizer, or the
+    program cannot run here (TSan refuses some address-space layouts)."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        return None
+    flags = SANITIZERS[name] + ["-O1", "-g", "-pthread"]
+    probe = out.with_suffix(".probe.c")
+    probe.write_text("int main(void) { return 0; }\n")
+    if subprocess.run([cc, *flags, str(probe), "-o", str(out)], capture_output=True).returncode:
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    if subprocess.run([str(out)], capture_output=True, env=env, timeout=60).returncode:
+        return None
+    subprocess.run([cc, *flags, f"-I{SRC_C}", str(HERE / "readpool_stress.c"),
+                    str(SRC_C / "fd_readahead.c"), str(SRC_C / "fd_common.c"), "-o", str(out)],
+                   check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def stress(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stress")
+    files = root / "files"
+    files.mkdir()
+    for i in range(32):
+        size = STRESS_SIZES[i % len(STRESS_SIZES)]
+        (files / f"f{i}").write_bytes(bytes((i * 7 + j) & 255 for j in range(size)))
+    return root, files, {name: _sanitized(name, root / name) for name in SANITIZERS}
+
+
+@pytest.mark.no_sanitize  # its own sanitizers; the ASan run's preload would clash
+@pytest.mark.parametrize("hints", [0, 1], ids=["sizes-from-fstat", "sizes-given"])
+@pytest.mark.parametrize("seed", range(3), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("sanitizer", list(SANITIZERS))
+def test_the_pool_is_clean_under_sanitizers(stress, sanitizer, seed, hints):
+    _, files, binaries = stress
+    binary = binaries[sanitizer]
+    if binary is None:
+        pytest.skip(f"no C compiler with -fsanitize={sanitizer}")
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env["TSAN_OPTIONS"] = "halt_on_error=1 exitcode=66"
+    env["ASAN_OPTIONS"] = "abort_on_error=0 exitcode=66"
+    run = subprocess.run([str(binary), str(files), "32", str(seed), "2000", str(hints)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "taken" in run.stdout
