@@ -294,10 +294,13 @@ static void run_job(fd_ra *pool, fd_ra_job *job)
         job->reserved = 0;
         wake_first(pool);
     }
-    if (wanted) {
-        pthread_mutex_unlock(&pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+    if (wanted)
         read_all(pool, job, fd, size);
-        pthread_mutex_lock(&pool->mu);
+    if (fd >= 0)
+        close(fd); /* unlocked: a network file system's close can be a round trip */
+    pthread_mutex_lock(&pool->mu);
+    if (wanted) {
         if (!job->error) {
             job->latency = now_s() - began - waited;
             if ((int64_t)job->len > job->reserved) { /* a file that grew */
@@ -308,8 +311,6 @@ static void run_job(fd_ra *pool, fd_ra_job *job)
             }
         }
     }
-    if (fd >= 0)
-        close(fd);
     if (job->error) {
         pool->stats.failed++;
         map_put(pool, job->buf, job->cap);
