@@ -7,10 +7,13 @@ from posix.unistd cimport getpid
 
 import os as _os
 
+cdef unsigned long long _pools_made = 0
+
 
 cdef class _ReadJob:
     """One submitted file of a :class:`ReadPool` (a handle: taken or dropped once)."""
     cdef fd_ra_job *job
+    cdef unsigned long long pool  # the serial of the pool it was submitted to
 
 
 cdef class ReadPool:
@@ -22,8 +25,10 @@ cdef class ReadPool:
 
     cdef fd_ra *pool
     cdef long pid
+    cdef unsigned long long serial  # never reused, unlike an address
 
     def __cinit__(self, long long max_bytes):
+        global _pools_made
         cdef fd_error err
         cdef fd_status st
         with nogil:
@@ -31,6 +36,8 @@ cdef class ReadPool:
         if st != FD_OK:
             raise_error(&err)
         self.pid = getpid()
+        _pools_made += 1
+        self.serial = _pools_made
 
     cdef int _check(self) except -1:
         if self.pool == NULL:
@@ -53,6 +60,7 @@ cdef class ReadPool:
             st = fd_ra_submit(self.pool, c_path, size, &handle.job, &err)
         if st != FD_OK:
             raise_error(&err)
+        handle.pool = self.serial
         return handle
 
     def configure(self, int depth, bint holding):
@@ -70,6 +78,8 @@ cdef class ReadPool:
         if handle.job == NULL:
             raise ValueError(f"{path!r}: this read was already taken or dropped")
         cdef fd_ra_job *job = handle.job
+        if handle.pool != self.serial:
+            raise ValueError("a read of another read pool")
         cdef fd_ra_result res
         cdef fd_error err
         cdef fd_status st
@@ -96,6 +106,8 @@ cdef class ReadPool:
     def drop(self, _ReadJob handle):
         """Discards ``handle``'s read (a no-op once taken or dropped)."""
         self._check()
+        if handle.job != NULL and handle.pool != self.serial:
+            raise ValueError("a read of another read pool")
         cdef fd_ra_job *job = handle.job
         handle.job = NULL
         if job != NULL:

@@ -269,6 +269,14 @@ def test_a_pool_refuses_a_read_taken_twice_and_use_after_close(tmp_path):
     with pytest.raises(ValueError, match="a read taken before an older one"):
         pool.take(newer, path)
     assert pool.take(older, path)[0] == pool.take(newer, path)[0] == _content(path)
+    other = ReadPool(1 << 20)
+    theirs = other.submit(path)
+    with pytest.raises(ValueError, match="a read of another read pool"):
+        pool.take(theirs, path)
+    with pytest.raises(ValueError, match="a read of another read pool"):
+        pool.drop(theirs)
+    other.drop(theirs)
+    other.close()
     pool.close()
     with pytest.raises(ValueError, match="the read pool is closed"):
         pool.submit(path)
