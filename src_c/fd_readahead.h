@@ -80,8 +80,9 @@ void fd_ra_drop(fd_ra *pool, fd_ra_job *job);
 void fd_ra_get_stats(fd_ra *pool, fd_ra_stats *out);
 
 /* Drops every job not taken, ends the threads (after the reads running
- * end) and frees the pool; a taken job must have been released. A thread still blocked in a read
- * after `wait_s` seconds is left to free the pool when it ends. */
+ * end) and frees the pool; a taken job must have been released. A thread
+ * still blocked in a read after `wait_s` seconds is left to free the pool
+ * when it ends. */
 void fd_ra_free(fd_ra *pool, double wait_s);
 
 #endif
