@@ -177,6 +177,16 @@ static void claim(fd_ra *pool, fd_ra_job *job)
         pool->stats.peak_in_flight = pool->started_now;
 }
 
+/* `job` holds `bytes` against the cap from now (its earlier reservation, if
+ * any, counted in them); the peak follows. */
+static void hold(fd_ra *pool, fd_ra_job *job, int64_t bytes)
+{
+    pool->bytes += bytes - (job->reserved > 0 ? job->reserved : 0);
+    job->reserved = bytes;
+    if (pool->bytes > pool->stats.peak_bytes)
+        pool->stats.peak_bytes = pool->bytes;
+}
+
 /* Waits until `job` may hold `size` bytes: first in submission order among
  * those not reserved, within the cap (alone when larger). 0: dropped
  * meanwhile, nothing reserved. */
@@ -199,10 +209,7 @@ static int reserve(fd_ra *pool, fd_ra_job *job, int64_t size)
         wake_first(pool);
         return 0;
     }
-    job->reserved = size;
-    pool->bytes += size;
-    if (pool->bytes > pool->stats.peak_bytes)
-        pool->stats.peak_bytes = pool->bytes;
+    hold(pool, job, size);
     wake_first(pool); /* the next in order may reserve now */
     return 1;
 }
@@ -300,16 +307,10 @@ static void run_job(fd_ra *pool, fd_ra_job *job)
     if (fd >= 0)
         close(fd); /* unlocked: a network file system's close can be a round trip */
     pthread_mutex_lock(&pool->mu);
-    if (wanted) {
-        if (!job->error) {
-            job->latency = now_s() - began - waited;
-            if ((int64_t)job->len > job->reserved) { /* a file that grew */
-                pool->bytes += (int64_t)job->len - job->reserved;
-                job->reserved = (int64_t)job->len;
-                if (pool->bytes > pool->stats.peak_bytes)
-                    pool->stats.peak_bytes = pool->bytes;
-            }
-        }
+    if (wanted && !job->error) {
+        job->latency = now_s() - began - waited;
+        if ((int64_t)job->len > job->reserved) /* a file that grew */
+            hold(pool, job, (int64_t)job->len);
     }
     if (job->error) {
         pool->stats.failed++;
@@ -369,7 +370,6 @@ static void *thread_main(void *arg)
         pool->idle++;
     }
     int last = --pool->threads == 0;
-    pool->stats.threads = pool->threads;
     if (last && pool->orphaned) { /* fd_ra_free stopped waiting: the last one out frees */
         pthread_mutex_unlock(&pool->mu);
         free_pool(pool);
@@ -409,7 +409,6 @@ static void wake_threads(fd_ra *pool)
             return; /* fewer threads: the consumer reads what none starts */
         pool->threads++;
         pool->idle++; /* counted idle until it takes a job */
-        pool->stats.threads = pool->threads;
     }
 }
 

@@ -83,7 +83,8 @@ the first two files itself (one round trip more than reading ahead at
 once, per window). Without the probe, every fresh window (each DataLoader
 worker, each epoch of workers that are not persistent) read its first two
 batches on the threads even on a local disk, before the bypass began
-(bench_storage's rounds: 128 of each worker's 192 files). An explicit depth is fixed and never bypassed.
+(bench_storage's rounds: 128 of each worker's 192 files). An explicit depth
+is fixed and never bypassed.
 
 A path given twice (a batch drawn with replacement, or the next batch
 sharing a file with this one) is read once per occurrence, as without

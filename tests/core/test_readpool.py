@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -238,7 +239,6 @@ def test_an_adaptive_window_over_fast_files_reads_them_itself(tmp_path):
 
 
 def _spin(seconds):
-    import time
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass

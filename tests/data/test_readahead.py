@@ -436,18 +436,6 @@ def test_a_take_waiting_for_a_free_place_gets_its_file_when_a_thread_reads_it(tr
     assert stats["in_flight"] == 0 and stats["dropped"] == 1 and stats["taken"] == 1
 
 
-def _all_read(window, timeout=10.0):
-    """Waits until every read in ``window`` ended (so each take is of a
-    read thread's file, none read by the consumer)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with window._lock:
-            if all(e.state == _readahead._DONE for e in window._order):
-                return
-        time.sleep(0.001)
-    raise AssertionError("the reads did not end")
-
-
 def test_depth_zero_reads_in_the_calling_thread():
     storage = FakeStorage(_paths(5), delay=0)
     window = ReadAhead(ReadAheadOptions(0), storage)
