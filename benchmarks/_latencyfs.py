@@ -176,9 +176,10 @@ class LatencyFS:
     # -- the daemon's counters and knobs ---------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """The daemon's counters: opens, reads, bytes, open_errors,
-        in_flight (opens and reads being served now), max_in_flight,
-        delay_ms, bw_mbps, cpu_user_s, cpu_system_s, pid."""
+        """The daemon's counters: opens, reads, bytes, open_errors, getattrs
+        (the attribute requests that reached it), in_flight (opens and reads
+        being served now), max_in_flight, delay_ms, bw_mbps, cpu_user_s,
+        cpu_system_s, pid."""
         return json.loads((self.path / ".stats").read_text())
 
     def settle(self, quiet_s: float = 0.1, timeout_s: float = 10.0) -> dict[str, Any]:

@@ -13,8 +13,9 @@
  *
  * Two files exist only inside the mount, at its root:
  *   /.stats    read: one JSON object of counters, made at open: opens, reads,
- *              bytes read, open errors, the requests in flight now and the
- *              most at once,
+ *              bytes read, open errors, attribute requests (getattr; the
+ *              special files' not counted), the requests in flight now and
+ *              the most at once,
  *              this daemon's pid and its own user/system CPU (getrusage).
  *              Opening it counts nothing.
  *   /.control  write one command per line: "delay_ms N", "bw_mbps N" (0: no
@@ -59,7 +60,7 @@ static double link_free_us;  /* when the shared link is next free (monotonic us)
 static char *fail_paths[MAX_FAIL];
 static int fail_count;
 
-static unsigned long long n_opens, n_reads, n_bytes, n_open_errors;
+static unsigned long long n_opens, n_reads, n_bytes, n_open_errors, n_getattrs;
 static long in_flight, max_in_flight;
 
 static double now_us(void) {
@@ -101,6 +102,7 @@ static int lfs_getattr(const char *path, struct stat *st, struct fuse_file_info 
         st->st_nlink = 1;
         return 0;
     }
+    __atomic_add_fetch(&n_getattrs, 1, __ATOMIC_SEQ_CST);
     return fstatat(source_fd, rel(path), st, AT_SYMLINK_NOFOLLOW) == -1 ? -errno : 0;
 }
 
@@ -137,7 +139,8 @@ static char *stats_json(void) {
     pthread_mutex_unlock(&lock);
     if (asprintf(&text,
                  "{\"pid\": %ld, \"opens\": %llu, \"reads\": %llu, \"bytes\": %llu, "
-                 "\"open_errors\": %llu, \"in_flight\": %ld, \"max_in_flight\": %ld, "
+                 "\"open_errors\": %llu, \"getattrs\": %llu, \"in_flight\": %ld, "
+                 "\"max_in_flight\": %ld, "
                  "\"delay_ms\": %g, "
                  "\"bw_mbps\": %g, \"failing_paths\": %d, \"cpu_user_s\": %.6f, "
                  "\"cpu_system_s\": %.6f}\n",
@@ -145,6 +148,7 @@ static char *stats_json(void) {
                  __atomic_load_n(&n_reads, __ATOMIC_SEQ_CST),
                  __atomic_load_n(&n_bytes, __ATOMIC_SEQ_CST),
                  __atomic_load_n(&n_open_errors, __ATOMIC_SEQ_CST),
+                 __atomic_load_n(&n_getattrs, __ATOMIC_SEQ_CST),
                  __atomic_load_n(&in_flight, __ATOMIC_SEQ_CST),
                  __atomic_load_n(&max_in_flight, __ATOMIC_SEQ_CST), delay / 1e3, bw,
                  fails, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
@@ -245,6 +249,7 @@ static int command(char *line) {
         __atomic_store_n(&n_reads, 0, __ATOMIC_SEQ_CST);
         __atomic_store_n(&n_bytes, 0, __ATOMIC_SEQ_CST);
         __atomic_store_n(&n_open_errors, 0, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&n_getattrs, 0, __ATOMIC_SEQ_CST);
         __atomic_store_n(&max_in_flight, __atomic_load_n(&in_flight, __ATOMIC_SEQ_CST),
                          __ATOMIC_SEQ_CST);
     } else {

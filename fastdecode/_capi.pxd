@@ -209,3 +209,6 @@ cdef extern from "fd_readahead.h" nogil:
     void fd_ra_drop(fd_ra *pool, fd_ra_job *job)
     void fd_ra_get_stats(fd_ra *pool, fd_ra_stats *out)
     void fd_ra_free(fd_ra *pool, double wait_s)
+    int fd_file_open(const char *path, int *fd)
+    int fd_file_size(int fd, int64_t *size)
+    int fd_file_read(int fd, unsigned char *buf, size_t cap, size_t expect, size_t *len)

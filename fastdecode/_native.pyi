@@ -275,6 +275,20 @@ class _ReadJob:
     """One submitted file of a :class:`ReadPool` (a handle: taken or dropped once)."""
 
 
+class LocalFile:
+    """A local file opened for one whole read in the calling thread, its size
+    asked for alone (src_c/fd_readahead.h, ``fd_file_size``); OSError naming
+    ``path`` on failure."""
+
+    def __init__(self, path: Union[str, bytes, "os.PathLike[str]"]) -> None: ...
+    @property
+    def path(self) -> Union[str, bytes, "os.PathLike[str]"]: ...
+    @property
+    def size(self) -> int: ...
+    def read(self) -> bytes: ...
+    def close(self) -> None: ...
+
+
 class ReadPool:
     """Threads in C that open and read whole local files ahead, within a
     count bound and a byte bound, taken in submission order by one consumer

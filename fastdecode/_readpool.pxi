@@ -2,12 +2,105 @@
 # fastdecode.data._readahead owns the policy; this holds the GIL-side only.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.ref cimport PyObject, Py_XDECREF
 from libc.string cimport memcpy
-from posix.unistd cimport getpid
+from posix.unistd cimport close as _close, getpid
+
+cdef extern from "Python.h":
+    PyObject *_new_bytes "PyBytes_FromStringAndSize" (const char *v, Py_ssize_t n) except NULL
+    int _PyBytes_Resize(PyObject **string, Py_ssize_t newsize) except -1
 
 import os as _os
 
 cdef unsigned long long _pools_made = 0
+
+
+cdef bytes _c_path(path):
+    """``path`` as the bytes C opens (ValueError where a null byte would cut it)."""
+    cdef bytes raw = _os.fsencode(path)
+    if b"\0" in raw:  # C would read a shorter path
+        raise ValueError(f"{path!r}: embedded null byte")
+    return raw
+
+
+cdef class LocalFile:
+    """A local file opened for one whole read in the calling thread (the
+    read-ahead's ``Reader.open``): open and size in one call, the read in
+    another, the GIL released around each; the size is asked for alone
+    (``fd_file_size``), never a FUSE or network round trip for attributes.
+    Its failures raise OSError naming ``path``."""
+
+    cdef int fd
+    cdef readonly object path
+    cdef readonly long long size
+
+    def __cinit__(self, path):
+        self.fd = -1
+        self.path = path
+        cdef bytes raw = _c_path(path)
+        cdef const char *c_path = raw
+        cdef int fd = -1, error
+        cdef int64_t size = 0
+        with nogil:
+            error = fd_file_open(c_path, &fd)
+            if error == 0:
+                error = fd_file_size(fd, &size)
+                if error:
+                    _close(fd)
+        if error:
+            raise OSError(error, _os.strerror(error), path)
+        self.fd, self.size = fd, size
+
+    cdef bytes _chunk(self, Py_ssize_t cap, size_t expect):
+        """Up to ``cap`` bytes read (``fd_file_read``), the object shrunk to them."""
+        cdef PyObject *obj = _new_bytes(NULL, cap)
+        cdef unsigned char *buf = <unsigned char *>PyBytes_AS_STRING(<object>obj)
+        cdef int fd = self.fd, error
+        cdef size_t got = 0
+        with nogil:
+            error = fd_file_read(fd, buf, <size_t>cap, expect, &got)
+        if error:
+            Py_XDECREF(obj)
+            raise OSError(error, _os.strerror(error), self.path)
+        if <Py_ssize_t>got != cap:
+            _PyBytes_Resize(&obj, <Py_ssize_t>got)  # its one reference: in place (freed on failure)
+        cdef bytes out = <bytes>obj
+        Py_XDECREF(obj)  # now out's
+        return out
+
+    def read(self):
+        """The file's bytes (one read when it still has its size; a file
+        that grew is read to its end); closes it."""
+        if self.fd < 0:
+            raise ValueError(f"{self.path!r}: this file was already read or closed")
+        cdef bytes first, chunk
+        cdef list chunks
+        cdef Py_ssize_t step
+        try:
+            first = self._chunk(<Py_ssize_t>self.size + 1, <size_t>self.size)
+            if len(first) <= self.size:
+                return first
+            chunks = [first]
+            step = max(<Py_ssize_t>self.size, 1 << 16)
+            while True:
+                chunk = self._chunk(step, <size_t>step)
+                chunks.append(chunk)
+                if len(chunk) < step:
+                    return b"".join(chunks)
+        finally:
+            self.close()
+
+    def close(self):
+        """Closes the file (a no-op once closed)."""
+        cdef int fd = self.fd
+        self.fd = -1
+        if fd >= 0:
+            with nogil:
+                _close(fd)
+
+    def __dealloc__(self):
+        if self.fd >= 0:
+            _close(self.fd)
 
 
 cdef class _ReadJob:
@@ -49,9 +142,7 @@ cdef class ReadPool:
     def submit(self, path, long long size=-1):
         """Queues ``path`` (size -1: unknown); returns its job."""
         self._check()
-        cdef bytes raw = _os.fsencode(path)
-        if b"\0" in raw:  # C would read a shorter path
-            raise ValueError(f"{path!r}: embedded null byte")
+        cdef bytes raw = _c_path(path)
         cdef const char *c_path = raw
         cdef fd_error err
         cdef fd_status st

@@ -214,6 +214,49 @@ static int reserve(fd_ra *pool, fd_ra_job *job, int64_t size)
     return 1;
 }
 
+/* -- one file, in the calling thread ------------------------------------- */
+
+int fd_file_open(const char *path, int *fd)
+{
+    do
+        *fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (*fd < 0 && errno == EINTR);
+    return *fd < 0 ? (errno ? errno : EIO) : 0;
+}
+
+int fd_file_size(int fd, int64_t *size)
+{
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) == 0 && (sx.stx_mask & STATX_SIZE)) {
+        *size = sx.stx_size > INT64_MAX ? INT64_MAX : (int64_t)sx.stx_size;
+        return 0;
+    }
+    struct stat st; /* no statx here (a kernel before 4.11, a filter) */
+    if (fstat(fd, &st) != 0)
+        return errno ? errno : EIO;
+    *size = st.st_size > 0 ? (int64_t)st.st_size : 0;
+    return 0;
+}
+
+int fd_file_read(int fd, unsigned char *buf, size_t cap, size_t expect, size_t *len)
+{
+    *len = 0;
+    while (*len < cap) {
+        ssize_t n = read(fd, buf + *len, cap - *len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno ? errno : EIO;
+        }
+        if (n == 0)
+            break;
+        *len += (size_t)n;
+        if (*len == expect) /* the size it was known to have: no read to see its end */
+            break;
+    }
+    return 0;
+}
+
 /* -- a read (entered and left under mu; unlocked while it blocks) -------- */
 
 static void fail(fd_ra_job *job, int step, int error)
@@ -222,9 +265,9 @@ static void fail(fd_ra_job *job, int step, int error)
     job->error = error ? error : EIO;
 }
 
-/* Reads the rest of `fd` into the job's mapping (grown by doubling when the
- * file is longer than it: it grew after its fstat). Called unlocked; takes
- * mu only for the mappings. */
+/* Reads `fd`, `size` bytes when it did not change, into the job's mapping
+ * (grown by doubling when the file is longer: it grew after its size was
+ * learnt). Called unlocked; takes mu only for the mappings. */
 static void read_all(fd_ra *pool, fd_ra_job *job, int fd, int64_t size)
 {
     int shift = shift_for((size_t)size + 1); /* one byte more: a file that grew shows */
@@ -260,16 +303,15 @@ static void read_all(fd_ra *pool, fd_ra_job *job, int fd, int64_t size)
                 return;
             }
         }
-        ssize_t n = read(fd, job->buf + job->len, job->cap - job->len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            fail(job, FD_RA_READ, errno);
+        size_t got, expect = (size_t)size > job->len ? (size_t)size - job->len : SIZE_MAX;
+        int error = fd_file_read(fd, job->buf + job->len, job->cap - job->len, expect, &got);
+        job->len += got;
+        if (error) {
+            fail(job, FD_RA_READ, error);
             return;
         }
-        if (n == 0)
+        if (job->len < job->cap)
             return;
-        job->len += (size_t)n;
     }
 }
 
@@ -277,19 +319,14 @@ static void run_job(fd_ra *pool, fd_ra_job *job)
 {
     double began = now_s(), waited = 0;
     pthread_mutex_unlock(&pool->mu);
-    int fd;
-    do
-        fd = open(job->path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    int64_t size = -1;
-    if (fd < 0) {
-        fail(job, FD_RA_OPEN, errno);
-    } else {
-        struct stat st;
-        if (fstat(fd, &st) != 0)
-            fail(job, FD_RA_STAT, errno);
-        else
-            size = job->size >= 0 ? job->size : (int64_t)(st.st_size > 0 ? st.st_size : 0);
+    int fd, error;
+    int64_t size = job->size; /* given: its size is not asked for (a round trip on some) */
+    if ((error = fd_file_open(job->path, &fd)) != 0) {
+        size = -1;
+        fail(job, FD_RA_OPEN, error);
+    } else if (size < 0 && (error = fd_file_size(fd, &size)) != 0) {
+        size = -1;
+        fail(job, FD_RA_STAT, error);
     }
     pthread_mutex_lock(&pool->mu);
     int wanted = 0;

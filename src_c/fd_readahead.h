@@ -10,7 +10,7 @@
  *
  * Bounds: at most `depth` jobs started and not released (the count bound),
  * holding at most `max_bytes` of file bytes (the byte bound), reserved in
- * submission order from the size given at submit or learnt at open (fstat);
+ * submission order from the size given at submit or learnt at open;
  * a file larger than max_bytes is read only when nothing else is reserved.
  * While `holding`, the threads start nothing: the consumer reads each job
  * itself when it takes it.
@@ -50,12 +50,29 @@ typedef struct {
     int64_t spare_bytes;    /* kept for reuse, at most max_bytes */
 } fd_ra_stats;
 
+/* One file, read in the calling thread (the pool's reads, and a consumer's
+ * read of a file it did not submit). Each returns 0 or an errno. */
+
+/* Opens `path` read-only (close-on-exec); *fd is -1 on failure. */
+int fd_file_open(const char *path, int *fd);
+
+/* The size of the open file `fd`: statx asked for the size alone, so a FUSE
+ * or network file system answers from its cache where an fstat (every
+ * attribute, its atime stale after each read) costs a round trip. */
+int fd_file_size(int fd, int64_t *size);
+
+/* Reads `fd` into buf[0, cap) until it is full, the file ends, or exactly
+ * `expect` bytes were read (the size it was known to have: no further read
+ * to see its end; SIZE_MAX: none known); *len is what was read, also on an
+ * error. */
+int fd_file_read(int fd, unsigned char *buf, size_t cap, size_t expect, size_t *len);
+
 /* A pool with no threads yet (they start at the first job they may run),
  * depth 1 and not holding. */
 fd_status fd_ra_new(int64_t max_bytes, fd_ra **out, fd_error *err);
 
 /* Queues `path` (copied) behind every job submitted before; `size` >= 0 is
- * its size when known (reserved instead of the fstat size), -1 unknown. */
+ * its size when known (reserved, and not asked of the file), -1 unknown. */
 fd_status fd_ra_submit(fd_ra *pool, const char *path, int64_t size, fd_ra_job **out,
                        fd_error *err);
 

@@ -19,7 +19,9 @@ below is the same for both.
 Bounds (``ReadAheadOptions``): at most ``depth`` reads started and not yet
 taken, and at most ``max_bytes`` of their files' bytes. The bytes of a read
 are reserved before it reads, in the order the paths were given, from the
-size the reader learns at open (``fstat``) or a size given with the path;
+size the reader learns at open (``statx`` for the size alone: a FUSE or
+network file system answers it from its cache, where ``fstat`` can cost a
+round trip) or a size given with the path;
 a single file larger than ``max_bytes`` is read only when nothing else is
 reserved. ``stats()`` exposes the peaks, so a test can prove them.
 
@@ -295,7 +297,8 @@ class ReadAheadOptions:
 class Opened(Protocol):
     """An opened file of a :class:`Reader`."""
 
-    size: Optional[int]
+    @property
+    def size(self) -> Optional[int]: ...
 
     def read(self) -> bytes: ...
 
@@ -306,44 +309,12 @@ class Reader(Protocol):
     def open(self, path: str) -> Opened: ...
 
 
-class _LocalFile:
-    __slots__ = ("fd", "size")
-
-    def __init__(self, path: str) -> None:
-        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            self.size: Optional[int] = os.fstat(self.fd).st_size
-        except BaseException:
-            os.close(self.fd)
-            raise
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-    def read(self) -> bytes:
-        # one read of size + 1 ends at EOF for a file that did not grow
-        # (buffered io's read() does the same fstat and read; DESIGN.md has
-        # preadv measured against it)
-        try:
-            size = self.size or 0
-            data = os.read(self.fd, size + 1)
-            if len(data) <= size and (len(data) == size or not data):
-                return data
-            chunks = [data]
-            while True:
-                chunk = os.read(self.fd, max(size, 1 << 16))
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-        finally:
-            os.close(self.fd)
-
-
 class LocalReader:
-    """The local file system: open, fstat (the size, for the byte bound), read."""
+    """The local file system: a file opened with its size (for the byte
+    bound), then read whole, in C (``fastdecode._native.LocalFile``)."""
 
-    def open(self, path: str) -> _LocalFile:
-        return _LocalFile(path)
+    def open(self, path: str) -> _native.LocalFile:
+        return _native.LocalFile(path)
 
     def __repr__(self) -> str:
         return "LocalReader()"

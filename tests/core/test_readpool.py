@@ -210,6 +210,69 @@ def test_a_size_given_at_submit_that_is_not_the_file_s(tmp_path, given):
     pool.close()
 
 
+# ---------------------------------------------------------------------------
+# a file read in the calling thread (LocalReader.open)
+
+
+@pytest.mark.parametrize("size", EDGES, ids=lambda n: f"{n}B")
+def test_a_local_file_is_read_whole_with_its_size(tmp_path, size):
+    path, = random_files(tmp_path, [size])
+    opened = _readahead.LocalReader().open(path)
+    assert opened.size == size and opened.path == path
+    assert opened.read() == _content(path)
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(lambda f: f.write(os.urandom(70_000)), id="grew-after-open"),
+    pytest.param(lambda f: f.write(os.urandom(300_000)), id="grew-past-its-double"),
+    pytest.param(lambda f: f.truncate(1000), id="shrank-after-open"),
+    pytest.param(lambda f: f.truncate(0), id="emptied-after-open"),
+])
+def test_a_local_file_that_changed_after_open_is_read_as_it_now_is(tmp_path, change):
+    path, = random_files(tmp_path, [5000])
+    opened = _native.LocalFile(path)
+    with open(path, "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        change(f)
+    assert opened.size == 5000
+    assert opened.read() == _content(path)
+
+
+@pytest.mark.parametrize("how, error, match", [
+    pytest.param("missing", FileNotFoundError, "No such file or directory: '.*a.jpg'",
+                 id="missing"),
+    pytest.param("a-directory", IsADirectoryError, "Is a directory: '.*a.jpg'",
+                 id="a-directory"),
+])
+def test_a_local_file_that_cannot_be_read_names_itself(tmp_path, how, error, match):
+    path = str(tmp_path / "a.jpg")
+    if how == "a-directory":
+        os.mkdir(path)
+    with pytest.raises(error, match=match) as caught:
+        _readahead.LocalReader().open(path).read()
+    assert caught.value.filename == path
+
+
+def test_a_local_file_is_read_once_and_closed(tmp_path):
+    path, = random_files(tmp_path, [100])
+    opened = _native.LocalFile(path)
+    fds = len(os.listdir("/proc/self/fd"))
+    assert opened.read() == _content(path)
+    assert len(os.listdir("/proc/self/fd")) == fds - 1
+    with pytest.raises(ValueError, match="already read or closed"):
+        opened.read()
+    closed = _native.LocalFile(path)
+    closed.close()
+    closed.close()
+    with pytest.raises(ValueError, match="already read or closed"):
+        closed.read()
+    with pytest.raises(ValueError, match="embedded null byte"):
+        _native.LocalFile(str(tmp_path / "a\0b.jpg"))
+    unread = _native.LocalFile(path)
+    del unread  # its descriptor closed with it
+    assert len(os.listdir("/proc/self/fd")) == fds - 1
+
+
 def test_mappings_are_reused_within_the_byte_bound(tmp_path):
     paths = random_files(tmp_path, [10_000, 70_000, 65_535, 65_536, 200_000] * 4)
     window = _window(4, 400_000)

@@ -19,7 +19,8 @@ Fixtures:
     - ``mount_path``: the ``Path`` to read the tree from (the same relative
       paths as ``storage_tree``);
     - ``stats_reader()``: the daemon's counters as a dict: ``opens``,
-      ``reads``, ``bytes``, ``open_errors``, ``max_in_flight`` (the most
+      ``reads``, ``bytes``, ``open_errors``, ``getattrs`` (attribute
+      requests), ``max_in_flight`` (the most
       opens + reads it served at once), ``delay_ms``, ``cpu_user_s``,
       ``cpu_system_s``, ``pid``. Reading them opens nothing that is counted;
     - ``set_delay(ms)``: the delay of every later open;

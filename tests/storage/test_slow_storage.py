@@ -1,7 +1,8 @@
 """The read-ahead and the shared cache on slow storage (latencyfs, a delay per
 open): the same batches as without latency, reads in flight within their
 bounds, a file that vanishes or turns unreadable mid-epoch named in its own
-sample, and a cached epoch 2 that opens no file (counted by the daemon)."""
+sample, a cached epoch 2 that opens no file, and local reads that ask for
+no attributes (counted by the daemon)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,57 @@ def test_reads_in_flight_never_above_the_bound(latency_tree, depth):
     # read the decoding thread makes itself
     assert latency_tree.stats_reader()["max_in_flight"] <= depth + 1
     assert latency_tree.stats_reader()["opens"] == len(ds)
+
+
+def _fstat_then_read(path) -> bytes:
+    fd_ = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd_, os.fstat(fd_).st_size + 1)
+    finally:
+        os.close(fd_)
+
+
+def _read_ahead(native: bool):
+    from fastdecode.data import _readahead
+
+    def read_all(paths):
+        options = _readahead.ReadAheadOptions(depth=4)  # explicit: never bypassed
+        window = (_readahead._NativeWindow if native else _readahead.ReadAhead)(options)
+        try:
+            window.submit(paths)
+            return [window.take(p) for p in paths]
+        finally:
+            window.close()
+    return read_all
+
+
+def _consumer(paths):
+    from fastdecode.data._readahead import LocalReader
+    return [LocalReader().open(p).read() for p in paths]
+
+
+@pytest.mark.parametrize("how, asks", [
+    pytest.param(_consumer, False, id="the-consumer"),
+    pytest.param(_read_ahead(native=True), False, id="the-pool-in-c"),
+    pytest.param(_read_ahead(native=False), False, id="python-threads"),
+    pytest.param(lambda paths: [_fstat_then_read(p) for p in paths], True,
+                 id="fstat-the-control"),
+])
+def test_a_local_read_asks_the_file_system_no_attributes(latency_tree, storage_tree, how,
+                                                         asks):
+    # fstat after a read costs a FUSE (or network) file system a getattr
+    # round trip (the read made its atime stale); the size is asked alone
+    relative = sorted(p.relative_to(storage_tree) for p in storage_tree.rglob("*.jpg"))
+    paths = [str(latency_tree.mount_path / r) for r in relative]
+    assert how(paths) == [(storage_tree / r).read_bytes() for r in relative]  # looked up
+    latency_tree.fs.reset()
+    assert how(paths) == [(storage_tree / r).read_bytes() for r in relative]
+    stats = latency_tree.stats_reader()
+    assert stats["opens"] == len(paths)
+    if asks:
+        assert stats["getattrs"] >= len(paths)
+    else:
+        assert stats["getattrs"] == 0
 
 
 def break_file(how: str, fs, source_root, relative: str) -> int:
