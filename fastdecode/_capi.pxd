@@ -180,6 +180,7 @@ cdef extern from "fd_readahead.h" nogil:
         FD_RA_READ
         FD_RA_NOMEM
         FD_RA_MAX_DEPTH
+        FD_FILE_NOT_REGULAR
 
     ctypedef struct fd_ra_result:
         const unsigned char *data

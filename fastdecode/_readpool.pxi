@@ -3,12 +3,14 @@
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.ref cimport PyObject, Py_XDECREF
+from libc.errno cimport EFBIG
 from libc.string cimport memcpy
 from posix.unistd cimport close as _close, getpid
 
 cdef extern from "Python.h":
     PyObject *_new_bytes "PyBytes_FromStringAndSize" (const char *v, Py_ssize_t n) except NULL
     int _PyBytes_Resize(PyObject **string, Py_ssize_t newsize) except -1
+    const Py_ssize_t PY_SSIZE_T_MAX
 
 import os as _os
 
@@ -21,6 +23,14 @@ cdef bytes _c_path(path):
     if b"\0" in raw:  # C would read a shorter path
         raise ValueError(f"{path!r}: embedded null byte")
     return raw
+
+
+cdef object _file_error(int error, bint sizing, path):
+    """The OSError naming ``path`` of a file's failed step (``fd_file_*``, a
+    pool's result); ``sizing``: the step that asked for its type and size."""
+    if sizing and error == FD_FILE_NOT_REGULAR:
+        return OSError(error, "not a regular file (a device, a FIFO or a socket)", path)
+    return OSError(error, _os.strerror(error), path)
 
 
 cdef class LocalFile:
@@ -40,15 +50,19 @@ cdef class LocalFile:
         cdef bytes raw = _c_path(path)
         cdef const char *c_path = raw
         cdef int fd = -1, error
+        cdef bint sizing = False
         cdef int64_t size = 0
         with nogil:
             error = fd_file_open(c_path, &fd)
             if error == 0:
+                sizing = True
                 error = fd_file_size(fd, &size)
+                if error == 0 and size >= PY_SSIZE_T_MAX:  # not a bytes object's size
+                    error = EFBIG
                 if error:
                     _close(fd)
         if error:
-            raise OSError(error, _os.strerror(error), path)
+            raise _file_error(error, sizing, path)
         self.fd, self.size = fd, size
 
     cdef bytes _chunk(self, Py_ssize_t cap, size_t expect):
@@ -61,7 +75,7 @@ cdef class LocalFile:
             error = fd_file_read(fd, buf, <size_t>cap, expect, &got)
         if error:
             Py_XDECREF(obj)
-            raise OSError(error, _os.strerror(error), self.path)
+            raise _file_error(error, False, self.path)
         if <Py_ssize_t>got != cap:
             _PyBytes_Resize(&obj, <Py_ssize_t>got)  # its one reference: in place (freed on failure)
         cdef bytes out = <bytes>obj
@@ -191,7 +205,7 @@ cdef class ReadPool:
                     memcpy(dst, res.data, res.length)
                 fd_ra_release(self.pool, job)
         if res.error:
-            raise OSError(res.error, _os.strerror(res.error), path)
+            raise _file_error(res.error, res.step == FD_RA_STAT, path)
         return out, res.latency, bool(res.waited)
 
     def drop(self, _ReadJob handle):

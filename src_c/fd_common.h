@@ -2,6 +2,8 @@
  *
  * Plain C99, no Python: every entry point returns an fd_status and, on
  * failure, fills an fd_error that the Cython layer turns into an exception.
+ * A file that cannot be read is reported by its errno instead (fd_file_*,
+ * fd_ra_result.error): the Cython layer raises the OSError naming the file.
  */
 #ifndef FD_COMMON_H
 #define FD_COMMON_H

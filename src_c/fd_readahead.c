@@ -218,24 +218,30 @@ static int reserve(fd_ra *pool, fd_ra_job *job, int64_t size)
 
 int fd_file_open(const char *path, int *fd)
 {
-    do
-        *fd = open(path, O_RDONLY | O_CLOEXEC);
+    do /* O_NONBLOCK: a FIFO's open would wait for a writer (no effect on a file) */
+        *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     while (*fd < 0 && errno == EINTR);
     return *fd < 0 ? (errno ? errno : EIO) : 0;
+}
+
+static int regular(mode_t mode)
+{
+    return S_ISREG(mode) ? 0 : S_ISDIR(mode) ? EISDIR : FD_FILE_NOT_REGULAR;
 }
 
 int fd_file_size(int fd, int64_t *size)
 {
     struct statx sx;
-    if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) == 0 && (sx.stx_mask & STATX_SIZE)) {
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE, &sx) == 0 &&
+        (sx.stx_mask & (STATX_TYPE | STATX_SIZE)) == (STATX_TYPE | STATX_SIZE)) {
         *size = sx.stx_size > INT64_MAX ? INT64_MAX : (int64_t)sx.stx_size;
-        return 0;
+        return regular(sx.stx_mode);
     }
     struct stat st; /* no statx here (a kernel before 4.11, a filter) */
     if (fstat(fd, &st) != 0)
         return errno ? errno : EIO;
     *size = st.st_size > 0 ? (int64_t)st.st_size : 0;
-    return 0;
+    return regular(st.st_mode);
 }
 
 int fd_file_read(int fd, unsigned char *buf, size_t cap, size_t expect, size_t *len)
@@ -327,6 +333,10 @@ static void run_job(fd_ra *pool, fd_ra_job *job)
     } else if (size < 0 && (error = fd_file_size(fd, &size)) != 0) {
         size = -1;
         fail(job, FD_RA_STAT, error);
+    }
+    if (size >= 0 && shift_for((size_t)size + 1) < 0) { /* never reserved: no mapping holds it */
+        size = -1;
+        fail(job, FD_RA_NOMEM, EFBIG);
     }
     pthread_mutex_lock(&pool->mu);
     int wanted = 0;

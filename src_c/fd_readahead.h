@@ -18,6 +18,7 @@
 #ifndef FD_READAHEAD_H
 #define FD_READAHEAD_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,12 +54,16 @@ typedef struct {
 /* One file, read in the calling thread (the pool's reads, and a consumer's
  * read of a file it did not submit). Each returns 0 or an errno. */
 
-/* Opens `path` read-only (close-on-exec); *fd is -1 on failure. */
+/* Opens `path` read-only (close-on-exec, without waiting for a FIFO's
+ * writer); *fd is -1 on failure. */
 int fd_file_open(const char *path, int *fd);
 
-/* The size of the open file `fd`: statx asked for the size alone, so a FUSE
- * or network file system answers from its cache where an fstat (every
- * attribute, its atime stale after each read) costs a round trip. */
+/* The size of the open file `fd`: statx asked for the type and size alone,
+ * so a FUSE or network file system answers from its cache where an fstat
+ * (every attribute, its atime stale after each read) costs a round trip.
+ * A directory is EISDIR; a device, FIFO or socket (no size: read, it could
+ * block or never end) is FD_FILE_NOT_REGULAR. */
+#define FD_FILE_NOT_REGULAR EINVAL
 int fd_file_size(int fd, int64_t *size);
 
 /* Reads `fd` into buf[0, cap) until it is full, the file ends, or exactly

@@ -253,6 +253,59 @@ def test_a_local_file_that_cannot_be_read_names_itself(tmp_path, how, error, mat
     assert caught.value.filename == path
 
 
+def _odd(dirs, kind):
+    """A path that is not a regular file of its size; (path, error, match)."""
+    tmp, shm = dirs
+    path = tmp / f"{kind}.jpg"
+    if kind == "a-fifo":  # its open would wait for a writer; a read, for its bytes
+        os.mkfifo(path)
+    elif kind == "dev-zero":  # its size is 0 and its bytes never end
+        os.symlink("/dev/zero", path)
+    elif kind == "a-directory":
+        os.mkdir(path)
+        return str(path), IsADirectoryError, "Is a directory"
+    else:  # sparse, and larger than any bytes object
+        path = shm / "huge.jpg"
+        path.touch()
+        try:
+            os.truncate(path, 2**63 - 1)
+        except OSError as exc:
+            pytest.skip(f"no file system here holds a 2**63 - 1 byte file: {exc}")
+        return str(path), OSError, "File too large"
+    return str(path), OSError, r"not a regular file \(a device, a FIFO or a socket\)"
+
+
+ODD_FILES = ["a-fifo", "dev-zero", "a-directory", "larger-than-a-bytes-object"]
+
+
+@pytest.fixture
+def odd_dirs(tmp_path):
+    """(tmp_path, a folder on tmpfs, where a sparse file may be 2**63 - 1 bytes)."""
+    shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else tmp_path
+    shm = shm / f"fd-test-{os.getpid()}"
+    shm.mkdir(exist_ok=True)
+    yield tmp_path, shm
+    shutil.rmtree(shm, ignore_errors=True)
+
+
+@pytest.mark.timeout(30)  # a FIFO's open or /dev/zero's read would never return
+@pytest.mark.parametrize("reader", ["the-consumer", "the-pool"])
+@pytest.mark.parametrize("kind", ODD_FILES)
+def test_a_path_that_is_not_a_regular_file_is_refused_naming_it(odd_dirs, kind, reader):
+    path, error, match = _odd(odd_dirs, kind)
+    with pytest.raises(error, match=f"{match}: '.*{os.path.basename(path)}'") as caught:
+        if reader == "the-consumer":
+            _readahead.LocalReader().open(path).read()
+        else:
+            pool = ReadPool(1 << 20)
+            pool.configure(2, False)
+            try:
+                pool.take(pool.submit(path), path)
+            finally:
+                pool.close()
+    assert caught.value.filename == path
+
+
 def test_a_local_file_is_read_once_and_closed(tmp_path):
     path, = random_files(tmp_path, [100])
     opened = _native.LocalFile(path)

@@ -646,6 +646,32 @@ def test_on_error_skips_as_without_readahead(tmp_path, how):
     assert torch.equal(a, b) and ta == tb and sa == sb == 1
 
 
+ODD_FILES = {"fifo.jpg": os.mkfifo, "zero.jpg": lambda p: os.symlink("/dev/zero", p)}
+
+
+@pytest.mark.timeout(60)  # a FIFO's open, or /dev/zero's read, would never end
+@pytest.mark.parametrize("depth", [pytest.param(0, id="read-ahead-off"),
+                                   pytest.param(8, id="depth-8"),
+                                   pytest.param(None, id="adaptive")])
+@pytest.mark.parametrize("name", list(ODD_FILES))
+def test_a_path_that_is_not_a_regular_file_is_named_not_waited_for(tmp_path, name, depth):
+    """A FIFO or a device named like an image (listed, as ImageFolder lists
+    it): its sample raises the named error, or is skipped; never a hang,
+    never a read that does not end."""
+    root = make_tree(tmp_path / "t", per_class=4, classes=("a", "b"))
+    ODD_FILES[name](str(root / "a" / name))
+    ds = FastImageFolder(root, transform=TRAIN, readahead=depth)
+    index = next(i for i, (p, _) in enumerate(ds.samples) if p.endswith(name))
+    with pytest.raises(errors.ImageFileError,
+                       match=f"{name}: sample {index}: cannot read file: not a regular file"):
+        ds.__getitems__(list(range(len(ds))))
+    with pytest.raises(errors.ImageFileError, match="not a regular file"):
+        ds[index]
+    skipping = FastImageFolder(root, transform=TRAIN, readahead=depth, on_error="skip")
+    assert len(skipping.__getitems__(list(range(len(ds))))) == len(ds)
+    assert skipping.skipped == 1
+
+
 def test_a_batch_drawn_with_replacement_is_read_ahead_whole(tree):
     ds = FastImageFolder(tree, transform=TRAIN, readahead=8)
     indices = [0, 3, 0, 5, 3, 0, 7]
