@@ -182,7 +182,8 @@ benchmarks/latencyfs: benchmarks/latencyfs.c
 	gcc -O2 -Wall -Wextra -pthread -o $@ $< $$(pkg-config --cflags --libs fuse3)
 
 # The C core's tests (tests/core) again with ASan + UBSan, from a separate copy of the
-# package so the regular build is left alone.
+# package so the regular build is left alone. A failed allocation returns NULL, as
+# malloc does (a sparse file that claims a petabyte is refused, not an ASan abort).
 build-sanitize: build
 	FASTDECODE_SANITIZE=1 $(VPY) setup.py -q build_ext -j $(CPUS) \
 	    --build-lib build/asan-lib --build-temp build/asan-tmp
@@ -192,7 +193,7 @@ test-sanitize: build-sanitize
 	cp -r fastdecode $(ASAN_PKG)/ && rm -f $(ASAN_PKG)/fastdecode/*.so
 	cp build/asan-lib/fastdecode/*.so $(ASAN_PKG)/fastdecode/
 	cd $(ASAN_PKG) && FASTDECODE_EXPECT_SANITIZED=1 LD_PRELOAD=$(ASAN_LIB) \
-	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    $(abspath $(VPY)) -m pytest -q -p no:cacheprovider -m "not no_sanitize" $(SANITIZE_ARGS) \
 	    $(CURDIR)/tests/core
 

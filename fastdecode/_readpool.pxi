@@ -3,7 +3,7 @@
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.ref cimport PyObject, Py_XDECREF
-from libc.errno cimport EFBIG
+from libc.errno cimport EFBIG, ENOMEM
 from libc.string cimport memcpy
 from posix.unistd cimport close as _close, getpid
 
@@ -67,7 +67,11 @@ cdef class LocalFile:
 
     cdef bytes _chunk(self, Py_ssize_t cap, size_t expect):
         """Up to ``cap`` bytes read (``fd_file_read``), the object shrunk to them."""
-        cdef PyObject *obj = _new_bytes(NULL, cap)
+        cdef PyObject *obj
+        try:
+            obj = _new_bytes(NULL, cap)
+        except MemoryError:  # a size no memory holds (a sparse file): the file's error
+            raise _file_error(ENOMEM, False, self.path) from None
         cdef unsigned char *buf = <unsigned char *>PyBytes_AS_STRING(<object>obj)
         cdef int fd = self.fd, error
         cdef size_t got = 0

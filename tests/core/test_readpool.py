@@ -264,18 +264,21 @@ def _odd(dirs, kind):
     elif kind == "a-directory":
         os.mkdir(path)
         return str(path), IsADirectoryError, "Is a directory"
-    else:  # sparse, and larger than any bytes object
-        path = shm / "huge.jpg"
+    else:  # sparse: larger than any bytes object, or than any address space
+        size, message = ((2**63 - 1, "File too large") if kind == "larger-than-a-bytes-object"
+                         else (2**50, "Cannot allocate memory"))
+        path = shm / f"{kind}.jpg"
         path.touch()
         try:
-            os.truncate(path, 2**63 - 1)
+            os.truncate(path, size)
         except OSError as exc:
-            pytest.skip(f"no file system here holds a 2**63 - 1 byte file: {exc}")
-        return str(path), OSError, "File too large"
+            pytest.skip(f"no file system here holds a {size} byte file: {exc}")
+        return str(path), OSError, message
     return str(path), OSError, r"not a regular file \(a device, a FIFO or a socket\)"
 
 
-ODD_FILES = ["a-fifo", "dev-zero", "a-directory", "larger-than-a-bytes-object"]
+ODD_FILES = ["a-fifo", "dev-zero", "a-directory", "larger-than-a-bytes-object",
+             "a-petabyte"]
 
 
 @pytest.fixture
