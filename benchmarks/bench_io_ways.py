@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 from fastdecode.data._readahead import ReadAhead, ReadAheadOptions, _NativeWindow
 
@@ -51,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 URING = HERE / "uring_read"
 PACE_BATCH = 64
 PACE_DEPTH = 16
+T = TypeVar("T")
 
 
 def _compiled(source: Path, out: Path, flags: list[str]) -> bool:
@@ -158,18 +159,30 @@ def paced_window(native: bool, pace: Callable[[float], None] = time.sleep
     return run
 
 
+def interleaved(names: list[str], passes: int, measure: Callable[[str], T]
+                ) -> dict[str, list[T]]:
+    """``measure(name)`` of each of ``names`` in ``passes`` passes, every
+    other pass in the reverse order."""
+    got: dict[str, list[T]] = {name: [] for name in names}
+    for r in range(passes):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            got[name].append(measure(name))
+    return got
+
+
 def held(paths: list[str], pace_s: float, passes: int = 3) -> dict[str, dict[str, float]]:
     """The two windows under a consumer that holds the GIL for ``pace_s``
     per file: files/s and waited takes, the medians of ``passes``
     interleaved passes."""
     ways = {"Python threads": paced_window(False, hold_gil),
             "threads in C": paced_window(True, hold_gil)}
-    got: dict[str, list[tuple[float, int]]] = {name: [] for name in ways}
-    for r in range(passes):
-        for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
-            t0 = time.perf_counter()
-            waited = ways[name](paths, pace_s)
-            got[name].append((len(paths) / (time.perf_counter() - t0), waited))
+
+    def measure(name: str) -> tuple[float, int]:
+        t0 = time.perf_counter()
+        waited = ways[name](paths, pace_s)
+        return len(paths) / (time.perf_counter() - t0), waited
+
+    got = interleaved(list(ways), passes, measure)
     return {name: {"files_per_s": statistics.median(r for r, _ in v),
                    "waited": statistics.median(w for _, w in v)} for name, v in got.items()}
 
@@ -177,14 +190,14 @@ def held(paths: list[str], pace_s: float, passes: int = 3) -> dict[str, dict[str
 def paced(ways: dict[str, Callable[[list[str], float], object]], paths: list[str],
           pace_s: float, passes: int = 5) -> dict[str, float]:
     """Each way's CPU us per file, the median of ``passes`` interleaved
-    passes (every other pass in the reverse order)."""
-    cpu: dict[str, list[float]] = {name: [] for name in ways}
-    for r in range(passes):
-        for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
-            c0 = _cpu()
-            ways[name](paths, pace_s)
-            cpu[name].append((_cpu() - c0) / len(paths) * 1e6)
-    return {name: statistics.median(v) for name, v in cpu.items()}
+    passes."""
+    def measure(name: str) -> float:
+        c0 = _cpu()
+        ways[name](paths, pace_s)
+        return (_cpu() - c0) / len(paths) * 1e6
+
+    return {name: statistics.median(v)
+            for name, v in interleaved(list(ways), passes, measure).items()}
 
 
 def timed(fn: Callable, paths: list[str]) -> dict[str, float]:

@@ -272,15 +272,11 @@ static void fail(fd_ra_job *job, int step, int error)
 }
 
 /* Reads `fd`, `size` bytes when it did not change, into the job's mapping
- * (grown by doubling when the file is longer: it grew after its size was
- * learnt). Called unlocked; takes mu only for the mappings. */
-static void read_all(fd_ra *pool, fd_ra_job *job, int fd, int64_t size)
+ * of size class `shift` (shift_for(size + 1): one byte more, so a file that
+ * grew shows), grown by doubling when the file is longer (it grew after its
+ * size was learnt). Called unlocked; takes mu only for the mappings. */
+static void read_all(fd_ra *pool, fd_ra_job *job, int fd, int64_t size, int shift)
 {
-    int shift = shift_for((size_t)size + 1); /* one byte more: a file that grew shows */
-    if (shift < 0) {
-        fail(job, FD_RA_NOMEM, EFBIG);
-        return;
-    }
     pthread_mutex_lock(&pool->mu);
     job->buf = map_get(pool, shift);
     pthread_mutex_unlock(&pool->mu);
@@ -334,7 +330,8 @@ static void run_job(fd_ra *pool, fd_ra_job *job)
         size = -1;
         fail(job, FD_RA_STAT, error);
     }
-    if (size >= 0 && shift_for((size_t)size + 1) < 0) { /* never reserved: no mapping holds it */
+    int shift = size >= 0 ? shift_for((size_t)size + 1) : -1;
+    if (size >= 0 && shift < 0) { /* never reserved: no mapping holds it */
         size = -1;
         fail(job, FD_RA_NOMEM, EFBIG);
     }
@@ -350,7 +347,7 @@ static void run_job(fd_ra *pool, fd_ra_job *job)
     }
     pthread_mutex_unlock(&pool->mu);
     if (wanted)
-        read_all(pool, job, fd, size);
+        read_all(pool, job, fd, size, shift);
     if (fd >= 0)
         close(fd); /* unlocked: a network file system's close can be a round trip */
     pthread_mutex_lock(&pool->mu);

@@ -846,16 +846,17 @@ class _NativeWindow(ReadAhead):
                 self._forget(entry)
         if entry is None:
             return self._direct(path)
+        taken = None
         try:
-            data, latency, waited = self._pool.take(entry.job, path)
+            taken = self._pool.take(entry.job, path)
         finally:
             with self._lock:
                 self.counters["taken"] += 1
                 self._last_take = self.clock()
-        with self._lock:
-            self.counters["waited"] += waited
-            self._measured(latency)
-        return data
+                if taken is not None:
+                    self.counters["waited"] += taken[2]
+                    self._measured(taken[1])
+        return taken[0]
 
     take.__doc__ = ReadAhead.take.__doc__
 
