@@ -5,13 +5,31 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import socket
+import time
 import warnings
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.utils.data.distributed import DistributedSampler
 
 import fastdecode as fd
+
+
+def leave_together(out: str, rank: int, world: int, port: int, timeout_s: float = 60.0) -> None:
+    """After the ranks' last barrier: waits (at most ``timeout_s``) until
+    every rank has returned from it, told by a file each beside ``out``,
+    before this one destroys the group. A rank that left the barrier first,
+    tore its connections down and exited reset its peer's while the peer was
+    still reading the barrier's last message, and gloo aborted the peer
+    ("terminate called without an active exception", .ci/run on 4 and 5
+    December): the barrier alone does not order the exits."""
+    here = Path(out).parent
+    (here / f".left-{port}-{rank}").touch()
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and not all(
+            (here / f".left-{port}-{r}").exists() for r in range(world)):
+        time.sleep(0.01)
 
 
 def run(rank: int, world: int, root: str, port: int, out: str) -> None:
@@ -40,6 +58,7 @@ def run(rank: int, world: int, root: str, port: int, out: str) -> None:
         torch.save({"indices": list(sampler), "shards": shards, "runs": runs,
                     "unsharded": unsharded}, out)
         dist.barrier()  # every rank done before any tears the group down
+        leave_together(out, rank, world, port)
     finally:
         dist.destroy_process_group()
 

@@ -19,7 +19,7 @@ import torch
 
 import fastdecode as fd
 
-from helpers.ddp_worker import rank_env
+from helpers.ddp_worker import leave_together, rank_env
 
 SEED = 1234  # resumable=SEED: the samples' draws, the same on every rank and every run
 
@@ -200,8 +200,10 @@ def elastic(rank: int, world: int, root: str, port: int, out: str, state_path: s
         # every rank done with the group before any tears it down: a rank that
         # destroyed it and exited while another was still in its last
         # collective once aborted that one in gloo ("terminate called without
-        # an active exception", .ci/run on 4 December)
+        # an active exception", .ci/run on 4 December); and every rank back
+        # from that barrier (leave_together: it recurred on 5 December)
         dist.barrier()
+        leave_together(out, rank, world, port)
     finally:
         dist.destroy_process_group()
 
