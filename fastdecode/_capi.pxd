@@ -179,6 +179,7 @@ cdef extern from "fd_readahead.h" nogil:
         FD_RA_STAT
         FD_RA_READ
         FD_RA_NOMEM
+        FD_RA_LIMIT
         FD_RA_MAX_DEPTH
         FD_FILE_NOT_REGULAR
 
@@ -201,7 +202,7 @@ cdef extern from "fd_readahead.h" nogil:
         int64_t mappings
         int64_t spare_bytes
 
-    fd_status fd_ra_new(int64_t max_bytes, fd_ra **out, fd_error *err)
+    fd_status fd_ra_new(int64_t max_bytes, int64_t max_file, fd_ra **out, fd_error *err)
     fd_status fd_ra_submit(fd_ra *pool, const char *path, int64_t size, fd_ra_job **out,
                            fd_error *err)
     void fd_ra_configure(fd_ra *pool, int depth, int holding)

@@ -1,4 +1,4 @@
-"""The decode options: their one type (DecodeOptions) and their defaults.
+"""The decode options: their one type (DecodeOptions), their defaults and the input limits.
 
 Private. `api.decode_image`/`read_image`, the Pillow fallback, the binding's
 signatures (``_native.pyx`` takes its defaults from here) and the stubs
@@ -9,6 +9,8 @@ standard library, so numpy-only installs load it.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any, Optional, Protocol, Tuple, TypedDict, Union
 
 from fastdecode._types import Layout, Mode
@@ -24,6 +26,51 @@ DEFAULT_MAX_PIXELS = 178956970
 # blocks). DESIGN.md "Robustness" has the measurements behind the value; the
 # C core's FD_DEFAULT_MAX_WORK_PER_BYTE is checked against it too.
 DEFAULT_MAX_WORK_PER_BYTE = 2048
+# The largest file read whole as one image (bytes), before anything decodes
+# it: the largest uncompressed BMP within DEFAULT_MAX_PIXELS (32 bits a
+# pixel) is 716 MB. A larger file (a video or an archive named like an
+# image, a sparse file) is an OSError (EFBIG) naming it, refused from its
+# size before anything is allocated. MAX_FILE_BYTES_ENV overrides it.
+DEFAULT_MAX_FILE_BYTES = 1 << 30
+MAX_FILE_BYTES_ENV = "FASTDECODE_MAX_FILE_BYTES"
+
+_UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1 << 10, "M": 1000**2, "MB": 1000**2,
+          "MIB": 1 << 20, "G": 1000**3, "GB": 1000**3, "GIB": 1 << 30, "T": 1000**4,
+          "TB": 1000**4, "TIB": 1 << 40}
+
+
+def parse_bytes(value: Union[int, str]) -> int:
+    """A byte count: an int, or a string such as '64MiB', '2GiB', '1.5GB', '4096'."""
+    if isinstance(value, bool):
+        raise TypeError(f"a byte count must be an int or a string like '2GiB', got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"a byte count must be >= 0, got {value}")
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"a byte count must be an int or a string like '2GiB', got {value!r}")
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", value)
+    unit = match.group(2).upper() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(f"cannot read {value!r} as a byte count (e.g. '64MiB', '2GiB', 4096)")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def max_file_bytes() -> int:
+    """The per-file limit in force: ``$FASTDECODE_MAX_FILE_BYTES`` (a byte
+    count, e.g. '4GiB'; read at each call, so workers see the parent's), else
+    DEFAULT_MAX_FILE_BYTES. ValueError naming the variable for a value that
+    is no byte count or is 0."""
+    text = os.environ.get(MAX_FILE_BYTES_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_FILE_BYTES
+    try:
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise ValueError(f"{MAX_FILE_BYTES_ENV}={text!r}: {exc}") from None
+    if value <= 0:
+        raise ValueError(f"{MAX_FILE_BYTES_ENV}={text!r}: the limit must be at least one byte")
+    return value
 
 
 class NamedInterpolation(Protocol):

@@ -14,6 +14,9 @@ cdef extern from "Python.h":
 
 import os as _os
 
+from fastdecode._options import MAX_FILE_BYTES_ENV as _MAX_FILE_BYTES_ENV
+from fastdecode._options import max_file_bytes as _max_file_bytes
+
 cdef unsigned long long _pools_made = 0
 
 
@@ -25,45 +28,66 @@ cdef bytes _c_path(path):
     return raw
 
 
-cdef object _file_error(int error, bint sizing, path):
-    """The OSError naming ``path`` of a file's failed step (``fd_file_*``, a
-    pool's result); ``sizing``: the step that asked for its type and size."""
-    if sizing and error == FD_FILE_NOT_REGULAR:
+cdef object _file_error(int error, int step, path, long long limit):
+    """The OSError naming ``path`` of a file's failed step (FD_RA_*: a
+    ``fd_file_*`` call, a pool's result); ``limit``: the per-file limit a
+    step FD_RA_LIMIT went over."""
+    path = _os.fspath(path)  # as open() names it: a str (or bytes), not a Path's repr
+    if step == FD_RA_LIMIT:
+        return OSError(EFBIG, f"larger than the per-file limit of {limit:,} bytes (set "
+                              f"{_MAX_FILE_BYTES_ENV} to read larger files)", path)
+    if step == FD_RA_STAT and error == FD_FILE_NOT_REGULAR:
         return OSError(error, "not a regular file (a device, a FIFO or a socket)", path)
     return OSError(error, _os.strerror(error), path)
 
 
+cdef long long _file_limit(max_size) except -1:
+    """``max_size`` (None: the limit in force, ``_options.max_file_bytes()``)
+    as a positive byte count (ValueError for one below 1)."""
+    cdef object value = _max_file_bytes() if max_size is None else operator.index(max_size)
+    if value <= 0:
+        raise ValueError(f"max_size must be at least one byte, got {max_size!r}")
+    return min(value, 2 ** 63 - 1)  # no file is larger
+
+
 cdef class LocalFile:
     """A local file opened for one whole read in the calling thread (the
-    read-ahead's ``Reader.open``): open and size in one call, the read in
-    another, the GIL released around each; the size is asked for alone
-    (``fd_file_size``), never a FUSE or network round trip for attributes.
-    Its failures raise OSError naming ``path``."""
+    read-ahead's ``Reader.open``; :func:`read_file`): open and size in one
+    call, the read in another, the GIL released around each; the size is
+    asked for alone (``fd_file_size``), never a FUSE or network round trip
+    for attributes. A file over ``max_size`` bytes (None: the per-file limit,
+    ``FASTDECODE_MAX_FILE_BYTES``) is refused from its size, before anything
+    is allocated, and a file that grows past it while read is refused at the
+    limit. Its failures raise OSError naming ``path``."""
 
     cdef int fd
     cdef readonly object path
     cdef readonly long long size
+    cdef long long limit
 
-    def __cinit__(self, path):
+    def __cinit__(self, path, max_size=None):
         self.fd = -1
         self.path = path
+        cdef long long limit = _file_limit(max_size)
         cdef bytes raw = _c_path(path)
         cdef const char *c_path = raw
         cdef int fd = -1, error
-        cdef bint sizing = False
+        cdef int step = FD_RA_OPEN
         cdef int64_t size = 0
         with nogil:
             error = fd_file_open(c_path, &fd)
             if error == 0:
-                sizing = True
+                step = FD_RA_STAT
                 error = fd_file_size(fd, &size)
-                if error == 0 and size >= PY_SSIZE_T_MAX:  # not a bytes object's size
+                if error == 0 and size > limit:
+                    step, error = FD_RA_LIMIT, EFBIG
+                elif error == 0 and size >= PY_SSIZE_T_MAX:  # not a bytes object's size
                     error = EFBIG
                 if error:
                     _close(fd)
         if error:
-            raise _file_error(error, sizing, path)
-        self.fd, self.size = fd, size
+            raise _file_error(error, step, path, limit)
+        self.fd, self.size, self.limit = fd, size, limit
 
     cdef bytes _chunk(self, Py_ssize_t cap, size_t expect):
         """Up to ``cap`` bytes read (``fd_file_read``), the object shrunk to them."""
@@ -71,7 +95,7 @@ cdef class LocalFile:
         try:
             obj = _new_bytes(NULL, cap)
         except MemoryError:  # a size no memory holds (a sparse file): the file's error
-            raise _file_error(ENOMEM, False, self.path) from None
+            raise _file_error(ENOMEM, FD_RA_NOMEM, self.path, self.limit) from None
         cdef unsigned char *buf = <unsigned char *>PyBytes_AS_STRING(<object>obj)
         cdef int fd = self.fd, error
         cdef size_t got = 0
@@ -79,7 +103,7 @@ cdef class LocalFile:
             error = fd_file_read(fd, buf, <size_t>cap, expect, &got)
         if error:
             Py_XDECREF(obj)
-            raise _file_error(error, False, self.path)
+            raise _file_error(error, FD_RA_READ, self.path, self.limit)
         if <Py_ssize_t>got != cap:
             _PyBytes_Resize(&obj, <Py_ssize_t>got)  # its one reference: in place (freed on failure)
         cdef bytes out = <bytes>obj
@@ -88,25 +112,32 @@ cdef class LocalFile:
 
     def read(self):
         """The file's bytes (one read when it still has its size; a file
-        that grew is read to its end); closes it."""
+        that grew is read to its end, or to one byte past the limit, then
+        refused); closes it."""
         if self.fd < 0:
             raise ValueError(f"{self.path!r}: this file was already read or closed")
         cdef bytes first, chunk
         cdef list chunks
-        cdef Py_ssize_t step
+        cdef Py_ssize_t step, total
         try:
             first = self._chunk(<Py_ssize_t>self.size + 1, <size_t>self.size)
             if len(first) <= self.size:
                 return first
-            chunks = [first]
-            step = max(<Py_ssize_t>self.size, 1 << 16)
-            while True:
+            chunks, total = [first], len(first)
+            while total <= self.limit:
+                step = <Py_ssize_t>min(max(self.size, 1 << 16), self.limit + 1 - total)
                 chunk = self._chunk(step, <size_t>step)
                 chunks.append(chunk)
+                total += len(chunk)
                 if len(chunk) < step:
                     return b"".join(chunks)
+            raise _file_error(EFBIG, FD_RA_LIMIT, self.path, self.limit)
         finally:
             self.close()
+
+    def fileno(self):
+        """The open file's descriptor (for a mapping of it; -1 once closed)."""
+        return self.fd
 
     def close(self):
         """Closes the file (a no-op once closed)."""
@@ -121,6 +152,14 @@ cdef class LocalFile:
             _close(self.fd)
 
 
+def read_file(path, max_size=None):
+    """The bytes of the local file ``path``, read whole (:class:`LocalFile`:
+    a FIFO or a device refused rather than waited for or read without end, a
+    file over ``max_size``, None: the per-file limit, refused from its size);
+    OSError naming ``path``."""
+    return LocalFile(path, max_size).read()
+
+
 cdef class _ReadJob:
     """One submitted file of a :class:`ReadPool` (a handle: taken or dropped once)."""
     cdef fd_ra_job *job
@@ -129,7 +168,8 @@ cdef class _ReadJob:
 
 cdef class ReadPool:
     """Threads in C that open and read whole local files ahead, within a
-    count bound (``configure``) and a byte bound (``max_bytes``), taken in
+    count bound (``configure``) and a byte bound (``max_bytes``), each file
+    within ``max_file`` bytes (None: the per-file limit in force), taken in
     submission order by one consumer thread; the GIL is released around
     each call. Belongs to the process that made it: in a forked child it is
     left as it is (its threads are not there) and never freed."""
@@ -138,12 +178,15 @@ cdef class ReadPool:
     cdef long pid
     cdef unsigned long long serial  # never reused, unlike an address
 
-    def __cinit__(self, long long max_bytes):
+    cdef long long max_file
+
+    def __cinit__(self, long long max_bytes, max_file=None):
         global _pools_made
         cdef fd_error err
         cdef fd_status st
+        self.max_file = _file_limit(max_file)
         with nogil:
-            st = fd_ra_new(max_bytes, &self.pool, &err)
+            st = fd_ra_new(max_bytes, self.max_file, &self.pool, &err)
         if st != FD_OK:
             raise_error(&err)
         self.pid = getpid()
@@ -209,7 +252,7 @@ cdef class ReadPool:
                     memcpy(dst, res.data, res.length)
                 fd_ra_release(self.pool, job)
         if res.error:
-            raise _file_error(res.error, res.step == FD_RA_STAT, path)
+            raise _file_error(res.error, res.step, path, self.max_file)
         return out, res.latency, bool(res.waited)
 
     def drop(self, _ReadJob handle):

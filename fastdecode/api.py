@@ -176,7 +176,11 @@ def decode_image(
 def read_image(path: str | os.PathLike[str], **options: Unpack[DecodeOptions]) -> np.ndarray:
     """Reads and decodes the image file at ``path``; errors name the file.
 
-    Files of 1 MiB and more are memory-mapped rather than read.
+    Files of 1 MiB and more are memory-mapped rather than read. A path that
+    is no regular file (a FIFO, a device) is refused rather than waited for
+    or read without end, and a file over the per-file limit (1 GiB;
+    ``FASTDECODE_MAX_FILE_BYTES`` sets it, e.g. ``4GiB``) is refused from
+    its size.
 
     Parameters
     ----------
@@ -195,15 +199,18 @@ def read_image(path: str | os.PathLike[str], **options: Unpack[DecodeOptions]) -
     FastDecodeError
         Any of :func:`decode_image`'s errors, with ``path`` set to the file.
     OSError
-        The file cannot be opened or read.
+        The file cannot be opened or read, is no regular file, or is larger
+        than the per-file limit (``errno.EFBIG``); it names the file.
     """
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size >= MMAP_THRESHOLD:
-                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        file = _native.LocalFile(path)
+        try:
+            if file.size >= MMAP_THRESHOLD:
+                with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
                     return decode_image(mapped, **options)
-            data = f.read()
+            data = file.read()
+        finally:
+            file.close()
         return decode_image(data, **options)
     except FastDecodeError as exc:
         if exc.path is not None:

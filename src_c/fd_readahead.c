@@ -44,6 +44,7 @@ struct fd_ra {
     fd_ra_job *cursor; /* the first live job not started (every later live one is queued too) */
     int64_t queued;    /* live jobs not started */
     int64_t max_bytes;
+    int64_t max_file; /* the per-file limit (set once, read unlocked) */
     int depth, holding, closing, orphaned;
     int64_t started_now, bytes; /* the count and byte bounds' use */
     int threads, idle;
@@ -274,7 +275,8 @@ static void fail(fd_ra_job *job, int step, int error)
 /* Reads `fd`, `size` bytes when it did not change, into the job's mapping
  * of size class `shift` (shift_for(size + 1): one byte more, so a file that
  * grew shows), grown by doubling when the file is longer (it grew after its
- * size was learnt). Called unlocked; takes mu only for the mappings. */
+ * size was learnt), never past max_file + 1 bytes (then FD_RA_LIMIT).
+ * Called unlocked; takes mu only for the mappings. */
 static void read_all(fd_ra *pool, fd_ra_job *job, int fd, int64_t size, int shift)
 {
     pthread_mutex_lock(&pool->mu);
@@ -285,6 +287,7 @@ static void read_all(fd_ra *pool, fd_ra_job *job, int fd, int64_t size, int shif
         return;
     }
     job->cap = (size_t)1 << shift;
+    const size_t most = (size_t)pool->max_file + 1; /* one byte past the limit (fits a size_t) */
     for (;;) {
         if (job->len == job->cap) {
             int bigger = shift_for(job->cap + 1);
@@ -305,11 +308,18 @@ static void read_all(fd_ra *pool, fd_ra_job *job, int fd, int64_t size, int shif
                 return;
             }
         }
+        size_t room = job->cap - job->len;
+        if (room > most - job->len)
+            room = most - job->len;
         size_t got, expect = (size_t)size > job->len ? (size_t)size - job->len : SIZE_MAX;
-        int error = fd_file_read(fd, job->buf + job->len, job->cap - job->len, expect, &got);
+        int error = fd_file_read(fd, job->buf + job->len, room, expect, &got);
         job->len += got;
         if (error) {
             fail(job, FD_RA_READ, error);
+            return;
+        }
+        if (job->len == most) { /* it grew past the limit */
+            fail(job, FD_RA_LIMIT, EFBIG);
             return;
         }
         if (job->len < job->cap)
@@ -321,14 +331,20 @@ static void run_job(fd_ra *pool, fd_ra_job *job)
 {
     double began = now_s(), waited = 0;
     pthread_mutex_unlock(&pool->mu);
-    int fd, error;
+    int fd = -1, error;
     int64_t size = job->size; /* given: its size is not asked for (a round trip on some) */
-    if ((error = fd_file_open(job->path, &fd)) != 0) {
+    if (size > pool->max_file) { /* given and over the limit: not even opened */
+        size = -1;
+        fail(job, FD_RA_LIMIT, EFBIG);
+    } else if ((error = fd_file_open(job->path, &fd)) != 0) {
         size = -1;
         fail(job, FD_RA_OPEN, error);
     } else if (size < 0 && (error = fd_file_size(fd, &size)) != 0) {
         size = -1;
         fail(job, FD_RA_STAT, error);
+    } else if (size > pool->max_file) {
+        size = -1;
+        fail(job, FD_RA_LIMIT, EFBIG);
     }
     int shift = size >= 0 ? shift_for((size_t)size + 1) : -1;
     if (size >= 0 && shift < 0) { /* never reserved: no mapping holds it */
@@ -458,7 +474,7 @@ static void wake_threads(fd_ra *pool)
 
 /* -- the consumer -------------------------------------------------------- */
 
-fd_status fd_ra_new(int64_t max_bytes, fd_ra **out, fd_error *err)
+fd_status fd_ra_new(int64_t max_bytes, int64_t max_file, fd_ra **out, fd_error *err)
 {
     *out = NULL;
     fd_ra *pool = calloc(1, sizeof(*pool));
@@ -480,6 +496,7 @@ fd_status fd_ra_new(int64_t max_bytes, fd_ra **out, fd_error *err)
         return fd_fail(err, FD_ERR_NOMEM, "cannot create a read-ahead pool's conditions");
     }
     pool->max_bytes = max_bytes > 0 ? max_bytes : 1;
+    pool->max_file = max_file > 0 ? max_file : INT64_MAX;
     pool->depth = 1;
     *out = pool;
     return FD_OK;

@@ -11,7 +11,8 @@
  * Bounds: at most `depth` jobs started and not released (the count bound),
  * holding at most `max_bytes` of file bytes (the byte bound), reserved in
  * submission order from the size given at submit or learnt at open;
- * a file larger than max_bytes is read only when nothing else is reserved.
+ * a file larger than max_bytes is read only when nothing else is reserved,
+ * and one larger than `max_file` (the per-file limit) not at all.
  * While `holding`, the threads start nothing: the consumer reads each job
  * itself when it takes it.
  */
@@ -27,8 +28,9 @@
 typedef struct fd_ra fd_ra;
 typedef struct fd_ra_job fd_ra_job;
 
-/* The step a failed read failed at (fd_ra_result.step). */
-enum { FD_RA_OK = 0, FD_RA_OPEN, FD_RA_STAT, FD_RA_READ, FD_RA_NOMEM };
+/* The step a failed read failed at (fd_ra_result.step); FD_RA_LIMIT: the
+ * file is larger than the pool's max_file (error EFBIG). */
+enum { FD_RA_OK = 0, FD_RA_OPEN, FD_RA_STAT, FD_RA_READ, FD_RA_NOMEM, FD_RA_LIMIT };
 
 typedef struct {
     const unsigned char *data; /* the file's bytes, valid until fd_ra_release */
@@ -73,8 +75,10 @@ int fd_file_size(int fd, int64_t *size);
 int fd_file_read(int fd, unsigned char *buf, size_t cap, size_t expect, size_t *len);
 
 /* A pool with no threads yet (they start at the first job they may run),
- * depth 1 and not holding. */
-fd_status fd_ra_new(int64_t max_bytes, fd_ra **out, fd_error *err);
+ * depth 1 and not holding. A file larger than `max_file` bytes (its size
+ * given, learnt, or read past it when it grew) fails at FD_RA_LIMIT: never
+ * reserved nor read beyond max_file + 1 bytes. */
+fd_status fd_ra_new(int64_t max_bytes, int64_t max_file, fd_ra **out, fd_error *err);
 
 /* Queues `path` (copied) behind every job submitted before; `size` >= 0 is
  * its size when known (reserved, and not asked of the file), -1 unknown. */

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 from tqdm import tqdm
 
-from fastdecode import _system
+from fastdecode import _native, _system
 from fastdecode.api import decode_image
 from fastdecode.cli._args import add_command
 from fastdecode.cli._convert_summary import TIMING_REPEATS, Summary, format_summary
@@ -138,7 +138,7 @@ def decode_ms(paths: list[str], read: Optional[Callable[[str], bytes]] = None) -
     ``read``; None: local files), best of a few runs each."""
     total = 0.0
     for path in paths:
-        data = Path(path).read_bytes() if read is None else read(path)
+        data = _native.read_file(path) if read is None else read(path)
         best = float("inf")
         for _ in range(TIMING_REPEATS):
             start = time.perf_counter()

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from fastdecode import _native
 from fastdecode.api import decode_image, read_header
 from fastdecode.conversion.output import WRITERS, EncodeOptions, partial_path, write_atomically
 from fastdecode.data._readahead import ReadAheadOptions, open_window
@@ -93,7 +94,7 @@ def convert_one(options: EncodeOptions, job: tuple[str, str],
     decoded and written; any failure is the Outcome's error."""
     source, output = job
     try:
-        data = Path(source).read_bytes() if read is None else read(source)
+        data = _native.read_file(source) if read is None else read(source)
         pixels = load_pixels(data, options.max_side)
         writer = WRITERS[options.to]
         size = write_atomically(Path(output), lambda file: writer(file, pixels, options))

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from fastdecode._options import DEFAULTS as _D
+from fastdecode._options import parse_bytes
 from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits, decode_image
 from fastdecode.data import _listing, _planned, _remote, _stateful
@@ -28,7 +29,7 @@ from fastdecode.data._base import (
 from fastdecode.data._batches import BatchBuffers
 from fastdecode.data._cache import SharedCache
 from fastdecode.data._chain import LiveFused
-from fastdecode.data._readahead import DatasetReads, ReadAheadOptions, parse_bytes
+from fastdecode.data._readahead import DatasetReads, ReadAheadOptions
 from fastdecode.data._remote import is_url
 from fastdecode.data._resume import seeding_of
 from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list

@@ -107,7 +107,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import statistics
 import threading
 import time
@@ -116,10 +115,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Protocol, TypeVar, Union
 
 from fastdecode import _native
+from fastdecode._options import parse_bytes
 
 __all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "ENV", "DatasetReads",
            "LocalReader", "Opened", "ReadAhead", "ReadAheadOptions", "Reader", "as_reader",
-           "open_window", "parse_bytes", "with_later"]
+           "open_window", "with_later"]
 
 DEFAULT_DEPTH = 16
 DEFAULT_MAX_DEPTH = 128
@@ -138,28 +138,6 @@ BYPASS_ABOVE = 0.4
 # BYPASS_ABOVE on their own, not the median)
 BYPASS_SAMPLES = 7
 ENV = "FASTDECODE_READAHEAD"
-
-_UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1 << 10, "M": 1000**2, "MB": 1000**2,
-          "MIB": 1 << 20, "G": 1000**3, "GB": 1000**3, "GIB": 1 << 30, "T": 1000**4,
-          "TB": 1000**4, "TIB": 1 << 40}
-
-
-def parse_bytes(value: Union[int, str]) -> int:
-    """A byte count: an int, or a string such as '64MiB', '2GiB', '1.5GB', '4096'."""
-    if isinstance(value, bool):
-        raise TypeError(f"a byte count must be an int or a string like '2GiB', got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"a byte count must be >= 0, got {value}")
-        return value
-    if not isinstance(value, str):
-        raise TypeError(f"a byte count must be an int or a string like '2GiB', got {value!r}")
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", value)
-    unit = match.group(2).upper() if match else None
-    if match is None or unit not in _UNITS:
-        raise ValueError(f"cannot read {value!r} as a byte count (e.g. '64MiB', '2GiB', 4096)")
-    return int(float(match.group(1)) * _UNITS[unit])
-
 
 @dataclass(frozen=True)
 class ReadAheadOptions:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
 
 import numpy as np
 
+from fastdecode import _native
 from fastdecode.api import decode_image
 from fastdecode.data._batches import _taken_whole  # noqa: F401  (tests reach it here)
 from fastdecode.data._folder import (
@@ -65,11 +66,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_CLASSES))
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
 
 
 @contextmanager
@@ -118,4 +114,4 @@ def default_loader(path: Union[str, Path]) -> Any:
     """
     name = os.fspath(path)
     with _naming(name, None):
-        return _to_pil(decode_image(_read_bytes(name)))
+        return _to_pil(decode_image(_native.read_file(name)))

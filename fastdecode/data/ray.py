@@ -104,6 +104,7 @@ except ImportError as exc:  # test_missing_ray_names_the_extra hides ray to chec
         f"fastdecode.ray needs Ray Data ({exc}): pip install fastdecode[ray]"
     ) from exc
 
+from fastdecode import _native
 from fastdecode.data._listing import Listing, PathsLike, list_images
 from fastdecode.data._readahead import ReadAhead, ReadAheadOptions, open_window
 from fastdecode.data._remote import Remote, is_url
@@ -132,8 +133,7 @@ def _reader(filesystem: Optional[Any]) -> Any:
 
 def _read_file(filesystem: Optional[Any], path: str) -> bytes:
     if filesystem is None:
-        with open(path, "rb") as f:
-            return f.read()
+        return _native.read_file(path)
     with filesystem.open_input_stream(path) as f:
         return f.read()
 

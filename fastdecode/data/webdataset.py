@@ -50,6 +50,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from fastdecode import _native
 from fastdecode._system import settle_in_worker
 from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
@@ -249,7 +250,7 @@ def _write_shard(path: str, members: list[tuple[int, str, int]], max_side: Optio
             for index, source, label in members:
                 key = f"{index:08d}"
                 try:
-                    data = Path(source).read_bytes()
+                    data = _native.read_file(source)
                     read_header(data)  # a file that is no image is listed, not shipped
                     if max_side is not None:
                         out = io.BytesIO()

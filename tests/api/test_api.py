@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import errno
 import inspect
 import io
+import os
 import pickle
 from pathlib import Path
 
@@ -94,6 +96,39 @@ def test_read_image_maps_large_files(tmp_path, monkeypatch):
     monkeypatch.setattr(api, "MMAP_THRESHOLD", 1 << 30)
     np.testing.assert_array_equal(fd.read_image(path, layout="CHW"),
                                   pillow_rgb(data).transpose(2, 0, 1))
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _big(path):  # 2 KiB and one byte, over a limit of 2 KiB
+    path.write_bytes(sample_jpeg((45, 67)).ljust(2049, b"\0"))
+
+
+@pytest.mark.timeout(30)  # a FIFO's open would wait for a writer
+@pytest.mark.parametrize("mapped", [False, True], ids=["read", "mapped"])
+@pytest.mark.parametrize("make, error, match", [
+    pytest.param(_fifo, errno.EINVAL, r"not a regular file \(a device, a FIFO or a socket\)",
+                 id="a-fifo"),
+    pytest.param(_big, errno.EFBIG, r"larger than the per-file limit of 2,048 bytes \(set "
+                 r"FASTDECODE_MAX_FILE_BYTES to read larger files\)", id="over-the-limit"),
+])
+def test_read_image_refuses_what_no_image_is_naming_the_file(tmp_path, monkeypatch, mapped,
+                                                             make, error, match):
+    """read_image reads as the datasets do (``_native.LocalFile``): a FIFO is
+    refused, not waited for; a file over the per-file limit
+    (``FASTDECODE_MAX_FILE_BYTES``) is refused from its size."""
+    monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", "2KiB")
+    monkeypatch.setattr(api, "MMAP_THRESHOLD", 16 if mapped else 1 << 30)
+    path = tmp_path / "odd.jpg"
+    make(path)
+    with pytest.raises(OSError, match=f"{match}: '.*odd.jpg'") as info:
+        fd.read_image(path)
+    assert info.value.errno == error and os.fspath(info.value.filename) == str(path)
+    monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", "4KiB")  # raised: read
+    if make is _big:
+        assert fd.read_image(path).shape == (45, 67, 3)
 
 
 def test_value_types_and_error_hierarchy():

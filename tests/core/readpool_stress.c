@@ -52,7 +52,7 @@ int main(int argc, char **argv)
     fd_ra *pool;
     fd_error err;
     cap = rnd(2) ? 400000 : 1 << 20;
-    if (fd_ra_new(cap, &pool, &err) != FD_OK) {
+    if (fd_ra_new(cap, INT64_MAX, &pool, &err) != FD_OK) {
         fprintf(stderr, "fd_ra_new: %s\n", err.message);
         return 1;
     }

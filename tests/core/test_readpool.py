@@ -6,6 +6,7 @@ its file, files that changed after their size was known, mappings reused,
 fork, close and reuse, and a random mix of submits, drops and takes checked
 against the files (run under ASan and UBSan by ``make test``)."""
 
+import errno
 import multiprocessing
 import os
 import random
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fastdecode import _native
+from fastdecode import _native, _options
 from fastdecode.data import _readahead
 from fastdecode.data._readahead import ReadAhead, ReadAheadOptions, open_window
 
@@ -294,7 +295,11 @@ def odd_dirs(tmp_path):
 @pytest.mark.timeout(30)  # a FIFO's open or /dev/zero's read would never return
 @pytest.mark.parametrize("reader", ["the-consumer", "the-pool"])
 @pytest.mark.parametrize("kind", ODD_FILES)
-def test_a_path_that_is_not_a_regular_file_is_refused_naming_it(odd_dirs, kind, reader):
+def test_a_path_that_is_not_a_regular_file_is_refused_naming_it(odd_dirs, monkeypatch, kind,
+                                                                reader):
+    """(With the per-file limit lifted: the sparse files are over the default;
+    the limit has its own tests below.)"""
+    monkeypatch.setenv(_options.MAX_FILE_BYTES_ENV, str(2**63 - 1))
     path, error, match = _odd(odd_dirs, kind)
     with pytest.raises(error, match=f"{match}: '.*{os.path.basename(path)}'") as caught:
         if reader == "the-consumer":
@@ -307,6 +312,114 @@ def test_a_path_that_is_not_a_regular_file_is_refused_naming_it(odd_dirs, kind, 
             finally:
                 pool.close()
     assert caught.value.filename == path
+
+
+# ---------------------------------------------------------------------------
+# the per-file limit (FASTDECODE_MAX_FILE_BYTES)
+
+
+LIMIT = 100_000
+OVER_THE_LIMIT = (r"larger than the per-file limit of 100,000 bytes \(set "
+                  r"FASTDECODE_MAX_FILE_BYTES to read larger files\): '.*a.jpg'")
+
+
+def _read_by(reader, path, given=-1):
+    """``path``'s bytes as ``reader`` reads it (the limit from the environment);
+    a pool's OSError carries the pool's stats after it (``pool_stats``)."""
+    if reader == "the-consumer":
+        return _readahead.LocalReader().open(path).read()
+    pool = ReadPool(1 << 20)
+    pool.configure(2, False)
+    try:
+        return pool.take(pool.submit(path, given), path)[0]
+    except OSError as exc:
+        exc.pool_stats = pool.stats()
+        raise
+    finally:
+        pool.close()
+
+
+READERS = ["the-consumer", "the-pool", "the-pool-size-given"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("size", [LIMIT - 1, LIMIT, LIMIT + 1, 1 << 40],
+                         ids=["under", "at", "one-byte-over", "a-sparse-tib"])
+def test_a_file_over_the_per_file_limit_is_refused_from_its_size(tmp_path, monkeypatch,
+                                                                 reader, size):
+    """Refused before anything is reserved, mapped or allocated (the pool's
+    stats; a sparse TiB would not fit this machine's memory); EFBIG naming
+    the file and the variable that raises the limit."""
+    monkeypatch.setenv(_options.MAX_FILE_BYTES_ENV, str(LIMIT))
+    path = str(tmp_path / "a.jpg")
+    with open(path, "wb") as f:
+        f.write(os.urandom(min(size, 4096)))
+        f.truncate(size)
+    given = size if reader == "the-pool-size-given" else -1
+    if size > LIMIT:
+        with pytest.raises(OSError, match=OVER_THE_LIMIT) as caught:
+            _read_by(reader, path, given)
+        assert caught.value.errno == errno.EFBIG and caught.value.filename == path
+        if reader != "the-consumer":
+            stats = caught.value.pool_stats
+            assert stats["failed"] == 1 and stats["mappings"] == stats["peak_bytes"] == 0
+    else:
+        assert _read_by(reader, path, given) == _content(path)
+
+
+@pytest.mark.parametrize("reader", ["the-consumer", "the-pool-size-given"])
+@pytest.mark.parametrize("grown", [LIMIT, LIMIT + 1, 10 * LIMIT],
+                         ids=["to-the-limit", "one-byte-over", "far-over"])
+def test_a_file_that_grew_past_the_limit_is_refused_at_it(tmp_path, monkeypatch, reader, grown):
+    """A file longer than its size when read (it grew after open, or after
+    the listing that gave its size) is read to one byte past the limit, no
+    further, and refused."""
+    monkeypatch.setenv(_options.MAX_FILE_BYTES_ENV, str(LIMIT))
+    path, = random_files(tmp_path, [5000])
+    opened = _native.LocalFile(path) if reader == "the-consumer" else None
+    with open(path, "ab") as f:
+        f.write(os.urandom(grown - 5000))
+    if grown > LIMIT:
+        with pytest.raises(OSError, match=OVER_THE_LIMIT.replace("a.jpg", "")) as caught:
+            opened.read() if opened else _read_by(reader, path, 5000)
+        assert caught.value.errno == errno.EFBIG
+    else:
+        assert (opened.read() if opened else _read_by(reader, path, 5000)) == _content(path)
+
+
+@pytest.mark.parametrize("text, want", [
+    pytest.param("", _options.DEFAULT_MAX_FILE_BYTES, id="unset"),
+    pytest.param("2KiB", 2048, id="2KiB"),
+    pytest.param(" 4GiB ", 4 << 30, id="4GiB"),
+    pytest.param("123", 123, id="plain"),
+])
+def test_the_per_file_limit_is_its_environment_variable_else_1_gib(monkeypatch, text, want):
+    monkeypatch.setenv(_options.MAX_FILE_BYTES_ENV, text)
+    assert _options.max_file_bytes() == want
+    assert _options.DEFAULT_MAX_FILE_BYTES == 1 << 30
+
+
+@pytest.mark.parametrize("text, match", [
+    pytest.param("lots", "FASTDECODE_MAX_FILE_BYTES='lots': cannot read 'lots' as a byte count",
+                 id="no-byte-count"),
+    pytest.param("0", "FASTDECODE_MAX_FILE_BYTES='0': the limit must be at least one byte",
+                 id="zero"),
+])
+def test_a_bad_per_file_limit_is_named_where_a_file_is_opened(tmp_path, monkeypatch, text,
+                                                              match):
+    path, = random_files(tmp_path, [10])
+    monkeypatch.setenv(_options.MAX_FILE_BYTES_ENV, text)
+    with pytest.raises(ValueError, match=match):
+        _native.read_file(path)
+    with pytest.raises(ValueError, match=match):
+        ReadPool(1 << 20)
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_an_explicit_limit_below_one_byte_is_refused(tmp_path, bad):
+    path, = random_files(tmp_path, [10])
+    with pytest.raises(ValueError, match=f"max_size must be at least one byte, got {bad}"):
+        _native.LocalFile(path, bad)
 
 
 def test_a_local_file_is_read_once_and_closed(tmp_path):

@@ -23,7 +23,7 @@ pytest.importorskip("torchvision")
 
 from torchvision import transforms as T  # noqa: E402
 
-from fastdecode import FastLoader, errors  # noqa: E402
+from fastdecode import FastLoader, _options, errors  # noqa: E402
 from fastdecode.data import _readahead  # noqa: E402
 from fastdecode.data._batches import RingSampler  # noqa: E402
 from fastdecode.data._readahead import ReadAhead, ReadAheadOptions  # noqa: E402
@@ -511,13 +511,13 @@ def test_a_bad_readahead_argument_is_refused(tmp_path, value, match):
     pytest.param(123, 123, id="int"),
 ])
 def test_byte_counts(text, want):
-    assert _readahead.parse_bytes(text) == want
+    assert _options.parse_bytes(text) == want
 
 
 @pytest.mark.parametrize("text", ["lots", "2 parsecs", "-5"])
 def test_a_bad_byte_count_is_named(text):
     with pytest.raises(ValueError, match="cannot read .* as a byte count"):
-        _readahead.parse_bytes(text)
+        _options.parse_bytes(text)
 
 
 # ---------------------------------------------------------------------------
@@ -646,7 +646,22 @@ def test_on_error_skips_as_without_readahead(tmp_path, how):
     assert torch.equal(a, b) and ta == tb and sa == sb == 1
 
 
-ODD_FILES = {"fifo.jpg": os.mkfifo, "zero.jpg": lambda p: os.symlink("/dev/zero", p)}
+def _sparse(path, size):
+    with open(path, "wb") as f:
+        try:
+            f.truncate(size)
+        except OSError as exc:
+            pytest.skip(f"this file system holds no sparse {size} byte file: {exc}")
+
+
+NOT_REGULAR = "not a regular file"
+OVER_THE_LIMIT = (r"larger than the per-file limit of 1,073,741,824 bytes \(set "
+                  r"FASTDECODE_MAX_FILE_BYTES to read larger files\)")
+ODD_FILES = {  # name: (make it, what its error says)
+    "fifo.jpg": (os.mkfifo, NOT_REGULAR),
+    "zero.jpg": (lambda p: os.symlink("/dev/zero", p), NOT_REGULAR),
+    "two-gib.jpg": (lambda p: _sparse(p, 2 << 30), OVER_THE_LIMIT),  # the default limit
+}
 
 
 @pytest.mark.timeout(60)  # a FIFO's open, or /dev/zero's read, would never end
@@ -654,18 +669,22 @@ ODD_FILES = {"fifo.jpg": os.mkfifo, "zero.jpg": lambda p: os.symlink("/dev/zero"
                                    pytest.param(8, id="depth-8"),
                                    pytest.param(None, id="adaptive")])
 @pytest.mark.parametrize("name", list(ODD_FILES))
-def test_a_path_that_is_not_a_regular_file_is_named_not_waited_for(tmp_path, name, depth):
+def test_a_path_that_is_not_a_regular_file_is_named_not_waited_for(tmp_path, monkeypatch,
+                                                                  name, depth):
     """A FIFO or a device named like an image (listed, as ImageFolder lists
-    it): its sample raises the named error, or is skipped; never a hang,
-    never a read that does not end."""
+    it), or a file over the per-file limit: its sample raises the named
+    error, or is skipped; never a hang, never a read that does not end, never
+    a file read whole that no image needs."""
+    monkeypatch.delenv("FASTDECODE_MAX_FILE_BYTES", raising=False)
     root = make_tree(tmp_path / "t", per_class=4, classes=("a", "b"))
-    ODD_FILES[name](str(root / "a" / name))
+    make, says = ODD_FILES[name]
+    make(str(root / "a" / name))
     ds = FastImageFolder(root, transform=TRAIN, readahead=depth)
     index = next(i for i, (p, _) in enumerate(ds.samples) if p.endswith(name))
     with pytest.raises(errors.ImageFileError,
-                       match=f"{name}: sample {index}: cannot read file: not a regular file"):
+                       match=f"{name}: sample {index}: cannot read file: {says}"):
         ds.__getitems__(list(range(len(ds))))
-    with pytest.raises(errors.ImageFileError, match="not a regular file"):
+    with pytest.raises(errors.ImageFileError, match=says):
         ds[index]
     skipping = FastImageFolder(root, transform=TRAIN, readahead=depth, on_error="skip")
     assert len(skipping.__getitems__(list(range(len(ds))))) == len(ds)
