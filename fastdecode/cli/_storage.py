@@ -5,7 +5,9 @@ fast whole files read, and what to do about it.
 The probe reads a sample of the dataset's files, spread over the tree by a
 seeded shuffle of a bounded listing: each is opened and its first 4 KiB read
 (the open + first-byte latency: one round trip on network storage, a page
-cache hit on a warm local disk), then read whole (the throughput). The
+cache hit on a warm local disk), then read whole (the throughput), each as the datasets read it (a FIFO, a
+device or a file over the per-file limit is named among the errors, not
+waited for or read). The
 decode cost of the same bytes gives the rate the usable CPUs could consume,
 and Little's law sizes the read-ahead: reads in flight = rate x latency.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
 
+from fastdecode import _native
 from fastdecode.data._folder import IMG_EXTENSIONS
 
 __all__ = ["MountInfo", "StorageProbe", "classify", "mount_of", "probe", "storage_advice"]
@@ -144,13 +147,15 @@ def probe(root: os.PathLike | str, sample: int = 64, seed: int = 0,
     for path in picked:
         try:
             start = time.perf_counter()
-            with open(path, "rb", buffering=0) as f:
-                f.read(FIRST_BYTES)
+            file = _native.LocalFile(path)  # as the datasets open it: odd files refused
+            try:
+                os.pread(file.fileno(), FIRST_BYTES, 0)
                 result.open_first_byte_s.append(time.perf_counter() - start)
-                f.seek(0)
                 start = time.perf_counter()
-                data = f.read()
+                data = file.read()  # from the start: pread left the offset there
                 result.read_s += time.perf_counter() - start
+            finally:
+                file.close()
             result.bytes_read += len(data)
             payloads.append(data)
         except OSError as exc:

@@ -1,6 +1,7 @@
 """The doctor's storage probe (fastdecode/cli/_storage.py) at its edges:
 mountinfo lines without a separator, the listing cap, sampled files that
-cannot be read or decoded, a probe with nothing measured, and the advice
+cannot be read or decoded (a FIFO and a file over the per-file limit
+among them), a probe with nothing measured, and the advice
 when nothing could be read or no decode cost is known.
 test_doctor_storage.py covers the mount kinds and the usual advice."""
 
@@ -52,6 +53,26 @@ def test_a_probe_names_unreadable_files_and_skips_undecodable_ones(tree):
     assert found.bytes_read == sum(os.path.getsize(tree / n) for n in
                                    ("a/1.JPG", "a/2.jpg", "b/3.png", "b/broken.jpg"))
     assert found.decode_s_per_image is not None and found.decode_s_per_image > 0
+
+
+@pytest.mark.timeout(30)  # a FIFO's open would wait for a writer
+def test_a_probe_names_a_fifo_and_a_file_over_the_limit_without_reading_them(tmp_path,
+                                                                              monkeypatch):
+    """The files ``doctor`` meets in a suspect tree: refused as the datasets
+    refuse them, each named among the errors, never waited for or read."""
+    monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", "1MiB")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "1.jpg").write_bytes(encode(16, 16, seed=1))
+    os.mkfifo(tmp_path / "a" / "2.jpg")
+    with open(tmp_path / "a" / "3.jpg", "wb") as f:
+        f.truncate(1 << 40)  # a sparse TiB
+    found = _storage.probe(tmp_path, sample=10)
+    assert found.sampled == 3 and len(found.open_first_byte_s) == 1
+    assert sorted(found.errors) == [
+        f"{tmp_path / 'a' / '2.jpg'}: not a regular file (a device, a FIFO or a socket)",
+        f"{tmp_path / 'a' / '3.jpg'}: larger than the per-file limit of 1,048,576 bytes (set "
+        "FASTDECODE_MAX_FILE_BYTES to read larger files)"]
+    assert found.bytes_read == os.path.getsize(tmp_path / "a" / "1.jpg")
 
 
 def test_no_decodable_sample_has_no_decode_cost():
