@@ -9,6 +9,7 @@ standard library, so numpy-only installs load it.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from typing import Any, Optional, Protocol, Tuple, TypedDict, Union
@@ -54,6 +55,13 @@ def parse_bytes(value: Union[int, str]) -> int:
     if match is None or unit not in _UNITS:
         raise ValueError(f"cannot read {value!r} as a byte count (e.g. '64MiB', '2GiB', 4096)")
     return int(float(match.group(1)) * _UNITS[unit])
+
+
+def over_file_limit(path: Any, limit: int) -> OSError:
+    """The error of a file larger than the per-file limit ``limit``: EFBIG,
+    naming ``path`` and the variable that raises the limit."""
+    return OSError(errno.EFBIG, f"larger than the per-file limit of {limit:,} bytes (set "
+                                f"{MAX_FILE_BYTES_ENV} to read larger files)", path)
 
 
 def max_file_bytes() -> int:

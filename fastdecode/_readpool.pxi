@@ -14,8 +14,8 @@ cdef extern from "Python.h":
 
 import os as _os
 
-from fastdecode._options import MAX_FILE_BYTES_ENV as _MAX_FILE_BYTES_ENV
 from fastdecode._options import max_file_bytes as _max_file_bytes
+from fastdecode._options import over_file_limit as _over_file_limit
 
 cdef unsigned long long _pools_made = 0
 
@@ -34,8 +34,7 @@ cdef object _file_error(int error, int step, path, long long limit):
     step FD_RA_LIMIT went over."""
     path = _os.fspath(path)  # as open() names it: a str (or bytes), not a Path's repr
     if step == FD_RA_LIMIT:
-        return OSError(EFBIG, f"larger than the per-file limit of {limit:,} bytes (set "
-                              f"{_MAX_FILE_BYTES_ENV} to read larger files)", path)
+        return _over_file_limit(path, limit)
     if step == FD_RA_STAT and error == FD_FILE_NOT_REGULAR:
         return OSError(error, "not a regular file (a device, a FIFO or a socket)", path)
     return OSError(error, _os.strerror(error), path)

@@ -19,7 +19,11 @@ message or the index: they stay in a process-local registry, which forked
 workers inherit, and in an environment variable (``FASTDECODE_FS_<token>``),
 which spawned workers inherit, as they inherit ``AWS_SECRET_ACCESS_KEY``.
 
-Reads: :meth:`Remote.read_many` fetches a batch concurrently, with
+Reads: an object whose size in a listing this process opened is over the
+per-file limit (``FASTDECODE_MAX_FILE_BYTES``, 1 GiB) is refused unfetched,
+an ImageFileError (``errno.EFBIG``) naming the URL; objects of unknown size
+(URLs of a file list, a listing without sizes) are fetched whole.
+:meth:`Remote.read_many` fetches a batch concurrently, with
 ``cat_ranges`` on async filesystems (s3, gcs, http) and read threads (blocking
 in the kernel, GIL released) on sync ones. Transient failures (timeouts,
 connection resets or refusals, HTTP 5xx/408/429) are retried with exponential
@@ -30,6 +34,7 @@ for a permanent failure, an ImageFileError naming the URL.
 from __future__ import annotations
 
 import base64
+import bisect
 import errno as _errno
 import hashlib
 import json
@@ -47,6 +52,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
+from fastdecode._options import max_file_bytes, over_file_limit
 from fastdecode.errors import ImageFileError
 
 __all__ = ["Remote", "TreeIndex", "cache_dir", "is_url", "refresh_index", "scrub_url"]
@@ -61,7 +67,7 @@ _REDACTED = "***"
 _ENV_PREFIX = "FASTDECODE_FS_"
 _SECRETS: dict[str, dict] = {}  # token -> secret options, this process
 _READ_THREADS = 8
-_INDEX_VERSION = 1
+_INDEX_VERSION = 2  # 2: the sizes
 # EBUSY and EREMOTEIO: how s3fs translates S3's 503 (SlowDown, ServiceUnavailable) and 500
 _TRANSIENT_ERRNO = {_errno.ECONNRESET, _errno.ECONNREFUSED, _errno.ECONNABORTED, _errno.ETIMEDOUT,
                     _errno.EPIPE, _errno.EHOSTUNREACH, _errno.ENETUNREACH, _errno.EAGAIN,
@@ -160,14 +166,15 @@ def _transient(exc: BaseException) -> bool:
 class TreeIndex:
     """A root's listing: its files (paths relative to the root, sorted) in one
     bytes blob, each ended by a newline, path i from ``offsets[i]`` to
-    ``offsets[i + 1] - 1``, the top-level folders, and the fingerprint of the
-    listing's etags/mtimes/sizes."""
+    ``offsets[i + 1] - 1``, the top-level folders, the fingerprint of the
+    listing's etags/mtimes/sizes, and each file's size (-1: not listed)."""
 
     root: str
     blob: np.ndarray
     offsets: np.ndarray
     folders: list[str]
     fingerprint: str
+    sizes: np.ndarray
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -177,6 +184,14 @@ class TreeIndex:
 
     def relpaths(self) -> list[str]:
         return self.blob.tobytes().decode("utf-8").split("\n")[:len(self)] if len(self) else []
+
+    def size_of(self, rel: str) -> Optional[int]:
+        """The listed size of ``rel`` (None: not in the listing, or listed
+        without one); a binary search of the sorted paths."""
+        i = bisect.bisect_left(range(len(self)), rel, key=self.relpath)
+        if i < len(self) and self.relpath(i) == rel and self.sizes[i] >= 0:
+            return int(self.sizes[i])
+        return None
 
 
 class Remote:
@@ -202,6 +217,7 @@ class Remote:
                 cls = fsspec.get_filesystem_class(protocol)
                 options = {**cls._get_kwargs_from_urls(url), **options}
         self.protocol = protocol
+        self._roots: list[str] = []  # the roots listed through it (their sizes known)
         public, secret = _split(options)
         self.options: dict = public
         self._token = ""
@@ -221,10 +237,12 @@ class Remote:
     # -- pickling: no client, no secret ---------------------------------------
 
     def __getstate__(self) -> dict:
-        return {"protocol": self.protocol, "options": self.options, "_token": self._token}
+        return {"protocol": self.protocol, "options": self.options, "_token": self._token,
+                "_roots": self._roots}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_roots", [])
         self._init_local()
 
     def __repr__(self) -> str:
@@ -277,13 +295,23 @@ class Remote:
             self._pool = ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="fastdecode-read")
         return list(self._pool.map(lambda u: _attempt(fs.cat_file, u), urls))
 
+    def size_of(self, url: str) -> Optional[int]:
+        """``url``'s size in the listing of a root listed through this Remote
+        (in any process: the index file), None when unknown."""
+        for root in self._roots:
+            if url.startswith(root + "/"):
+                return self.tree(root).size_of(url[len(root) + 1:])
+        return None
+
     def read_many(self, urls: Sequence[str]) -> list[Union[bytes, ImageFileError]]:
         """The bytes of each URL, fetched concurrently, in order; a URL that
-        fails for good (or past the retry bound) gives an ImageFileError
-        naming it in its place."""
+        fails for good (or past the retry bound), or whose listed size is
+        over the per-file limit (not fetched), gives an ImageFileError naming
+        it in its place."""
         urls = list(urls)
         out: list[Any] = [None] * len(urls)
-        todo = list(range(len(urls)))
+        refused = self._over_limit(urls)
+        todo = [i for i in range(len(urls)) if i not in refused]
         start, delay, attempts = time.monotonic(), 0.05, 0
         bound = _retry_seconds()
         while todo:
@@ -301,12 +329,22 @@ class Remote:
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
         for i, value in enumerate(out):
-            if isinstance(value, BaseException):
+            if i in refused:
+                out[i] = refused[i]
+            elif isinstance(value, BaseException):
                 out[i] = self._error(urls[i], value, attempts if i in todo else None,
                                      time.monotonic() - start)
             elif not isinstance(value, bytes):
                 out[i] = bytes(value)
         return out
+
+    def _over_limit(self, urls: list[str]) -> dict[int, ImageFileError]:
+        """The errors of ``urls`` whose listed size is over the per-file limit, by position."""
+        if not self._roots:
+            return {}
+        limit = max_file_bytes()
+        refused = {i: _too_large(url, self.size_of(url), limit) for i, url in enumerate(urls)}
+        return {i: error for i, error in refused.items() if error is not None}
 
     def read(self, url: str) -> bytes:
         """The bytes at ``url`` (retried as :meth:`read_many`), or an ImageFileError."""
@@ -334,8 +372,14 @@ class Remote:
 
     def open(self, url: str) -> "_RemoteFile":
         """The read-ahead Reader protocol (:mod:`fastdecode.data._readahead`):
-        an opened file whose ``read()`` is :meth:`read` (size unknown before)."""
-        return _RemoteFile(self, url)
+        an opened file whose ``read()`` is :meth:`read`, its size the listed
+        one (None: unknown); one listed over the per-file limit is refused
+        here, as a local file is at its open."""
+        size = self.size_of(url)
+        error = _too_large(url, size, max_file_bytes()) if size is not None else None
+        if error is not None:
+            raise error
+        return _RemoteFile(self, url, size)
 
     # -- listing ----------------------------------------------------------------
 
@@ -343,6 +387,9 @@ class Remote:
         """The listing of ``url`` from its index file, made (one ``find``) when
         absent or when ``refresh``."""
         key = _index_key(self.protocol, url, self.options)
+        root = scrub_url(url).rstrip("/")
+        if root not in self._roots:
+            self._roots.append(root)
         cached = _TREES.get(key)
         if cached is not None and not refresh:
             return cached
@@ -378,18 +425,21 @@ class Remote:
             if "/" in rel:
                 folders.add(rel.split("/", 1)[0])
         files.sort()
-        for rel in files:
+        sizes = np.full(len(files), -1, np.int64)
+        for i, rel in enumerate(files):
             info = found.get(prefix + rel) or found.get(fs.unstrip_protocol(prefix + rel)) or {}
             version = (info.get("ETag") or info.get("etag") or info.get("mtime")
                        or info.get("LastModified") or info.get("updated") or info.get("created"))
             stamp.update(f"{rel}\0{info.get('size')}\0{version}\n".encode())
+            if isinstance(info.get("size"), int) and info["size"] >= 0:
+                sizes[i] = info["size"]
         if not files and not folders:
             raise FileNotFoundError(f"no file under {scrub_url(url)}")
         blob = np.frombuffer("".join(f"{rel}\n" for rel in files).encode("utf-8"), np.uint8)
         offsets = np.zeros(len(files) + 1, np.int64)
         np.cumsum(np.fromiter((len(r.encode("utf-8")) + 1 for r in files), np.int64,
                               count=len(files)), out=offsets[1:])
-        return TreeIndex(scrub_url(url), blob, offsets, sorted(folders), stamp.hexdigest())
+        return TreeIndex(scrub_url(url), blob, offsets, sorted(folders), stamp.hexdigest(), sizes)
 
 
 def _client_defaults(protocol: str, options: dict) -> dict:
@@ -412,11 +462,20 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     return options
 
 
+def _too_large(url: str, size: Optional[int], limit: int) -> Optional[ImageFileError]:
+    """The error of ``url`` when its listed ``size`` is over ``limit``, else None."""
+    if size is None or size <= limit:
+        return None
+    reason = over_file_limit(url, limit).strerror
+    return ImageFileError(f"cannot read {scrub_url(url)}: {reason} (listed at {size:,} bytes)",
+                          path=scrub_url(url), errno=_errno.EFBIG)
+
+
 class _RemoteFile:
     __slots__ = ("remote", "url", "size")
 
-    def __init__(self, remote: Remote, url: str) -> None:
-        self.remote, self.url, self.size = remote, url, None
+    def __init__(self, remote: Remote, url: str, size: Optional[int]) -> None:
+        self.remote, self.url, self.size = remote, url, size
 
     def read(self) -> bytes:
         return self.remote.read(self.url)
@@ -443,7 +502,7 @@ def _save_index(path: str, index: TreeIndex) -> None:
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, blob=index.blob, offsets=index.offsets,
+            np.savez(f, blob=index.blob, offsets=index.offsets, sizes=index.sizes,
                      meta=np.frombuffer(json.dumps(
                          {"root": index.root, "folders": index.folders,
                           "fingerprint": index.fingerprint}).encode(), np.uint8))
@@ -460,7 +519,7 @@ def _load_index(path: str, url: str) -> Optional[TreeIndex]:
             if meta["root"] != scrub_url(url):
                 return None
             return TreeIndex(meta["root"], data["blob"], data["offsets"], meta["folders"],
-                             meta["fingerprint"])
+                             meta["fingerprint"], data["sizes"])
     except (OSError, KeyError, ValueError):
         return None
 

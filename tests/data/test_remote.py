@@ -7,7 +7,9 @@ that on_error handles; credentials stay out of messages, logs and pickles."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import pickle
 import re
 import time
@@ -365,6 +367,60 @@ def test_a_deleted_key_is_skipped_under_on_error_skip(root, path):
     else:
         assert len(ds.__getitems__([1, 2, 3])) == 3
     assert ds.skipped == 1
+
+
+# -- the per-file limit: objects refused from their listed size, unfetched ---
+
+
+def test_an_object_listed_over_the_per_file_limit_is_refused_unfetched(root, monkeypatch):
+    """memory:// and S3 list each object's size: one over the limit is its
+    sample's ImageFileError (EFBIG) naming the URL, never fetched, and
+    ``on_error="skip"`` goes on. An HTTP listing (links in a page) has no
+    sizes: its objects are fetched whole, as documented."""
+    ds = open_root(root, TF)
+    sizes = [(root.tree / os.path.relpath(p, root.tree)).stat().st_size
+             for p, _ in local_paths(ds, root.url, root.tree)]
+    limit = sorted(set(sizes))[-2]
+    over = [i for i, n in enumerate(sizes) if n > limit]
+    monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", str(limit))
+    fetched = []
+    fetch = _remote.Remote._fetch
+    monkeypatch.setattr(_remote.Remote, "_fetch",
+                        lambda self, urls: fetched.extend(urls) or fetch(self, urls))
+    url = ds.samples[over[0]][0]
+    if root.kind == "http":
+        assert ds._remote.size_of(url) is None
+        assert ds[over[0]][0].shape == (3, 32, 32) and fetched == [url]
+        return
+    assert ds._remote.size_of(url) == sizes[over[0]]
+    with pytest.raises(ImageFileError, match=(
+            f"sample {over[0]}: cannot read {re.escape(url)}: larger than the per-file limit "
+            f"of {limit:,} bytes \\(set FASTDECODE_MAX_FILE_BYTES to read larger files\\) "
+            f"\\(listed at {sizes[over[0]]:,} bytes\\)")) as info:
+        ds[over[0]]
+    assert info.value.errno == errno.EFBIG and info.value.filename == url
+    skipping = open_root(root, TF, on_error="skip")
+    assert len(skipping.__getitems__(list(range(len(ds))))) == len(ds)
+    assert skipping.skipped == len(over)
+    assert not {ds.samples[i][0] for i in over} & set(fetched)
+
+
+def test_listed_sizes_survive_the_index_file_and_a_pickle(memory_root, monkeypatch):
+    """A spawned worker gets the Remote pickled: it finds the sizes in the
+    index file, listing nothing; the read-ahead Reader (``open``) has them."""
+    remote, index = _remote.open_root(memory_root)
+    url = f"{memory_root}/{index.relpath(0)}"
+    want = MemoryFileSystem().size(url)
+    lists = count_lists(monkeypatch)
+    _remote._TREES.clear()  # a new process: only the index file is left
+    again = pickle.loads(pickle.dumps(remote))
+    assert again.size_of(url) == want and again.open(url).size == want and not lists
+    assert again.size_of(f"{memory_root}/no-such.jpg") is None
+    assert again.size_of("memory://elsewhere/a.jpg") is None
+    monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", str(want - 1))
+    with pytest.raises(ImageFileError, match="larger than the per-file limit") as info:
+        again.open(url)
+    assert info.value.errno == errno.EFBIG
 
 
 @pytest.mark.loopback
