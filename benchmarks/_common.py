@@ -1,5 +1,6 @@
 """What the benchmark sections share: the command line, the default data,
-machine facts and library versions, progress bars and peak RSS.
+machine facts and library versions, interleaved rounds and their ratios,
+progress bars and peak RSS.
 
 The benchmarks are one package, imported one way: ``benchmarks`` in a
 checkout (``python -m benchmarks.bench_decode``), ``fastdecode.benchmarks``
@@ -16,10 +17,11 @@ import os
 import platform
 import re
 import shlex
+import statistics
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, TypeVar
 
 # The checkout (or, from the wheel, the fastdecode package folder): where
 # .venv-simd and the Makefile are looked for.
@@ -31,6 +33,27 @@ DISTRIBUTIONS = ("numpy", "pillow", "simplejpeg", "PyTurboJPEG", "opencv-python-
 PEAK_RSS_NOTE = ("peak RSS: the whole process's high-water mark over one untimed pass of the "
                  "row, reset just before it; it includes what every row shares (Python, the "
                  "libraries, the files in memory), so compare rows by their differences")
+
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------
+# Interleaved rounds.
+
+
+def round_order(items: Sequence[T], r: int) -> list[T]:
+    """Round ``r``'s order of ``items``: as given in even rounds, reversed in
+    odd ones (A B, then B A), so a machine drifting within a pair of rounds
+    favours neither end. Every section interleaves its rows this way."""
+    return list(items) if r % 2 == 0 else list(items)[::-1]
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """The median of a[i] / b[i] over the rounds both have (b[i] > 0); None
+    when there is none."""
+    ratios = [x / y for x, y in zip(a, b) if y > 0]
+    return statistics.median(ratios) if ratios else None
 
 
 # --------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def measure(root: Path, kinds: list[str], workers: int, batch: int, rounds: int,
         rows.append(row)
         bar.update()
     for r in range(rounds):
-        for row in (rows if r % 2 == 0 else rows[::-1]):
+        for row in common.round_order(rows, r):
             bar.set_postfix_str(f"{row.loader}, round {r + 1}")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)

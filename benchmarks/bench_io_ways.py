@@ -165,7 +165,7 @@ def interleaved(names: list[str], passes: int, measure: Callable[[str], T]
     other pass in the reverse order."""
     got: dict[str, list[T]] = {name: [] for name in names}
     for r in range(passes):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in common.round_order(names, r):
             got[name].append(measure(name))
     return got
 

@@ -300,8 +300,7 @@ def measure(tree: Path, rounds: int, window: int, checkpoints: int, batch: int,
     bar.update()
     builds: dict[str, list[dict[str, Any]]] = {"ImageFolder": [], "FastImageFolder": []}
     for r in range(rounds):
-        order = ("ImageFolder", "FastImageFolder")
-        for kind in order if r % 2 == 0 else order[::-1]:
+        for kind in common.round_order(("ImageFolder", "FastImageFolder"), r):
             builds[kind].append(_run_child("build", kind, str(tree)))
             bar.update()
     reopen = [_run_child("build", "FastImageFolder (index)", str(tree)) for _ in range(2)]

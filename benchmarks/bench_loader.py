@@ -377,9 +377,7 @@ def measure(root: Path, all_chains: dict, settings: dict, bar) -> tuple[list, di
                 fused[chain].append(fused_cost(root, all_chains[chain], settings["fused"],
                                                settings["batch"]))
                 bar.update()
-            # every other round in the reverse order (A B, then B A): a machine
-            # drifting within a pair of rounds favours neither row of a pair
-            for row in (alive if r % 2 == 0 else alive[::-1]):
+            for row in common.round_order(alive, r):
                 bar.set_postfix_str(f"{row.chain} {row.loader} num_workers={row.num_workers}, "
                                     f"round {r + 1}")
                 with warnings.catch_warnings():

@@ -109,18 +109,13 @@ def make_loader_for(kind: str, url: str, options: Optional[dict]):
     return make
 
 
-def schedule(places: list[Place], r: int) -> list[Place]:
-    """Round ``r``'s order: every place, in the reverse order every other round."""
-    return places if r % 2 == 0 else places[::-1]
-
-
 def measure(rows: dict[str, Any], servers: dict[str, Any], places: list[Place],
             settings: dict, bar) -> dict[Place, Cell]:
     """``settings['rounds']`` interleaved rounds of every place: its row (one
     per kind, alive throughout) after its server's delay is set."""
     cells: dict[Place, Cell] = {place: Cell() for place in places}
     for r in range(settings["rounds"]):
-        for place in schedule(places, r):
+        for place in common.round_order(places, r):
             kind, delay = place
             row, server = rows[kind], servers.get(kind)
             if server is not None:
@@ -143,12 +138,6 @@ def measure(rows: dict[str, Any], servers: dict[str, Any], places: list[Place],
     return cells
 
 
-def paired_ratio(a: list[float], b: list[float]) -> Optional[float]:
-    """The median of the per-round ratios a/b (None when either is missing)."""
-    ratios = [x / y for x, y in zip(a, b) if y]
-    return statistics.median(ratios) if ratios else None
-
-
 def results(cells: dict[Place, Cell]) -> list[dict]:
     """A row per place: its rate, its ratios to its server at 0 ms and to the
     local disk, its CPU, the server's CPU and requests per image."""
@@ -159,8 +148,8 @@ def results(cells: dict[Place, Cell]) -> list[dict]:
         out.append({
             "place": kind, "delay_ms": delay,
             "images_per_s": statistics.median(cell.rates), "round_images_per_s": cell.rates,
-            "vs_0ms": paired_ratio(cell.rates, zero.rates) if zero is not None else None,
-            "vs_local": (paired_ratio(cell.rates, local.rates)
+            "vs_0ms": common.paired_ratio(cell.rates, zero.rates) if zero is not None else None,
+            "vs_local": (common.paired_ratio(cell.rates, local.rates)
                          if local is not None and kind != LOCAL else None),
             "cpu_ms_per_image": statistics.median(cell.cpu) * 1000,
             "server_cpu_ms_per_image": (statistics.median(cell.server_cpu) * 1000

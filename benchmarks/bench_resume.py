@@ -140,8 +140,7 @@ def measure_size(images: list[str], n: int, rounds: int, batch: int, workers: in
     fingerprints: list[float] = []
     time_resume(ds, states["first"], batch, workers)  # warm: imports, the files' pages
     for r in range(rounds):
-        order = ("first", "last") if r % 2 == 0 else ("last", "first")
-        for name in order:
+        for name in common.round_order(("first", "last"), r):
             times[name].append(time_resume(ds, states[name], batch, workers))
         fingerprints.append(time_fingerprint(ds, batch))
         bar.update()

@@ -249,12 +249,6 @@ def plan_for(kinds: list[str], workers: int, usable: int, paired: bool) -> Plan:
                 [name for kind in pairs for name in (kind, kind + OFF)])
 
 
-def schedule(places: list[Place], rows: list[Any], r: int) -> tuple[list[Place], list[Any]]:
-    """Round ``r``'s order of places and of the rows at each: every other
-    round reversed (interleaving)."""
-    return (places, rows) if r % 2 == 0 else (places[::-1], rows[::-1])
-
-
 def measure(fs: _latencyfs.LatencyFS, data: Path, chain, settings: dict, kinds: list[str], bar,
             cache_bytes: int, stats_root: Optional[Path] = None,
             paired: bool = True) -> tuple[dict[tuple[str, int, Place], Cell], dict]:
@@ -285,13 +279,11 @@ def measure(fs: _latencyfs.LatencyFS, data: Path, chain, settings: dict, kinds: 
         places: list[Place] = [LOCAL, *settings["delays"]] if plan.local else list(
             settings["delays"])
         for r in range(settings["rounds"]):
-            order, _ = schedule(places, [], r)
-            for place in order:
+            for place in common.round_order(places, r):
                 where = LOCAL if place == LOCAL else "fuse"
                 if place != LOCAL:
                     fs.set_delay(place)
-                _, names = schedule([], plan.rows_at(place), r)
-                for name in names:
+                for name in common.round_order(plan.rows_at(place), r):
                     row = opened[(name, where)]
                     label = "local disk" if place == LOCAL else f"{place:g} ms"
                     bar.set_postfix_str(f"{name} num_workers={workers} {label}, round {r + 1}")
@@ -321,12 +313,6 @@ def measure(fs: _latencyfs.LatencyFS, data: Path, chain, settings: dict, kinds: 
     return cells, peaks
 
 
-def paired_ratio(a: list[float], b: list[float]) -> Optional[float]:
-    """The median of a[i] / b[i] over the rounds both have."""
-    ratios = [x / y for x, y in zip(a, b) if y > 0]
-    return statistics.median(ratios) if ratios else None
-
-
 def results(cells: dict[tuple[str, int, Place], Cell],
             peaks: Optional[dict[tuple[str, int, str], dict]] = None) -> list[dict]:
     peaks = peaks or {}
@@ -350,16 +336,16 @@ def results(cells: dict[tuple[str, int, Place], Cell],
             "images_per_s": statistics.median(cell.rates), "round_images_per_s": cell.rates,
             "min_images_per_s": min(cell.rates), "max_images_per_s": max(cell.rates),
             "cpu_ms_per_image": statistics.median(cell.cpu) * 1000,
-            "vs_0ms": paired_ratio(cell.rates, zero.rates) if zero is not None else None,
-            "vs_imagefolder": (paired_ratio(cell.rates, base.rates)
+            "vs_0ms": common.paired_ratio(cell.rates, zero.rates) if zero is not None else None,
+            "vs_imagefolder": (common.paired_ratio(cell.rates, base.rates)
                                if base is not None and kind != "ImageFolder+PIL" else None),
-            "vs_readahead_off": paired_ratio(cell.rates, off.rates) if off is not None else None,
-            "cpu_vs_local": (paired_ratio(cell.cpu, here.cpu)
+            "vs_readahead_off": common.paired_ratio(cell.rates, off.rates) if off is not None else None,
+            "cpu_vs_local": (common.paired_ratio(cell.cpu, here.cpu)
                              if here is not None and not local else None),
             # the CPU the delay itself costs (latencyfs at 0 ms: the same FUSE
             # reads) and the CPU read-ahead costs (against its readahead=0 twin)
-            "cpu_vs_0ms": paired_ratio(cell.cpu, zero.cpu) if zero is not None else None,
-            "cpu_vs_readahead_off": paired_ratio(cell.cpu, off.cpu) if off is not None else None,
+            "cpu_vs_0ms": common.paired_ratio(cell.cpu, zero.cpu) if zero is not None else None,
+            "cpu_vs_readahead_off": common.paired_ratio(cell.cpu, off.cpu) if off is not None else None,
             "opens_per_round": None if local else cell.opens,
             "daemon_cpu_us_per_file": (sum(cell.daemon_cpu_s) / opens * 1e6) if opens else None,
             **row_peaks,

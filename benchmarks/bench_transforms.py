@@ -427,7 +427,7 @@ def time_rounds(methods: list[Method], files: list[bytes], rounds: int, seed: in
         bad = set().union(*(m.failed.get(key, set()) for m in active))
         usable[key] = [i for i in range(len(files)) if i not in bad]
         for r in range(rounds):
-            for m in active if r % 2 == 0 else active[::-1]:
+            for m in common.round_order(active, r):
                 m.time(key, usable[key], files, seed + r)
                 bar.update()
         for m in active:
