@@ -34,7 +34,6 @@ for a permanent failure, an ImageFileError naming the URL.
 from __future__ import annotations
 
 import base64
-import bisect
 import errno as _errno
 import hashlib
 import json
@@ -46,7 +45,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -175,6 +174,7 @@ class TreeIndex:
     folders: list[str]
     fingerprint: str
     sizes: np.ndarray
+    _over: dict[int, dict[str, int]] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -185,13 +185,14 @@ class TreeIndex:
     def relpaths(self) -> list[str]:
         return self.blob.tobytes().decode("utf-8").split("\n")[:len(self)] if len(self) else []
 
-    def size_of(self, rel: str) -> Optional[int]:
-        """The listed size of ``rel`` (None: not in the listing, or listed
-        without one); a binary search of the sorted paths."""
-        i = bisect.bisect_left(range(len(self)), rel, key=self.relpath)
-        if i < len(self) and self.relpath(i) == rel and self.sizes[i] >= 0:
-            return int(self.sizes[i])
-        return None
+    def over(self, limit: int) -> dict[str, int]:
+        """The files listed larger than ``limit`` bytes, with their sizes
+        (usually none; made once per limit, then a lookup per read)."""
+        found = self._over.get(limit)
+        if found is None:
+            found = self._over[limit] = {self.relpath(int(i)): int(self.sizes[i])
+                                         for i in np.flatnonzero(self.sizes > limit)}
+        return found
 
 
 class Remote:
@@ -233,6 +234,7 @@ class Remote:
         self._fs: Any = None
         self._pool: Optional[ThreadPoolExecutor] = None
         self._lock = threading.Lock()
+        self._here: dict[str, TreeIndex] = {}  # this process's listings of _roots
 
     # -- pickling: no client, no secret ---------------------------------------
 
@@ -295,12 +297,15 @@ class Remote:
             self._pool = ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="fastdecode-read")
         return list(self._pool.map(lambda u: _attempt(fs.cat_file, u), urls))
 
-    def size_of(self, url: str) -> Optional[int]:
-        """``url``'s size in the listing of a root listed through this Remote
-        (in any process: the index file), None when unknown."""
+    def listed_over(self, url: str, limit: int) -> Optional[int]:
+        """``url``'s listed size when a root listed through this Remote (in
+        any process: its index file) lists it larger than ``limit``, else None."""
         for root in self._roots:
             if url.startswith(root + "/"):
-                return self.tree(root).size_of(url[len(root) + 1:])
+                index = self._here.get(root)
+                if index is None:
+                    index = self.tree(root)  # which keeps it in _here
+                return index.over(limit).get(url[len(root) + 1:])
         return None
 
     def read_many(self, urls: Sequence[str]) -> list[Union[bytes, ImageFileError]]:
@@ -343,8 +348,9 @@ class Remote:
         if not self._roots:
             return {}
         limit = max_file_bytes()
-        refused = {i: _too_large(url, self.size_of(url), limit) for i, url in enumerate(urls)}
-        return {i: error for i, error in refused.items() if error is not None}
+        listed = {i: self.listed_over(url, limit) for i, url in enumerate(urls)}
+        return {i: _too_large(urls[i], size, limit) for i, size in listed.items()
+                if size is not None}
 
     def read(self, url: str) -> bytes:
         """The bytes at ``url`` (retried as :meth:`read_many`), or an ImageFileError."""
@@ -372,14 +378,14 @@ class Remote:
 
     def open(self, url: str) -> "_RemoteFile":
         """The read-ahead Reader protocol (:mod:`fastdecode.data._readahead`):
-        an opened file whose ``read()`` is :meth:`read`, its size the listed
-        one (None: unknown); one listed over the per-file limit is refused
-        here, as a local file is at its open."""
-        size = self.size_of(url)
-        error = _too_large(url, size, max_file_bytes()) if size is not None else None
-        if error is not None:
-            raise error
-        return _RemoteFile(self, url, size)
+        an opened file whose ``read()`` is :meth:`read` (size unknown
+        before); one listed over the per-file limit is refused here, as a
+        local file is at its open."""
+        limit = max_file_bytes()
+        size = self.listed_over(url, limit) if self._roots else None
+        if size is not None:
+            raise _too_large(url, size, limit)
+        return _RemoteFile(self, url)
 
     # -- listing ----------------------------------------------------------------
 
@@ -398,7 +404,7 @@ class Remote:
         if index is None:
             index = self._list(url)
             _save_index(path, index)
-        _TREES[key] = index
+        _TREES[key] = self._here[root] = index
         return index
 
     def _list(self, url: str) -> TreeIndex:
@@ -462,10 +468,8 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     return options
 
 
-def _too_large(url: str, size: Optional[int], limit: int) -> Optional[ImageFileError]:
-    """The error of ``url`` when its listed ``size`` is over ``limit``, else None."""
-    if size is None or size <= limit:
-        return None
+def _too_large(url: str, size: int, limit: int) -> ImageFileError:
+    """The error of ``url``, listed at ``size`` bytes, over the per-file limit ``limit``."""
     reason = over_file_limit(url, limit).strerror
     return ImageFileError(f"cannot read {scrub_url(url)}: {reason} (listed at {size:,} bytes)",
                           path=scrub_url(url), errno=_errno.EFBIG)
@@ -474,8 +478,8 @@ def _too_large(url: str, size: Optional[int], limit: int) -> Optional[ImageFileE
 class _RemoteFile:
     __slots__ = ("remote", "url", "size")
 
-    def __init__(self, remote: Remote, url: str, size: Optional[int]) -> None:
-        self.remote, self.url, self.size = remote, url, size
+    def __init__(self, remote: Remote, url: str) -> None:
+        self.remote, self.url, self.size = remote, url, None
 
     def read(self) -> bytes:
         return self.remote.read(self.url)

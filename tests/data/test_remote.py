@@ -389,10 +389,10 @@ def test_an_object_listed_over_the_per_file_limit_is_refused_unfetched(root, mon
                         lambda self, urls: fetched.extend(urls) or fetch(self, urls))
     url = ds.samples[over[0]][0]
     if root.kind == "http":
-        assert ds._remote.size_of(url) is None
+        assert ds._remote.listed_over(url, limit) is None
         assert ds[over[0]][0].shape == (3, 32, 32) and fetched == [url]
         return
-    assert ds._remote.size_of(url) == sizes[over[0]]
+    assert ds._remote.listed_over(url, limit) == sizes[over[0]]
     with pytest.raises(ImageFileError, match=(
             f"sample {over[0]}: cannot read {re.escape(url)}: larger than the per-file limit "
             f"of {limit:,} bytes \\(set FASTDECODE_MAX_FILE_BYTES to read larger files\\) "
@@ -407,16 +407,18 @@ def test_an_object_listed_over_the_per_file_limit_is_refused_unfetched(root, mon
 
 def test_listed_sizes_survive_the_index_file_and_a_pickle(memory_root, monkeypatch):
     """A spawned worker gets the Remote pickled: it finds the sizes in the
-    index file, listing nothing; the read-ahead Reader (``open``) has them."""
+    index file, listing nothing; the read-ahead Reader (``open``) refuses
+    what they put over the limit."""
     remote, index = _remote.open_root(memory_root)
     url = f"{memory_root}/{index.relpath(0)}"
     want = MemoryFileSystem().size(url)
     lists = count_lists(monkeypatch)
     _remote._TREES.clear()  # a new process: only the index file is left
     again = pickle.loads(pickle.dumps(remote))
-    assert again.size_of(url) == want and again.open(url).size == want and not lists
-    assert again.size_of(f"{memory_root}/no-such.jpg") is None
-    assert again.size_of("memory://elsewhere/a.jpg") is None
+    assert again.listed_over(url, want - 1) == want and not lists
+    assert again.listed_over(url, want) is None and again.open(url).url == url
+    assert again.listed_over(f"{memory_root}/no-such.jpg", 0) is None
+    assert again.listed_over("memory://elsewhere/a.jpg", 0) is None
     monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", str(want - 1))
     with pytest.raises(ImageFileError, match="larger than the per-file limit") as info:
         again.open(url)
