@@ -10,6 +10,7 @@ standard library, so numpy-only installs load it.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 from typing import Any, Optional, Protocol, Tuple, TypedDict, Union
@@ -69,7 +70,14 @@ def max_file_bytes() -> int:
     count, e.g. '4GiB'; read at each call, so workers see the parent's), else
     DEFAULT_MAX_FILE_BYTES. ValueError naming the variable for a value that
     is no byte count or is 0."""
-    text = os.environ.get(MAX_FILE_BYTES_ENV, "").strip()
+    return _file_limit_of(os.environ.get(MAX_FILE_BYTES_ENV, ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _file_limit_of(text: str) -> int:
+    """max_file_bytes() of the variable's value ``text``, parsed once per value
+    (it is asked at every inline open; a bad value raises each time)."""
+    text = text.strip()
     if not text:
         return DEFAULT_MAX_FILE_BYTES
     try:

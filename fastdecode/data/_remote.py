@@ -381,10 +381,9 @@ class Remote:
         an opened file whose ``read()`` is :meth:`read` (size unknown
         before); one listed over the per-file limit is refused here, as a
         local file is at its open."""
-        limit = max_file_bytes()
-        size = self.listed_over(url, limit) if self._roots else None
-        if size is not None:
-            raise _too_large(url, size, limit)
+        refused = self._over_limit([url])
+        if refused:
+            raise refused[0]
         return _RemoteFile(self, url)
 
     # -- listing ----------------------------------------------------------------
