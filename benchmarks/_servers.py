@@ -71,6 +71,18 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         if action == "503":
             self.send_error(503, "injected")
             return True
+        if action == "endless":  # no Content-Length, a body that never ends (to 1 GiB)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.end_headers()
+            block = b"\xff" * (64 << 10)
+            try:
+                for _ in range(1 << 14):
+                    self.wfile.write(block)
+            except OSError:  # the client hung up: what a bounded read does
+                pass
+            self.close_connection = True
+            return True
         if action == "reset":  # RST instead of a response
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                        struct.pack("ii", 1, 0))
@@ -104,8 +116,9 @@ class HttpTree:
     served by threads of this process.
 
     faults: path -> list of actions taken by the next requests of that path
-    ('503', 'reset'); delay: seconds before each response; requests: count
-    per path; auth: the Authorization header required, when set."""
+    ('503', 'reset', 'endless': a body of no stated length that goes on);
+    delay: seconds before each response; requests: count per path; auth: the
+    Authorization header required, when set."""
 
     def __init__(self, directory: str, delay: float = 0.0, auth: Optional[str] = None) -> None:
         self.directory = os.fspath(directory)

@@ -19,16 +19,22 @@ message or the index: they stay in a process-local registry, which forked
 workers inherit, and in an environment variable (``FASTDECODE_FS_<token>``),
 which spawned workers inherit, as they inherit ``AWS_SECRET_ACCESS_KEY``.
 
-Reads: an object whose size in a listing this process opened is over the
-per-file limit (``FASTDECODE_MAX_FILE_BYTES``, 1 GiB) is refused unfetched,
-an ImageFileError (``errno.EFBIG``) naming the URL; objects of unknown size
-(URLs of a file list, a listing without sizes) are fetched whole.
-:meth:`Remote.read_many` fetches a batch concurrently, with
-``cat_ranges`` on async filesystems (s3, gcs, http) and read threads (blocking
-in the kernel, GIL released) on sync ones. Transient failures (timeouts,
-connection resets or refusals, HTTP 5xx/408/429) are retried with exponential
-backoff within ``$FASTDECODE_RETRY_SECONDS`` (default 10 s) in all; then, or
-for a permanent failure, an ImageFileError naming the URL.
+Reads are bounded by the per-file limit (``FASTDECODE_MAX_FILE_BYTES``,
+1 GiB): an object whose size in a listing this process opened is over it is
+refused unfetched, and every fetch stops one byte past it, so an object no
+listing sized (a URL of a file list, an HTTP page of links) or one that grew
+after its listing is refused too, having cost at most that many bytes; each
+is an ImageFileError (``errno.EFBIG``) naming the URL.
+
+:meth:`Remote.read_many` fetches a batch concurrently: HTTP(S) by one GET
+each, refused from its Content-Length or read to the limit; other async
+filesystems (s3, gcs, ...) by ``cat_ranges`` of the limit's range (a range
+from byte 0 that the store cannot satisfy is an empty object: its 0 bytes);
+sync ones by read threads (blocking in the kernel, GIL released), each
+reading to the limit. Transient failures (timeouts, connection resets or
+refusals, HTTP 5xx/408/429) are retried with exponential backoff within
+``$FASTDECODE_RETRY_SECONDS`` (default 10 s) in all; then, or for a
+permanent failure, an ImageFileError naming the URL.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ _REDACTED = "***"
 _ENV_PREFIX = "FASTDECODE_FS_"
 _SECRETS: dict[str, dict] = {}  # token -> secret options, this process
 _READ_THREADS = 8
+_CHUNK = 16 << 20  # the most one read of a sync filesystem asks for
 _INDEX_VERSION = 2  # 2: the sizes
 # EBUSY and EREMOTEIO: how s3fs translates S3's 503 (SlowDown, ServiceUnavailable) and 500
 _TRANSIENT_ERRNO = {_errno.ECONNRESET, _errno.ECONNREFUSED, _errno.ECONNABORTED, _errno.ETIMEDOUT,
@@ -286,16 +293,25 @@ class Remote:
 
     # -- reading ----------------------------------------------------------------
 
-    def _fetch(self, urls: list[str]) -> list[Any]:
-        """One attempt at each of ``urls``: bytes or the exception."""
+    def _fetch(self, urls: list[str], limit: int) -> list[Any]:
+        """One attempt at each of ``urls``, reading none past ``limit`` + 1
+        bytes: bytes (more than ``limit`` of them: the object is larger),
+        an :class:`_OverLimit` or the exception."""
         fs = self.fs
+        if self.protocol in ("http", "https"):
+            from fsspec.asyn import sync
+
+            return sync(fs.loop, _http_get_many, fs, urls, limit)
         if getattr(fs, "async_impl", False):
-            return fs.cat_ranges(urls, None, None, on_error="return")
+            got = fs.cat_ranges(urls, [0] * len(urls), [limit + 1] * len(urls),
+                                on_error="return")
+            return [b"" if isinstance(v, BaseException) and _range_of_nothing(v) else v
+                    for v in got]
         if len(urls) == 1:
-            return [_attempt(fs.cat_file, urls[0])]
+            return [_attempt(_read_to, fs, urls[0], limit)]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="fastdecode-read")
-        return list(self._pool.map(lambda u: _attempt(fs.cat_file, u), urls))
+        return list(self._pool.map(lambda u: _attempt(_read_to, fs, u, limit), urls))
 
     def listed_over(self, url: str, limit: int) -> Optional[int]:
         """``url``'s listed size when a root listed through this Remote (in
@@ -310,18 +326,20 @@ class Remote:
 
     def read_many(self, urls: Sequence[str]) -> list[Union[bytes, ImageFileError]]:
         """The bytes of each URL, fetched concurrently, in order; a URL that
-        fails for good (or past the retry bound), or whose listed size is
-        over the per-file limit (not fetched), gives an ImageFileError naming
-        it in its place."""
+        fails for good (or past the retry bound), or that is larger than the
+        per-file limit (from its listed size: not fetched; else from the
+        fetch, stopped one byte past the limit), gives an ImageFileError
+        naming it in its place."""
         urls = list(urls)
         out: list[Any] = [None] * len(urls)
-        refused = self._over_limit(urls)
+        limit = max_file_bytes()
+        refused = self._over_limit(urls, limit)
         todo = [i for i in range(len(urls)) if i not in refused]
         start, delay, attempts = time.monotonic(), 0.05, 0
         bound = _retry_seconds()
         while todo:
             attempts += 1
-            got = self._fetch([urls[i] for i in todo])
+            got = self._fetch([urls[i] for i in todo], limit)
             again = []
             for i, value in zip(todo, got):
                 out[i] = value
@@ -336,21 +354,24 @@ class Remote:
         for i, value in enumerate(out):
             if i in refused:
                 out[i] = refused[i]
+            elif isinstance(value, _OverLimit):
+                out[i] = _too_large(urls[i], limit, str(value))
             elif isinstance(value, BaseException):
                 out[i] = self._error(urls[i], value, attempts if i in todo else None,
                                      time.monotonic() - start)
+            elif len(value) > limit:
+                out[i] = _too_large(urls[i], limit, f"fetched to {limit + 1:,} bytes")
             elif not isinstance(value, bytes):
                 out[i] = bytes(value)
         return out
 
-    def _over_limit(self, urls: list[str]) -> dict[int, ImageFileError]:
-        """The errors of ``urls`` whose listed size is over the per-file limit, by position."""
+    def _over_limit(self, urls: list[str], limit: int) -> dict[int, ImageFileError]:
+        """The errors of ``urls`` whose listed size is over ``limit``, by position."""
         if not self._roots:
             return {}
-        limit = max_file_bytes()
         listed = {i: self.listed_over(url, limit) for i, url in enumerate(urls)}
-        return {i: _too_large(urls[i], size, limit) for i, size in listed.items()
-                if size is not None}
+        return {i: _too_large(urls[i], limit, f"listed at {size:,} bytes")
+                for i, size in listed.items() if size is not None}
 
     def read(self, url: str) -> bytes:
         """The bytes at ``url`` (retried as :meth:`read_many`), or an ImageFileError."""
@@ -381,7 +402,7 @@ class Remote:
         an opened file whose ``read()`` is :meth:`read` (size unknown
         before); one listed over the per-file limit is refused here, as a
         local file is at its open."""
-        refused = self._over_limit([url])
+        refused = self._over_limit([url], max_file_bytes())
         if refused:
             raise refused[0]
         return _RemoteFile(self, url)
@@ -467,11 +488,66 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     return options
 
 
-def _too_large(url: str, size: int, limit: int) -> ImageFileError:
-    """The error of ``url``, listed at ``size`` bytes, over the per-file limit ``limit``."""
+def _too_large(url: str, limit: int, how: str) -> ImageFileError:
+    """The error of ``url``, larger than the per-file limit ``limit`` (``how``
+    it was seen to be: its listed size, its Content-Length, the fetch)."""
     reason = over_file_limit(url, limit).strerror
-    return ImageFileError(f"cannot read {scrub_url(url)}: {reason} (listed at {size:,} bytes)",
+    return ImageFileError(f"cannot read {scrub_url(url)}: {reason} ({how})",
                           path=scrub_url(url), errno=_errno.EFBIG)
+
+
+class _OverLimit(Exception):
+    """A fetch stopped as over the per-file limit; its text says how it was seen."""
+
+
+def _range_of_nothing(exc: BaseException) -> bool:
+    """``exc`` is the store's "range not satisfiable" (HTTP 416; s3fs's EINVAL)
+    for a range from byte 0: the object is empty."""
+    status = getattr(exc, "status", None) or getattr(exc, "code", None)
+    if status == 416:
+        return True
+    return (isinstance(exc, OSError) and exc.errno == _errno.EINVAL
+            and "range" in str(exc).lower())
+
+
+def _read_to(fs: Any, url: str, limit: int) -> bytes:
+    """``url``'s bytes on the sync filesystem ``fs``, read to at most ``limit``
+    + 1 (in reads of at most ``_CHUNK``: no allocation past what arrived)."""
+    chunks, total = [], 0
+    with fs.open(url, "rb") as f:
+        while total <= limit:
+            chunk = f.read(min(limit + 1 - total, _CHUNK))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _http_get_many(fs: Any, urls: list[str], limit: int) -> list[Any]:
+    import asyncio
+
+    return await asyncio.gather(*(_http_get(fs, url, limit) for url in urls),
+                                return_exceptions=True)
+
+
+async def _http_get(fs: Any, url: str, limit: int) -> bytes:
+    """One GET of ``url`` with fsspec's HTTP client ``fs`` (its session,
+    headers and errors, as its ``cat_file``): refused unread when its
+    Content-Length is over ``limit``, else its body read to at most ``limit``
+    + 1 bytes (a chunked or endless body, a decompressing one)."""
+    session = await fs.set_session()
+    async with session.get(fs.encode_url(url), **fs.kwargs) as r:
+        fs._raise_not_found_for_status(r, url)  # fsspec's errors: 404 FileNotFoundError...
+        if r.content_length is not None and r.content_length > limit:
+            raise _OverLimit(f"Content-Length {r.content_length:,}")
+        chunks, total = [], 0
+        async for chunk in r.content.iter_any():
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise _OverLimit(f"sent more than {limit:,} bytes")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class _RemoteFile:

@@ -29,8 +29,8 @@ from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
 
 from fastdecode.data import _remote  # noqa: E402
-from fastdecode.datasets import FastDatasetFolder, FastImageFolder  # noqa: E402
-from fastdecode.errors import ImageFileError  # noqa: E402
+from fastdecode.datasets import FastDatasetFolder, FastImageFolder, FastImageList  # noqa: E402
+from fastdecode.errors import ImageFileError, UnsupportedImageFileError  # noqa: E402
 
 from helpers import netns, s3_server  # noqa: E402
 from helpers.http_tree import HttpProcess, HttpTree  # noqa: E402
@@ -99,7 +99,7 @@ def test_the_http_cases_run_in_a_loopback_only_namespace(request, servers):
     full = request.config.getoption("full", default=False)
     # the tier this run is in: the full one runs the slow loopback cases too
     extra = ["--full"] if full else ["-m", "loopback and not slow"]
-    # 38 loopback cases in the default tier, 40 in the full one (three servers,
+    # 47 loopback cases in the default tier, 49 in the full one (three servers,
     # spawned workers, convert's pools), about half in each of the two processes
     done = netns.run_marked(Path(__file__), [*extra, "-k", servers], timeout=540)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
@@ -228,12 +228,9 @@ def test_fast_dataset_folder_takes_a_url_with_extensions(root):
 
 def test_a_batch_is_fetched_in_one_call(memory_root, monkeypatch):
     ds = FastImageFolder(memory_root, TF)
-    calls = []
-    fetch = _remote.Remote._fetch
-    monkeypatch.setattr(_remote.Remote, "_fetch", lambda self, urls: calls.append(len(urls))
-                        or fetch(self, urls))
+    fetched = record_fetches(monkeypatch)
     ds.__getitems__([0, 1, 2, 3])
-    assert calls == [4]
+    assert list(fetched.by_url) == [p for p, _ in ds.samples[:4]] and fetched.calls == 1
 
 
 @pytest.mark.loopback
@@ -369,39 +366,121 @@ def test_a_deleted_key_is_skipped_under_on_error_skip(root, path):
     assert ds.skipped == 1
 
 
-# -- the per-file limit: objects refused from their listed size, unfetched ---
+# -- the per-file limit: refused from a listed size unfetched, else from the fetch ---
 
 
-def test_an_object_listed_over_the_per_file_limit_is_refused_unfetched(root, monkeypatch):
-    """memory:// and S3 list each object's size: one over the limit is its
-    sample's ImageFileError (EFBIG) naming the URL, never fetched, and
-    ``on_error="skip"`` goes on. An HTTP listing (links in a page) has no
-    sizes: its objects are fetched whole, as documented."""
-    ds = open_root(root, TF)
+def sizes_and_limit(ds, root) -> tuple[list[int], int]:
+    """The samples' sizes and a limit (the second largest) that puts some over."""
     sizes = [os.path.getsize(p) for p, _ in local_paths(ds, root.url, root.tree)]
-    limit = sorted(set(sizes))[-2]
+    return sizes, sorted(set(sizes))[-2]
+
+
+@dataclass
+class Fetches:
+    """What Remote._fetch gave per URL (bytes, an _OverLimit, an error), and its calls."""
+
+    by_url: dict[str, Any]
+    calls: int = 0
+
+
+def record_fetches(monkeypatch) -> Fetches:
+    fetches = Fetches({})
+    fetch = _remote.Remote._fetch
+
+    def recording(self, urls, limit):
+        fetches.calls += 1
+        got = fetch(self, urls, limit)
+        fetches.by_url.update(zip(urls, got))
+        return got
+
+    monkeypatch.setattr(_remote.Remote, "_fetch", recording)
+    return fetches
+
+
+def over_limit(url: str, limit: int, how: str) -> str:
+    return (f"cannot read {re.escape(url)}: larger than the per-file limit of {limit:,} bytes "
+            f"\\(set FASTDECODE_MAX_FILE_BYTES to read larger files\\) \\({how}\\)")
+
+
+def test_an_object_over_the_per_file_limit_is_refused(root, monkeypatch):
+    """memory:// and S3 list each object's size: one over the limit is
+    refused unfetched. An HTTP listing (links in a page) has no sizes: its
+    GET is refused from the Content-Length, the body unread. Either is its
+    sample's ImageFileError (EFBIG) naming the URL; ``on_error="skip"`` goes on."""
+    ds = open_root(root, TF)
+    sizes, limit = sizes_and_limit(ds, root)
     over = [i for i, n in enumerate(sizes) if n > limit]
     monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", str(limit))
-    fetched = []
-    fetch = _remote.Remote._fetch
-    monkeypatch.setattr(_remote.Remote, "_fetch",
-                        lambda self, urls: fetched.extend(urls) or fetch(self, urls))
-    url = ds.samples[over[0]][0]
-    if root.kind == "http":
-        assert ds._remote.listed_over(url, limit) is None
-        assert ds[over[0]][0].shape == (3, 32, 32) and fetched == [url]
-        return
-    assert ds._remote.listed_over(url, limit) == sizes[over[0]]
-    with pytest.raises(ImageFileError, match=(
-            f"sample {over[0]}: cannot read {re.escape(url)}: larger than the per-file limit "
-            f"of {limit:,} bytes \\(set FASTDECODE_MAX_FILE_BYTES to read larger files\\) "
-            f"\\(listed at {sizes[over[0]]:,} bytes\\)")) as info:
+    fetched = record_fetches(monkeypatch)
+    url, size = ds.samples[over[0]][0], sizes[over[0]]
+    listed = root.kind != "http"
+    assert ds._remote.listed_over(url, limit) == (size if listed else None)
+    how = f"listed at {size:,} bytes" if listed else f"Content-Length {size:,}"
+    with pytest.raises(ImageFileError,
+                       match=f"sample {over[0]}: {over_limit(url, limit, how)}") as info:
         ds[over[0]]
     assert info.value.errno == errno.EFBIG and info.value.filename == url
     skipping = open_root(root, TF, on_error="skip")
     assert len(skipping.__getitems__(list(range(len(ds))))) == len(ds)
     assert skipping.skipped == len(over)
-    assert not {ds.samples[i][0] for i in over} & set(fetched)
+    refused = {fetched.by_url.get(ds.samples[i][0], "unfetched").__class__ for i in over}
+    assert refused == ({str} if listed else {_remote._OverLimit})
+
+
+@pytest.mark.parametrize("case", ["file-list", "grown-after-listing"])
+def test_an_object_no_listing_bounds_is_refused_from_its_fetch(root, case, monkeypatch):
+    """An object no listing sized (a URL of a file list) or one that grew
+    after its listing is refused from its fetch: memory:// and S3 read the
+    limit's range, one byte past the limit (so a huge object costs no more),
+    HTTP from the Content-Length."""
+    folder = open_root(root, TF)
+    sizes, limit = sizes_and_limit(folder, root)
+    if case == "file-list":
+        ds = FastImageList(list(folder.samples), TF, storage_options=root.options)
+        i = sizes.index(max(sizes))
+    else:
+        ds, i = folder, 0
+        limit = max(sizes)
+        root.put(ds.samples[i][0], Path(local_paths(ds, root.url, root.tree)[i][0]).read_bytes()
+                 + bytes(limit + 4096))
+        sizes[i] += limit + 4096
+    monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", str(limit))
+    fetched = record_fetches(monkeypatch)
+    url = ds.samples[i][0]
+    how = f"Content-Length {sizes[i]:,}" if root.kind == "http" else f"fetched to {limit + 1:,} bytes"
+    with pytest.raises(ImageFileError, match=f"sample {i}: {over_limit(url, limit, how)}") as info:
+        ds[i]
+    assert info.value.errno == errno.EFBIG
+    got = fetched.by_url[url]
+    assert (isinstance(got, _remote._OverLimit) if root.kind == "http"
+            else len(got) == limit + 1)
+
+
+@pytest.mark.loopback
+def test_an_endless_http_body_is_read_to_the_limit_and_refused(server, monkeypatch):
+    """A GET whose body states no length and never ends (the server would send
+    1 GiB) is read to one byte past the limit, then refused."""
+    monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", "1MiB")
+    ds = FastImageFolder(server.url + "/tree", TF)
+    server.faults["/tree/cat/img1.jpg"] = ["endless"]
+    how = "sent more than 1,048,576 bytes"
+    with pytest.raises(ImageFileError,
+                       match=f"sample 1: {over_limit(ds.samples[1][0], 2**20, how)}") as info:
+        ds[1]
+    assert info.value.errno == errno.EFBIG
+
+
+def test_an_empty_object_reads_as_no_bytes(root):
+    """An empty object is its 0 bytes, not the store's refusal of the limit's
+    range (S3 answers a range from byte 0 of nothing with 416), so its sample
+    fails as an empty local file does."""
+    ds = open_root(root, TF)
+    url = ds.samples[0][0]
+    root.put(url, b"")
+    assert ds._remote.read(url) == b""
+    with pytest.raises(UnsupportedImageFileError, match=f"{re.escape(url)}: sample 0: "
+                       "unrecognized image format"):
+        ds[0]
 
 
 def test_listed_sizes_survive_the_index_file_and_a_pickle(memory_root, monkeypatch):
