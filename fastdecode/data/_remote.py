@@ -26,19 +26,23 @@ listing sized (a URL of a file list, an HTTP page of links) or one that grew
 after its listing is refused too, having cost at most that many bytes; each
 is an ImageFileError (``errno.EFBIG``) naming the URL.
 
-:meth:`Remote.read_many` fetches a batch concurrently: HTTP(S) by one GET
-each, refused from its Content-Length or read to the limit; other async
-filesystems (s3, gcs, ...) by ``cat_ranges`` of the limit's range (a range
-from byte 0 that the store cannot satisfy is an empty object: its 0 bytes);
-sync ones by read threads (blocking in the kernel, GIL released), each
-reading to the limit. Transient failures (timeouts, connection resets or
-refusals, HTTP 5xx/408/429) are retried with exponential backoff within
-``$FASTDECODE_RETRY_SECONDS`` (default 10 s) in all; then, or for a
+:meth:`Remote.submit` starts a batch's fetches at once, one future per URL,
+so a worker decodes each file as soon as its bytes arrive while the rest are
+in flight (:class:`prefetched`, :func:`take_prefetched`); :meth:`Remote.
+read_many` waits for them all. HTTP(S): one GET each, refused from its
+Content-Length or read to the limit; other async filesystems (s3, gcs, ...):
+a ranged ``cat_file`` of the limit's range (a range from byte 0 that the
+store cannot satisfy is an empty object: its 0 bytes), both on fsspec's
+event loop; sync ones: read threads (blocking in the kernel, GIL released),
+each reading to the limit. Transient failures (timeouts, connection resets
+or refusals, HTTP 5xx/408/429) are retried per URL with exponential backoff
+within ``$FASTDECODE_RETRY_SECONDS`` (default 10 s) in all; then, or for a
 permanent failure, an ImageFileError naming the URL.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import errno as _errno
 import hashlib
@@ -50,7 +54,8 @@ import secrets as _secrets
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -293,25 +298,65 @@ class Remote:
 
     # -- reading ----------------------------------------------------------------
 
-    def _fetch(self, urls: list[str], limit: int) -> list[Any]:
-        """One attempt at each of ``urls``, reading none past ``limit`` + 1
-        bytes: bytes (more than ``limit`` of them: the object is larger),
-        an :class:`_OverLimit` or the exception."""
+    def submit(self, urls: Sequence[str]) -> list[Future]:
+        """Starts fetching each of ``urls`` now, concurrently; a future per
+        URL whose result is its bytes, or the ImageFileError naming it (one
+        listed over the per-file limit: done at once, nothing fetched; one
+        that fails for good or past the retry bound; one the fetch finds
+        over the limit, stopped one byte past it). The result is never raised."""
+        urls = list(urls)
+        limit = max_file_bytes()
+        refused = self._over_limit(urls, limit)
         fs = self.fs
-        if self.protocol in ("http", "https"):
-            from fsspec.asyn import sync
+        futures: list[Future] = []
+        for i, url in enumerate(urls):
+            if i in refused:
+                futures.append(_done(refused[i]))
+            elif getattr(fs, "async_impl", False):
+                futures.append(asyncio.run_coroutine_threadsafe(
+                    self._get_async(fs, url, limit), fs.loop))
+            elif len(urls) == 1:  # one file: read here, no thread's hand-over
+                futures.append(_done(self._get_sync(fs, url, limit)))
+            else:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(_READ_THREADS,
+                                                    thread_name_prefix="fastdecode-read")
+                futures.append(self._pool.submit(self._get_sync, fs, url, limit))
+        return futures
 
-            return sync(fs.loop, _http_get_many, fs, urls, limit)
-        if getattr(fs, "async_impl", False):
-            got = fs.cat_ranges(urls, [0] * len(urls), [limit + 1] * len(urls),
-                                on_error="return")
-            return [b"" if isinstance(v, BaseException) and _range_of_nothing(v) else v
-                    for v in got]
-        if len(urls) == 1:
-            return [_attempt(_read_to, fs, urls[0], limit)]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="fastdecode-read")
-        return list(self._pool.map(lambda u: _attempt(_read_to, fs, u, limit), urls))
+    def _get_sync(self, fs: Any, url: str, limit: int) -> Union[bytes, ImageFileError]:
+        tries = _Tries()
+        while True:
+            value = _attempt(_read_to, fs, url, limit)
+            wait = tries.wait_after(value)
+            if wait is None:
+                return self._settle(url, value, tries, limit)
+            time.sleep(wait)
+
+    async def _get_async(self, fs: Any, url: str, limit: int) -> Union[bytes, ImageFileError]:
+        tries = _Tries()
+        get = _http_get if self.protocol in ("http", "https") else _cat_to
+        while True:
+            try:
+                value: Any = await get(fs, url, limit)
+            except Exception as exc:  # noqa: BLE001 - classified, then settled
+                value = exc
+            wait = tries.wait_after(value)
+            if wait is None:
+                return self._settle(url, value, tries, limit)
+            await asyncio.sleep(wait)
+
+    def _settle(self, url: str, value: Any, tries: "_Tries",
+                limit: int) -> Union[bytes, ImageFileError]:
+        """What the last attempt at ``url`` gave, as the future's result."""
+        if isinstance(value, _OverLimit):
+            return _too_large(url, limit, str(value))
+        if isinstance(value, BaseException):
+            return self._error(url, value, tries.count if _transient(value) else None,
+                               tries.elapsed())
+        if len(value) > limit:
+            return _too_large(url, limit, f"fetched to {limit + 1:,} bytes")
+        return value if isinstance(value, bytes) else bytes(value)
 
     def listed_over(self, url: str, limit: int) -> Optional[int]:
         """``url``'s listed size when a root listed through this Remote (in
@@ -325,45 +370,9 @@ class Remote:
         return None
 
     def read_many(self, urls: Sequence[str]) -> list[Union[bytes, ImageFileError]]:
-        """The bytes of each URL, fetched concurrently, in order; a URL that
-        fails for good (or past the retry bound), or that is larger than the
-        per-file limit (from its listed size: not fetched; else from the
-        fetch, stopped one byte past the limit), gives an ImageFileError
-        naming it in its place."""
-        urls = list(urls)
-        out: list[Any] = [None] * len(urls)
-        limit = max_file_bytes()
-        refused = self._over_limit(urls, limit)
-        todo = [i for i in range(len(urls)) if i not in refused]
-        start, delay, attempts = time.monotonic(), 0.05, 0
-        bound = _retry_seconds()
-        while todo:
-            attempts += 1
-            got = self._fetch([urls[i] for i in todo], limit)
-            again = []
-            for i, value in zip(todo, got):
-                out[i] = value
-                if isinstance(value, BaseException) and _transient(value):
-                    again.append(i)
-            todo = again
-            elapsed = time.monotonic() - start
-            if not todo or elapsed + delay > bound:
-                break
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        for i, value in enumerate(out):
-            if i in refused:
-                out[i] = refused[i]
-            elif isinstance(value, _OverLimit):
-                out[i] = _too_large(urls[i], limit, str(value))
-            elif isinstance(value, BaseException):
-                out[i] = self._error(urls[i], value, attempts if i in todo else None,
-                                     time.monotonic() - start)
-            elif len(value) > limit:
-                out[i] = _too_large(urls[i], limit, f"fetched to {limit + 1:,} bytes")
-            elif not isinstance(value, bytes):
-                out[i] = bytes(value)
-        return out
+        """The bytes of each URL, fetched concurrently, in order, or in its
+        place the ImageFileError naming it (:meth:`submit`'s results)."""
+        return [future.result() for future in self.submit(urls)]
 
     def _over_limit(self, urls: list[str], limit: int) -> dict[int, ImageFileError]:
         """The errors of ``urls`` whose listed size is over ``limit``, by position."""
@@ -488,6 +497,36 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     return options
 
 
+class _Tries:
+    """One URL's retry policy: another attempt after a transient failure,
+    after 50 ms doubling to 2 s, while the time since the first attempt
+    stays within ``$FASTDECODE_RETRY_SECONDS``."""
+
+    def __init__(self) -> None:
+        self.start, self.delay, self.count = time.monotonic(), 0.05, 0
+        self.bound = _retry_seconds()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def wait_after(self, value: Any) -> Optional[float]:
+        """The seconds to wait before the next attempt after an attempt that
+        gave ``value``, or None: no other attempt (``value`` stands)."""
+        self.count += 1
+        if not (isinstance(value, BaseException) and _transient(value)):
+            return None
+        if self.elapsed() + self.delay > self.bound:
+            return None
+        wait, self.delay = self.delay, min(self.delay * 2, 2.0)
+        return wait
+
+
+def _done(value: Any) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
 def _too_large(url: str, limit: int, how: str) -> ImageFileError:
     """The error of ``url``, larger than the per-file limit ``limit`` (``how``
     it was seen to be: its listed size, its Content-Length, the fetch)."""
@@ -524,11 +563,16 @@ def _read_to(fs: Any, url: str, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def _http_get_many(fs: Any, urls: list[str], limit: int) -> list[Any]:
-    import asyncio
-
-    return await asyncio.gather(*(_http_get(fs, url, limit) for url in urls),
-                                return_exceptions=True)
+async def _cat_to(fs: Any, url: str, limit: int) -> bytes:
+    """``url``'s first ``limit`` + 1 bytes on the async filesystem ``fs`` (a
+    ranged GET); an empty object, whose range from byte 0 the store cannot
+    satisfy (a 416), is its 0 bytes."""
+    try:
+        return await fs._cat_file(url, start=0, end=limit + 1)
+    except Exception as exc:
+        if _range_of_nothing(exc):
+            return b""
+        raise
 
 
 async def _http_get(fs: Any, url: str, limit: int) -> bytes:
@@ -669,26 +713,40 @@ _LOCAL = threading.local()
 
 
 class prefetched:  # noqa: N801 - used as a context manager, named as one
-    """Within it, :func:`take_prefetched` gives ``urls``' bytes fetched in one
-    :meth:`Remote.read_many` (errors raised when taken)."""
+    """Within it, :func:`take_prefetched` gives ``urls``' bytes, fetched from
+    its start concurrently (each URL once, however often the batch names it)
+    and taken as each arrives, so the files decode while the rest are in
+    flight (errors raised when taken); fetches not taken by its end are
+    cancelled."""
 
     def __init__(self, remote: Remote, urls: list[str]) -> None:
         self.remote, self.urls = remote, urls
 
     def __enter__(self) -> None:
         self.outer = getattr(_LOCAL, "batch", None)
-        _LOCAL.batch = (self.remote, dict(zip(self.urls, self.remote.read_many(self.urls))))
+        takes = Counter(self.urls)
+        futures = self.remote.submit(list(takes))
+        _LOCAL.batch = (self.remote, {url: [future, takes[url]]
+                                      for url, future in zip(takes, futures)})
 
     def __exit__(self, *exc: Any) -> None:
+        for future, _ in _LOCAL.batch[1].values():
+            future.cancel()
         _LOCAL.batch = self.outer
 
 
 def take_prefetched(remote: Remote, url: str) -> bytes:
-    """``url``'s bytes: from the batch this thread prefetched, else read now."""
+    """``url``'s bytes: from the batch this thread prefetched (waiting for
+    them to arrive), else read now."""
     batch = getattr(_LOCAL, "batch", None)
-    if batch is not None and batch[0] is remote and url in batch[1]:
-        value = batch[1].pop(url)
-        if isinstance(value, BaseException):
-            raise value
-        return value
-    return remote.read(url)
+    entries = batch[1] if batch is not None and batch[0] is remote else {}
+    entry = entries.get(url)
+    if entry is None:
+        return remote.read(url)
+    entry[1] -= 1
+    if not entry[1]:
+        del entries[url]
+    value = entry[0].result()
+    if isinstance(value, BaseException):
+        raise value
+    return value
