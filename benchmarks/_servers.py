@@ -71,6 +71,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         if action == "503":
             self.send_error(503, "injected")
             return True
+        if action == "hold":  # served when the test sets tree.release (30 s at most)
+            tree.release.wait(30)
+            action = None
         if action == "endless":  # no Content-Length, a body that never ends (to 1 GiB)
             self.send_response(200)
             self.send_header("Content-Type", "image/jpeg")
@@ -116,15 +119,17 @@ class HttpTree:
     served by threads of this process.
 
     faults: path -> list of actions taken by the next requests of that path
-    ('503', 'reset', 'endless': a body of no stated length that goes on);
-    delay: seconds before each response; requests: count per path; auth: the
-    Authorization header required, when set."""
+    ('503', 'reset', 'endless': a body of no stated length that goes on,
+    'hold': served once ``release`` is set); delay: seconds before each
+    response; requests: count per path; auth: the Authorization header
+    required, when set."""
 
     def __init__(self, directory: str, delay: float = 0.0, auth: Optional[str] = None) -> None:
         self.directory = os.fspath(directory)
         self.delay = delay
         self.auth = auth
         self.faults: dict[str, list[str]] = {}
+        self.release = threading.Event()
         self.requests: Counter = Counter()
         self.lock = threading.Lock()
         self._server: Optional[_Server] = None

@@ -14,7 +14,8 @@ import pickle
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def test_the_http_cases_run_in_a_loopback_only_namespace(request, servers):
     full = request.config.getoption("full", default=False)
     # the tier this run is in: the full one runs the slow loopback cases too
     extra = ["--full"] if full else ["-m", "loopback and not slow"]
-    # 47 loopback cases in the default tier, 49 in the full one (three servers,
+    # 48 loopback cases in the default tier, 50 in the full one (three servers,
     # spawned workers, convert's pools), about half in each of the two processes
     done = netns.run_marked(Path(__file__), [*extra, "-k", servers], timeout=540)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
@@ -226,12 +227,39 @@ def test_fast_dataset_folder_takes_a_url_with_extensions(root):
         str(p) for p in root.tree.rglob("*.png"))
 
 
-def test_a_batch_is_fetched_in_one_call(memory_root, monkeypatch):
+def test_a_batch_is_fetched_in_one_call_each_url_once(memory_root, monkeypatch):
+    """A batch (drawn with replacement: a URL twice) is one submit of its URLs, each once."""
     ds = FastImageFolder(memory_root, TF)
     fetched = record_fetches(monkeypatch)
-    ds.__getitems__([0, 1, 2, 3])
-    assert sorted(fetched.by_url) == sorted(p for p, _ in ds.samples[:4])
-    assert fetched.calls == 1
+    assert len(ds.__getitems__([0, 1, 2, 3, 1, 0])) == 6
+    assert fetched.submitted == [[p for p, _ in ds.samples[:4]]]
+
+
+@pytest.mark.loopback
+@pytest.mark.timeout(120)
+def test_a_batch_is_taken_as_it_arrives_and_what_is_left_is_cancelled(server, tree,
+                                                                      monkeypatch):
+    """A batch's first file is taken while its last is still held by the
+    server (so it decodes while the rest are in flight); a batch left with a
+    fetch not taken cancels it. Were the batch awaited whole, the first take
+    would wait for the held one (30 s), and the test fail."""
+    ds = FastImageFolder(server.url + "/tree", TF)
+    urls = [p for p, _ in ds.samples[:3]]
+    local = [Path(p).read_bytes() for p, _ in local_paths(ds, server.url + "/tree", tree)[:3]]
+    fetched = record_fetches(monkeypatch)
+    remote = ds._remote
+    for leave_early in (False, True):
+        server.release.clear()
+        server.faults[urls[2][len(server.url):]] = ["hold"]
+        with _remote.prefetched(remote, urls):
+            assert _remote.take_prefetched(remote, urls[0]) == local[0]
+            held = fetched.futures[urls[2]]
+            assert not held.done()
+            if not leave_early:
+                server.release.set()
+                assert _remote.take_prefetched(remote, urls[2]) == local[2]
+        assert held.cancelled() == leave_early
+    server.release.set()
 
 
 @pytest.mark.loopback
@@ -379,19 +407,22 @@ def sizes_and_limit(ds, root) -> tuple[list[int], int]:
 @dataclass
 class Fetches:
     """What the last attempt at each URL gave (bytes, an _OverLimit, an
-    error), and the calls of Remote.submit."""
+    error), the URLs of each call of Remote.submit and the futures it gave."""
 
-    by_url: dict[str, Any]
-    calls: int = 0
+    by_url: dict[str, Any] = field(default_factory=dict)
+    submitted: list[list[str]] = field(default_factory=list)
+    futures: dict[str, Future] = field(default_factory=dict)
 
 
 def record_fetches(monkeypatch) -> Fetches:
-    fetches = Fetches({})
+    fetches = Fetches()
     submit, settle = _remote.Remote.submit, _remote.Remote._settle
 
     def submitting(self, urls):
-        fetches.calls += 1
-        return submit(self, urls)
+        fetches.submitted.append(list(urls))
+        futures = submit(self, urls)
+        fetches.futures.update(zip(urls, futures))
+        return futures
 
     def settling(self, url, value, tries, limit):
         fetches.by_url[url] = value
