@@ -121,12 +121,21 @@ class _FastDataset(VisionDataset):
         return _remote.take_prefetched(remote, path)
 
     def _read_ahead(self, indices: Any) -> None:
-        """Starts the reads of samples ``indices``' local files, in order
-        (FastLoader calls it for the batch a worker gets next, too)."""
+        """Starts the reads of samples ``indices``' files, in order: local
+        ones in this thread's read-ahead window, remote ones fetched for the
+        batch that will take them (FastLoader calls it for the batch a worker
+        gets next, too)."""
         reads = self._reads_here()
-        if not self._fast_loader() or "_remote" in self.__dict__ or not reads.reading_ahead():
+        if not self._fast_loader() or reads.options.depth == 0:
             return
         n = len(self)
+        remote = self.__dict__.get("_remote")
+        if remote is not None:
+            paths = (os.fspath(self.samples[range(n)[i]][0]) for i in indices)
+            _remote.fetch_ahead(remote, [p for p in paths if is_url(p)])
+            return
+        if not reads.reading_ahead():
+            return
         items = []
         for i in indices:
             i = range(n)[i]

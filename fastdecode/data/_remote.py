@@ -315,8 +315,6 @@ class Remote:
             elif getattr(fs, "async_impl", False):
                 futures.append(asyncio.run_coroutine_threadsafe(
                     self._get_async(fs, url, limit), fs.loop))
-            elif len(urls) == 1:  # one file: read here, no thread's hand-over
-                futures.append(_done(self._get_sync(fs, url, limit)))
             else:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(_READ_THREADS,
@@ -714,8 +712,9 @@ _LOCAL = threading.local()
 
 class prefetched:  # noqa: N801 - used as a context manager, named as one
     """Within it, :func:`take_prefetched` gives ``urls``' bytes, fetched from
-    its start concurrently (each URL once, however often the batch names it)
-    and taken as each arrives, so the files decode while the rest are in
+    its start concurrently (each URL once, however often the batch names it;
+    those :func:`fetch_ahead` started are not fetched again) and taken as
+    each arrives, so the files decode while the rest are in
     flight (errors raised when taken); fetches not taken by its end are
     cancelled."""
 
@@ -725,9 +724,11 @@ class prefetched:  # noqa: N801 - used as a context manager, named as one
     def __enter__(self) -> None:
         self.outer = getattr(_LOCAL, "batch", None)
         takes = Counter(self.urls)
-        futures = self.remote.submit(list(takes))
-        _LOCAL.batch = (self.remote, {url: [future, takes[url]]
-                                      for url, future in zip(takes, futures)})
+        futures = _AHEAD.claim(self.remote, list(takes))
+        rest = [url for url in takes if url not in futures]
+        if rest:
+            futures.update(zip(rest, self.remote.submit(rest)))
+        _LOCAL.batch = (self.remote, {url: [futures[url], n] for url, n in takes.items()})
 
     def __exit__(self, *exc: Any) -> None:
         for future, _ in _LOCAL.batch[1].values():
@@ -750,3 +751,43 @@ def take_prefetched(remote: Remote, url: str) -> bytes:
     if isinstance(value, BaseException):
         raise value
     return value
+
+
+class _Ahead:
+    """This process's fetches started for batches not begun yet (FastLoader's
+    next batch), until a :class:`prefetched` of the same Remote claims them:
+    (Remote, URL) -> future, at most ``AHEAD_URLS``, the oldest cancelled
+    past that."""
+
+    def __init__(self) -> None:
+        self._reset()
+        # a forked child: its parent's fetches (and a lock held then) are not its own
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self.lock = threading.Lock()
+        self.futures: dict[tuple[Remote, str], Future] = {}
+
+    def add(self, remote: Remote, urls: list[str]) -> None:
+        with self.lock:
+            futures = self.futures
+            new = [url for url in dict.fromkeys(urls) if (remote, url) not in futures]
+            if new:
+                futures.update(zip([(remote, url) for url in new], remote.submit(new)))
+            while len(futures) > AHEAD_URLS:
+                futures.pop(next(iter(futures))).cancel()
+
+    def claim(self, remote: Remote, urls: list[str]) -> dict[str, Future]:
+        with self.lock:
+            futures = self.futures
+            return {url: futures.pop((remote, url)) for url in urls if (remote, url) in futures}
+
+
+AHEAD_URLS = 1024
+_AHEAD = _Ahead()
+
+
+def fetch_ahead(remote: Remote, urls: list[str]) -> None:
+    """Starts fetching ``urls`` now, for a :class:`prefetched` batch to come
+    (in any thread of this process); a URL already started is not again."""
+    _AHEAD.add(remote, urls)

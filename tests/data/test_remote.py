@@ -29,6 +29,7 @@ from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
 
+from fastdecode import FastLoader  # noqa: E402
 from fastdecode.data import _remote  # noqa: E402
 from fastdecode.datasets import FastDatasetFolder, FastImageFolder, FastImageList  # noqa: E402
 from fastdecode.errors import ImageFileError, UnsupportedImageFileError  # noqa: E402
@@ -100,7 +101,7 @@ def test_the_http_cases_run_in_a_loopback_only_namespace(request, servers):
     full = request.config.getoption("full", default=False)
     # the tier this run is in: the full one runs the slow loopback cases too
     extra = ["--full"] if full else ["-m", "loopback and not slow"]
-    # 48 loopback cases in the default tier, 50 in the full one (three servers,
+    # 50 loopback cases in the default tier, 52 in the full one (three servers,
     # spawned workers, convert's pools), about half in each of the two processes
     done = netns.run_marked(Path(__file__), [*extra, "-k", servers], timeout=540)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
@@ -233,6 +234,41 @@ def test_a_batch_is_fetched_in_one_call_each_url_once(memory_root, monkeypatch):
     fetched = record_fetches(monkeypatch)
     assert len(ds.__getitems__([0, 1, 2, 3, 1, 0])) == 6
     assert fetched.submitted == [[p for p, _ in ds.samples[:4]]]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fast_loader_fetches_the_next_batch_ahead(memory_root, threads, monkeypatch):
+    """FastLoader starts each batch's fetches before that batch begins (with
+    the batch before it): over an epoch every URL is fetched once, every
+    fetch started ahead, none left over; the rows are DataLoader's."""
+    ds = FastImageFolder(memory_root, TF, exact=True)
+    fetched = record_fetches(monkeypatch)
+    ahead: list[int] = []  # the positions in fetched.submitted that fetch_ahead made
+    add = _remote._Ahead.add
+
+    def adding(self, remote, urls):
+        before = len(fetched.submitted)
+        add(self, remote, urls)
+        ahead.extend(range(before, len(fetched.submitted)))
+
+    monkeypatch.setattr(_remote._Ahead, "add", adding)
+    got = rows(FastLoader(ds, batch_size=3, threads=threads))
+    want = rows(torch.utils.data.DataLoader(ds, batch_size=3))
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    submitted = [url for urls in fetched.submitted for url in urls]
+    # each URL once by FastLoader, once by the DataLoader (which fetches no batch ahead)
+    assert sorted(submitted) == sorted([p for p, _ in ds.samples] * 2)
+    assert len(ahead) == -(-len(ds) // 3) and not _remote._AHEAD.futures
+
+
+def test_fast_loader_workers_read_the_local_trees_rows(root):
+    """FastLoader's worker processes (each fetching its next batch ahead)
+    give the local tree's rows, bit-identical in exact mode."""
+    chain = T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()])
+    got = rows(FastLoader(open_root(root, chain, exact=True), batch_size=3, num_workers=2))
+    want = rows(FastLoader(FastImageFolder(str(root.tree), chain, exact=True), batch_size=3,
+                           num_workers=2))
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
 @pytest.mark.loopback
