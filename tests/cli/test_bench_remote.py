@@ -12,12 +12,14 @@ pytest.importorskip("torchvision")
 
 from benchmarks import bench_loader as bl  # noqa: E402
 from benchmarks import bench_remote  # noqa: E402
-from benchmarks.bench_remote import LOCAL, Cell  # noqa: E402
+from benchmarks.bench_remote import FAST, LOCAL, Cell, server_of  # noqa: E402
 
 # images/s of each place, round by round (three rounds)
 RATES = {(LOCAL, None): [400.0, 420.0, 380.0], ("http", 0.0): [300.0, 320.0, 280.0],
          ("http", 5.0): [290.0, 160.0, 270.0], ("s3", 0.0): [100.0, 110.0, 90.0],
-         ("s3", 5.0): [80.0, 88.0, 72.0]}
+         ("s3", 5.0): [80.0, 88.0, 72.0],
+         ("http" + FAST, 0.0): [310.0, 330.0, 290.0], ("http" + FAST, 5.0): [300.0, 320.0, 280.0],
+         ("s3" + FAST, 0.0): [100.0, 110.0, 90.0], ("s3" + FAST, 5.0): [95.0, 100.0, 85.0]}
 
 
 class FakeServer:
@@ -48,11 +50,11 @@ class FakeSampler:
 
 def fake_rows(servers):
     rows = {kind: bl.Row("train_uint8", kind, 2, None, FakeSampler())
-            for kind in (LOCAL, "http", "s3")}
+            for kind in (LOCAL, "http", "s3", "http" + FAST, "s3" + FAST)}
     calls = []
 
     def run_round(row):
-        server = servers.get(row.loader)
+        server = servers.get(server_of(row.loader))
         delay = None if server is None else server.delay * 1000
         calls.append((row.loader, delay))
         rate = RATES[(row.loader, delay)][sum(1 for c in calls if c == calls[-1]) - 1]
@@ -72,7 +74,7 @@ class Bar:
         pass
 
 
-PLACES = [(LOCAL, None), ("http", 0.0), ("http", 5.0), ("s3", 0.0), ("s3", 5.0)]
+PLACES = list(RATES)
 
 
 def test_rounds_interleave_every_place_and_set_each_servers_delay(monkeypatch):
@@ -80,8 +82,9 @@ def test_rounds_interleave_every_place_and_set_each_servers_delay(monkeypatch):
     rows, run_round, calls = fake_rows(servers)
     monkeypatch.setattr(bl, "run_round", run_round)
     cells = bench_remote.measure(rows, servers, PLACES, {"rounds": 3}, Bar())
-    assert calls[:5] == PLACES and calls[5:10] == PLACES[::-1] and len(calls) == 15
-    assert servers["s3"].delays == [0.0, 0.005, 0.005, 0.0, 0.0, 0.005]
+    assert calls[:9] == PLACES and calls[9:18] == PLACES[::-1] and len(calls) == 27
+    # each round sets s3's delay for its DataLoader's rows and its FastLoader's
+    assert servers["s3"].delays[:8] == [0.0, 0.005, 0.0, 0.005, 0.005, 0.0, 0.005, 0.0]
     assert cells[("http", 5.0)].rates == RATES[("http", 5.0)]
     assert cells[("s3", 5.0)].server_cpu == pytest.approx([0.005] * 3)
     assert cells[("s3", 5.0)].requests == [1.0] * 3
@@ -115,9 +118,12 @@ def test_summary_judges_the_issues_target():
     out = bench_remote.summary(bench_remote.results(cells_of_rates()))
     assert out["http_5ms_vs_0ms"] == pytest.approx(270 / 280)
     assert out["targets_met"] == {"http 5 ms >= 0.9x of 0 ms": True,
-                                  "s3 5 ms >= 0.9x of 0 ms": False}
+                                  "s3 5 ms >= 0.9x of 0 ms": False,
+                                  "http FastLoader 5 ms >= 0.9x of 0 ms": True,
+                                  "s3 FastLoader 5 ms >= 0.9x of 0 ms": True}
     cells = cells_of_rates()
-    del cells[("s3", 0.0)], cells[("s3", 5.0)]  # no moto: no s3 row to judge
+    for kind in ("s3", "s3" + FAST):  # no moto: no s3 row to judge
+        del cells[(kind, 0.0)], cells[(kind, 5.0)]
     assert bench_remote.summary(bench_remote.results(cells))["targets_met"][
         "s3 5 ms >= 0.9x of 0 ms"] is None
 
@@ -142,7 +148,7 @@ def test_main_runs_end_to_end_with_fake_servers_and_rows(tmp_path, monkeypatch):
     assert bench_remote.main(["--data", str(tmp_path), "--quick", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["summary"]["targets_met"]["s3 5 ms >= 0.9x of 0 ms"] is False
-    assert len(report["rows"]) == 5 and report["settings"]["rounds"] == 3
+    assert len(report["rows"]) == 9 and report["settings"]["rounds"] == 3
     assert report["command"].startswith("python -m benchmarks.bench_remote")
 
 
@@ -175,3 +181,16 @@ def test_the_local_rows_loader_reads_the_served_tree(tmp_path):
     chain = bl.chains(["train_uint8"])["train_uint8"]
     loader, sampler = bench_remote.make_loader_for(LOCAL, "", None)(LOCAL, tree, chain, 0, 4, 8)
     assert sampler.count == 8 and [x.shape for x, _ in loader] == [(4, 3, 224, 224)] * 2
+
+
+def test_a_fast_loader_row_is_a_fast_loader_over_the_url(tmp_path):
+    import fastdecode as fd
+
+    from helpers.trees import make_tree
+
+    tree = make_tree(tmp_path / "tree")
+    chain = bl.chains(["train_uint8"])["train_uint8"]
+    make = bench_remote.make_loader_for("http" + FAST, str(tree), None)
+    loader, sampler = make("http" + FAST, tmp_path / "elsewhere", chain, 0, 4, 8)
+    assert isinstance(loader, fd.FastLoader) and loader.dataset.root == str(tree)
+    assert [x.shape for x, _ in loader] == [(4, 3, 224, 224)] * 2
