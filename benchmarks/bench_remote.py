@@ -250,6 +250,7 @@ def main(argv=None) -> int:
         stack.callback(_restore_env, "FASTDECODE_CACHE", os.environ.get("FASTDECODE_CACHE"))
         os.environ["FASTDECODE_CACHE"] = str(Path(tmp) / "cache")
         tree = subset(data, settings["limit"], Path(tmp))
+        settings["images"] = sum(1 for p in tree.rglob("*") if p.is_file())  # data may hold fewer
         servers, urls, options, notes = start_servers(stack, tree)
         kinds = [LOCAL, *urls, *(k + FAST for k in urls)]
         places: list[Place] = [(LOCAL, None)] + [(k, float(d)) for k in kinds[1:]
@@ -281,7 +282,7 @@ def main(argv=None) -> int:
     common.emit(f"\n### remote roots on loopback (s3:// moto, http:// threaded server, each in "
                 f"its process; DataLoader(FastImageFolder), and FastLoader where named) "
                 f"against the local disk, train chain -> uint8, batch "
-                f"{settings['batch']}, num_workers {workers}, {settings['limit']} images, median "
+                f"{settings['batch']}, num_workers {workers}, {settings['images']} images, median "
                 f"of {settings['rounds']} interleaved rounds\n\n" + table(out) + "\n\n"
                 + "\n".join(f"- {n}" for n in lines + notes))
     if args.json:
