@@ -477,16 +477,15 @@ class Remote:
 
 def _client_defaults(protocol: str, options: dict) -> dict:
     """``options`` with what fastdecode's reads need of the client, where the
-    user did not set it. s3fs: one GET per object (``max_concurrency=1``; by
-    default it first asks the object's size, a second request per image),
-    and no retries inside botocore (its legacy mode retries a refused
-    connection for ~9 s per attempt), with timeouts at the retry bound:
-    :meth:`Remote.read_many` retries, within ``$FASTDECODE_RETRY_SECONDS``."""
+    user did not set it. s3fs: no retries inside botocore (its legacy mode
+    retries a refused connection for ~9 s per attempt), with timeouts at the
+    retry bound: each fetch retries, within ``$FASTDECODE_RETRY_SECONDS``.
+    (One GET per object needs nothing: a ranged ``cat_file`` never asks the
+    object's size first.)"""
     if protocol not in ("s3", "s3a"):
         return options
     bound = max(1.0, _retry_seconds())
     options = dict(options)
-    options.setdefault("max_concurrency", 1)
     config = dict(options.get("config_kwargs") or {})
     config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
     config.setdefault("connect_timeout", bound)
@@ -714,9 +713,8 @@ class prefetched:  # noqa: N801 - used as a context manager, named as one
     """Within it, :func:`take_prefetched` gives ``urls``' bytes, fetched from
     its start concurrently (each URL once, however often the batch names it;
     those :func:`fetch_ahead` started are not fetched again) and taken as
-    each arrives, so the files decode while the rest are in
-    flight (errors raised when taken); fetches not taken by its end are
-    cancelled."""
+    each arrives, so the files decode while the rest are in flight (errors
+    raised when taken); fetches not taken by its end are cancelled."""
 
     def __init__(self, remote: Remote, urls: list[str]) -> None:
         self.remote, self.urls = remote, urls

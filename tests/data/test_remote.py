@@ -300,8 +300,9 @@ def test_a_batch_is_taken_as_it_arrives_and_what_is_left_is_cancelled(server, tr
 
 @pytest.mark.loopback
 def test_an_s3_batch_is_one_get_per_key(request, tree):
-    """No HEAD before each GET (s3fs asks an object's size first unless its
-    max_concurrency is 1), no listing: 4 images, 4 requests."""
+    """No HEAD before each GET (s3fs asks an object's size first for a
+    cat_file with no range and max_concurrency > 1, its default; fastdecode's
+    are ranged), no listing: 4 images, 4 requests."""
     root = _s3_root(request, tree)
     ds = open_root(root, TF)
     s3 = request.getfixturevalue("s3_service")
@@ -341,7 +342,7 @@ def test_a_server_process_takes_its_delay_counts_requests_and_reports_cpu(kind, 
 
 
 @pytest.mark.parametrize("protocol,given,want", [
-    ("s3", {}, {"max_concurrency": 1, "config_kwargs": {
+    ("s3", {}, {"config_kwargs": {
         "retries": {"total_max_attempts": 1, "mode": "standard"}, "connect_timeout": 2.0,
         "read_timeout": 2.0}}),
     ("s3", {"max_concurrency": 4, "config_kwargs": {"retries": {"max_attempts": 9},
@@ -350,9 +351,9 @@ def test_a_server_process_takes_its_delay_counts_requests_and_reports_cpu(kind, 
                                               "read_timeout": 30, "connect_timeout": 2.0}}),
     ("http", {"headers": {"X": "1"}}, {"headers": {"X": "1"}}),
 ], ids=["s3-defaults", "s3-users-settings-kept", "http-untouched"])
-def test_s3_clients_get_one_get_per_object_and_the_retry_bound(protocol, given, want):
-    """The s3fs defaults (one GET per object, botocore's retries off, timeouts
-    at $FASTDECODE_RETRY_SECONDS, 2 here) where the options do not set them."""
+def test_s3_clients_get_the_retry_bound(protocol, given, want):
+    """The s3fs defaults (botocore's retries off, timeouts at
+    $FASTDECODE_RETRY_SECONDS, 2 here) where the options do not set them."""
     assert _remote._client_defaults(protocol, given) == want
 
 
