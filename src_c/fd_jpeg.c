@@ -438,9 +438,26 @@ static fd_color_space color_space_of(J_COLOR_SPACE cs)
 
 /* Starts a call: binds the error struct, points libjpeg at `data` and reads
  * the header. Must run inside the caller's setjmp. */
-static void begin(fd_jpeg_ctx *ctx, const uint8_t *data, size_t size, int strict,
-                  uint32_t max_work_per_byte)
+/* A fresh decompressor in place of this thread's reused one. libjpeg-turbo
+ * 2.1.5's jpeg_skip_scanlines with merged upsampling (fast=1) reads a block of
+ * an earlier image's pool (freed by its jpeg_abort) through state a reused
+ * decompressor keeps: a use-after-free that valgrind shows on an
+ * order-dependent sequence of crops (crash or garbage rows). So a decode
+ * that may skip rows with merged upsampling starts from a fresh one. */
+static void renew(fd_jpeg_ctx *ctx)
 {
+    if (ctx->cinfo.mem)
+        jpeg_destroy_decompress(&ctx->cinfo);
+    ctx->cinfo.err = &ctx->jerr.pub;
+    jpeg_create_decompress(&ctx->cinfo);
+    ctx->cinfo.progress = &ctx->progress;
+}
+
+static void begin(fd_jpeg_ctx *ctx, const uint8_t *data, size_t size, int strict,
+                  uint32_t max_work_per_byte, int fresh)
+{
+    if (fresh || !ctx->cinfo.mem) /* !mem: a renew that failed to allocate */
+        renew(ctx);
     jpeg_abort_decompress(&ctx->cinfo);
     mark_tables_stale(&ctx->cinfo);
     memset(&ctx->work, 0, sizeof(ctx->work));
@@ -488,7 +505,7 @@ static void fill_info(j_decompress_ptr c, const uint8_t *data, size_t size, fd_i
 fd_status fd_jpeg_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
 {
     FD_JPEG_ENTER(ctx, err);
-    begin(ctx, data, size, 0, 0);
+    begin(ctx, data, size, 0, 0, 0);
     fill_info(&ctx->cinfo, data, size, info);
     jpeg_abort_decompress(&ctx->cinfo);
     return FD_OK;
@@ -558,7 +575,7 @@ fd_status fd_jpeg_plan(const uint8_t *data, size_t size, const fd_options *opt, 
                        fd_error *err)
 {
     FD_JPEG_ENTER(ctx, err);
-    begin(ctx, data, size, opt->strict, opt->max_work_per_byte);
+    begin(ctx, data, size, opt->strict, opt->max_work_per_byte, 0);
     fd_jpeg_plan_t plan;
     fd_status st = make_plan(&ctx->cinfo, data, size, opt, &plan, err);
     if (st == FD_OK)
@@ -847,7 +864,7 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
 {
     FD_JPEG_ENTER(ctx, err);
     j_decompress_ptr c = &ctx->cinfo;
-    begin(ctx, data, size, opt->strict, opt->max_work_per_byte);
+    begin(ctx, data, size, opt->strict, opt->max_work_per_byte, opt->fast && opt->has_crop);
     fd_jpeg_plan_t p;
     fd_status st = make_plan(c, data, size, opt, &p, err);
     if (st == FD_OK && out_size != p.shape.nbytes)
