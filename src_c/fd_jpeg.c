@@ -436,8 +436,6 @@ static fd_color_space color_space_of(J_COLOR_SPACE cs)
     }
 }
 
-/* Starts a call: binds the error struct, points libjpeg at `data` and reads
- * the header. Must run inside the caller's setjmp. */
 /* A fresh decompressor in place of this thread's reused one. libjpeg-turbo
  * 2.1.5's jpeg_skip_scanlines with merged upsampling (fast=1) reads a block of
  * an earlier image's pool (freed by its jpeg_abort) through state a reused
@@ -453,6 +451,9 @@ static void renew(fd_jpeg_ctx *ctx)
     ctx->cinfo.progress = &ctx->progress;
 }
 
+/* Starts a call: binds the error struct, points libjpeg at `data` and reads
+ * the header (on a fresh decompressor when `fresh`). Must run inside the
+ * caller's setjmp. */
 static void begin(fd_jpeg_ctx *ctx, const uint8_t *data, size_t size, int strict,
                   uint32_t max_work_per_byte, int fresh)
 {
