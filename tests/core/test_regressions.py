@@ -252,6 +252,17 @@ for _ in range(4):
         for box in edge_phase_boxes(*size, w):
             got = fd.decode_jpeg(images[(s, c)], scale=m / 8, crop=box, fast=f)
             bad += not np.array_equal(got, expected_crop(full, box, m))
+# strict crops of truncated copies: the decode skips the rows below the crop
+# on the same decompressor (end_decode) and must raise as a full decode does
+for i, (s, c, m, f, w) in enumerate(variants):
+    data = images[(s, c)]
+    box = edge_phase_boxes(*size, "rows")[i * 7 % 1024]
+    cut = data[:order.randrange(len(data) // 3, len(data) - 2)]
+    try:
+        fd.decode_jpeg(cut, scale=m / 8, crop=box, fast=True, strict=True)
+        bad += 1
+    except fd.FastDecodeError:
+        pass
 print("bad", bad)
 """
 
@@ -262,8 +273,9 @@ def test_fast_crops_after_other_decodes_on_one_thread_are_exact():
     (fast=True) read an earlier image's freed pool through this thread's
     reused decompressor (valgrind: a use-after-free; a segfault or garbage
     rows, depending on the order of decodes before it): the crop grid of
-    test_jpeg, in an order that showed it, in a child process (a crash is a
-    failure here, not the end of the run)."""
+    test_jpeg, in an order that showed it, then strict crops of truncated
+    copies (whose decode skips the rest of the scan on the same object), in a
+    child process (a crash is a failure here, not the end of the run)."""
     tests = str(Path(__file__).resolve().parents[1])
     # the images' order in memory follows a set's: hash seed 0 crashed before the fix
     done = subprocess.run([sys.executable, "-c", FAST_CROP_GRID, tests], capture_output=True,
