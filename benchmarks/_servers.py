@@ -44,6 +44,14 @@ CONTROL = "/_fastdecode/"
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     server: "_Server"
+    # as real servers serve: connections kept alive, and no Nagle, which with
+    # keep-alive holds a response's body behind its headers until the client's
+    # delayed ACK (tens of ms). HTTP/1.0 (http.server's default) costs a TCP
+    # connection and a thread per request: on 2 CPUs that doubled the client's
+    # CPU per request and, at 5 ms, raised the server's by a fifth (its threads
+    # contending for the GIL), competing with the decode being measured
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     timeout = 10  # seconds a connection may idle: never a hung test
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
@@ -113,10 +121,38 @@ class _Server(http.server.ThreadingHTTPServer):
     request_queue_size = 1024
     tree: "HttpTree"
 
+    def server_activate(self) -> None:
+        self.live: set[socket.socket] = set()  # the connections open now
+        self.live_lock = threading.Lock()
+        super().server_activate()
+
+    def get_request(self) -> Any:
+        conn, addr = super().get_request()
+        with self.live_lock:
+            self.live.add(conn)
+        return conn, addr
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.live_lock:
+            self.live.discard(request)
+        super().shutdown_request(request)
+
+    def hang_up(self) -> None:
+        """Ends every connection open now (kept alive, they would go on being
+        served after the listening socket closed)."""
+        with self.live_lock:
+            live = list(self.live)
+        for conn in live:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:  # closed meanwhile
+                pass
+
 
 class HttpTree:
     """``with HttpTree(directory) as server: server.url`` (``http://127.0.0.1:PORT``),
-    served by threads of this process.
+    served over HTTP/1.1 by threads of this process, a thread per connection
+    kept alive (``stop`` ends them all).
 
     faults: path -> list of actions taken by the next requests of that path
     ('503', 'reset', 'endless': a body of no stated length that goes on,
@@ -154,6 +190,7 @@ class HttpTree:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.hang_up()
             assert self._thread is not None
             self._thread.join(timeout=10)
             self._server = None

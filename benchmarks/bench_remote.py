@@ -1,6 +1,7 @@
 """Remote roots benchmark: DataLoader(FastImageFolder) and FastLoader over
-``s3://`` (moto's S3) and ``http://`` (a threaded HTTP server), each in a
-process of its own on 127.0.0.1, at 0 and 5 ms of delay per request, against
+``s3://`` (moto's S3) and ``http://`` (a threaded HTTP/1.1 server keeping
+connections alive, as real ones do), each in a process of its own on
+127.0.0.1, at 0 and 5 ms of delay per request, against
 DataLoader(FastImageFolder) over the same images on the local disk, at
 num_workers = the usable CPUs, in steady state.
 
@@ -279,7 +280,7 @@ def main(argv=None) -> int:
     lines = [f"{k}: {v:.2f}x" for k, v in report["summary"].items() if isinstance(v, float)]
     lines += [f"target {name}: {'met' if ok else 'not met' if ok is not None else 'no row'}"
               for name, ok in report["summary"]["targets_met"].items()]
-    common.emit(f"\n### remote roots on loopback (s3:// moto, http:// threaded server, each in "
+    common.emit(f"\n### remote roots on loopback (s3:// moto, http:// threaded HTTP/1.1 server, each in "
                 f"its process; DataLoader(FastImageFolder), and FastLoader where named) "
                 f"against the local disk, train chain -> uint8, batch "
                 f"{settings['batch']}, num_workers {workers}, {settings['images']} images, median "
