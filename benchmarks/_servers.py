@@ -7,7 +7,8 @@ start or while it runs, and counts the requests it served.
 
 The child processes are this file run as a script (standard library, plus
 moto for S3); each prints the port it bound, answers ``/_fastdecode/delay?s=``
-and ``/_fastdecode/stats`` (no bucket and no served file is named so), and
+and ``/_fastdecode/stats`` (no bucket and no served file is named so; the S3
+server also ``/_fastdecode/reset-peak``, its most requests at once), and
 ends itself when its parent goes away or after ``lifetime`` seconds. Used as
 context managers, they are always killed on exit.
 
@@ -322,6 +323,11 @@ class S3Server(ServerProcess):
 
     kind = "s3"
 
+    def peak_in_flight(self, reset: bool = False) -> int:
+        """The most requests the server held at once since the last reset
+        (``reset``: start counting again from now)."""
+        return int(self._control("reset-peak" if reset else "stats")["peak"])
+
     def options(self, secret: str) -> dict[str, Any]:
         """``storage_options`` for s3fs against this server, with ``secret`` as
         the secret access key."""
@@ -370,23 +376,34 @@ def _serve_s3(delay: float) -> None:
     from werkzeug.serving import make_server
 
     app = DomainDispatcherApplication(create_backend_app)
-    state = {"delay": delay, "requests": 0}
+    # peak: the most requests in the server at once (delay and moto's answer)
+    # since the last "reset-peak"
+    state = {"delay": delay, "requests": 0, "in_flight": 0, "peak": 0}
     lock = threading.Lock()
 
     def wrapped(environ: dict, start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")
         if path.startswith(CONTROL):
-            if path == CONTROL + "delay":
-                state["delay"] = float(environ.get("QUERY_STRING", "s=0").split("=", 1)[1])
-            body = json.dumps(state).encode()
+            with lock:
+                if path == CONTROL + "delay":
+                    state["delay"] = float(environ.get("QUERY_STRING", "s=0").split("=", 1)[1])
+                if path == CONTROL + "reset-peak":
+                    state["peak"] = state["in_flight"]
+                body = json.dumps(state).encode()
             start_response("200 OK", [("Content-Type", "application/json"),
                                       ("Content-Length", str(len(body)))])
             return [body]
         with lock:
             state["requests"] += 1
-        if state["delay"]:
-            time.sleep(state["delay"])
-        return app(environ, start_response)
+            state["in_flight"] += 1
+            state["peak"] = max(state["peak"], state["in_flight"])
+        try:
+            if state["delay"]:
+                time.sleep(state["delay"])
+            return app(environ, start_response)
+        finally:
+            with lock:
+                state["in_flight"] -= 1
 
     class Quiet(MotoRequestHandler):
         def log_request(self, *args: Any) -> None:  # a line per request: CPU and disk

@@ -77,6 +77,10 @@ _REDACTED = "***"
 _ENV_PREFIX = "FASTDECODE_FS_"
 _SECRETS: dict[str, dict] = {}  # token -> secret options, this process
 _READ_THREADS = 8
+# s3fs's connections per client (botocore keeps 10): a batch's fetches start
+# at once, and at a 100 ms round trip ten connections served a process 80
+# GETs/s where 64 served 218 (docs/decisions/datasets.md)
+S3_CONNECTIONS = 64
 _CHUNK = 16 << 20  # the most one read of a sync filesystem asks for
 _INDEX_VERSION = 2  # 2: the sizes
 # EBUSY and EREMOTEIO: how s3fs translates S3's 503 (SlowDown, ServiceUnavailable) and 500
@@ -479,9 +483,11 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     """``options`` with what fastdecode's reads need of the client, where the
     user did not set it. s3fs: no retries inside botocore (its legacy mode
     retries a refused connection for ~9 s per attempt), with timeouts at the
-    retry bound: each fetch retries, within ``$FASTDECODE_RETRY_SECONDS``.
-    (One GET per object needs nothing: a ranged ``cat_file`` never asks the
-    object's size first.)"""
+    retry bound: each fetch retries, within ``$FASTDECODE_RETRY_SECONDS``;
+    and ``S3_CONNECTIONS`` connections, where botocore keeps 10, so a batch's
+    fetches, all started at once, are not served ten at a time. (One GET per
+    object needs nothing: a ranged ``cat_file`` never asks the object's size
+    first.)"""
     if protocol not in ("s3", "s3a"):
         return options
     bound = max(1.0, _retry_seconds())
@@ -490,6 +496,7 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
     config.setdefault("connect_timeout", bound)
     config.setdefault("read_timeout", bound)
+    config.setdefault("max_pool_connections", S3_CONNECTIONS)
     options["config_kwargs"] = config
     return options
 

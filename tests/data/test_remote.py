@@ -299,6 +299,31 @@ def test_a_batch_is_taken_as_it_arrives_and_what_is_left_is_cancelled(server, tr
 
 
 @pytest.mark.loopback
+def test_an_s3_batch_is_fetched_over_more_connections_than_botocores_ten(request, tmp_path):
+    """botocore keeps 10 connections per client, so a batch's fetches, all
+    started at once, reached the store ten at a time (at 100 ms a round trip,
+    80 GETs/s a process); fastdecode's default holds 64: 40 GETs of 50 ms
+    each are at the server together."""
+    request.getfixturevalue("loopback")
+    s3 = request.getfixturevalue("s3_service")
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(40):
+        (many / f"{i}.jpg").write_bytes(b"x" * (i + 1))
+    url = s3.upload(many, f"t-{uuid.uuid4().hex}/many", SECRET)
+    remote = _remote.Remote(url, s3.options(SECRET))
+    s3.set_delay(0.05)
+    try:
+        s3.peak_in_flight(reset=True)
+        got = remote.read_many([f"{url}/{i}.jpg" for i in range(40)])
+        peak = s3.peak_in_flight()
+    finally:
+        s3.set_delay(0)
+    assert [len(b) for b in got] == list(range(1, 41))
+    assert peak > 10
+
+
+@pytest.mark.loopback
 def test_an_s3_batch_is_one_get_per_key(request, tree):
     """No HEAD before each GET (s3fs asks an object's size first for a
     cat_file with no range and max_concurrency > 1, its default; fastdecode's
@@ -344,16 +369,19 @@ def test_a_server_process_takes_its_delay_counts_requests_and_reports_cpu(kind, 
 @pytest.mark.parametrize("protocol,given,want", [
     ("s3", {}, {"config_kwargs": {
         "retries": {"total_max_attempts": 1, "mode": "standard"}, "connect_timeout": 2.0,
-        "read_timeout": 2.0}}),
+        "read_timeout": 2.0, "max_pool_connections": 64}}),
     ("s3", {"max_concurrency": 4, "config_kwargs": {"retries": {"max_attempts": 9},
-                                                    "read_timeout": 30}},
+                                                    "read_timeout": 30,
+                                                    "max_pool_connections": 8}},
      {"max_concurrency": 4, "config_kwargs": {"retries": {"max_attempts": 9},
-                                              "read_timeout": 30, "connect_timeout": 2.0}}),
+                                              "read_timeout": 30, "connect_timeout": 2.0,
+                                              "max_pool_connections": 8}}),
     ("http", {"headers": {"X": "1"}}, {"headers": {"X": "1"}}),
 ], ids=["s3-defaults", "s3-users-settings-kept", "http-untouched"])
 def test_s3_clients_get_the_retry_bound(protocol, given, want):
     """The s3fs defaults (botocore's retries off, timeouts at
-    $FASTDECODE_RETRY_SECONDS, 2 here) where the options do not set them."""
+    $FASTDECODE_RETRY_SECONDS, 2 here, 64 connections) where the options do
+    not set them."""
     assert _remote._client_defaults(protocol, given) == want
 
 
