@@ -76,11 +76,13 @@ _PUBLIC_NAMES = frozenset({"use_listings_cache", "skip_instance_cache", "request
 _REDACTED = "***"
 _ENV_PREFIX = "FASTDECODE_FS_"
 _SECRETS: dict[str, dict] = {}  # token -> secret options, this process
-_READ_THREADS = 8
-# s3fs's connections per client (botocore keeps 10): a batch's fetches start
-# at once, and at a 100 ms round trip ten connections served a process 80
-# GETs/s where 64 served 218 (docs/decisions/datasets.md)
-S3_CONNECTIONS = 64
+# The fetches one process keeps in flight: a sync filesystem's threads and
+# s3fs's connections (botocore keeps 10; fsspec's HTTP(S) client keeps
+# aiohttp's default pool, 100). A batch's fetches start at once: at a 100 ms
+# round trip 10 connections served a process 80 GETs/s where 64 served 218,
+# and at 50 ms 8 threads of a sync client 76 where 64 served 411
+# (docs/decisions/datasets.md)
+IN_FLIGHT = 64
 _CHUNK = 16 << 20  # the most one read of a sync filesystem asks for
 _INDEX_VERSION = 2  # 2: the sizes
 # EBUSY and EREMOTEIO: how s3fs translates S3's 503 (SlowDown, ServiceUnavailable) and 500
@@ -321,7 +323,7 @@ class Remote:
                     self._get_async(fs, url, limit), fs.loop))
             else:
                 if self._pool is None:
-                    self._pool = ThreadPoolExecutor(_READ_THREADS,
+                    self._pool = ThreadPoolExecutor(IN_FLIGHT,
                                                     thread_name_prefix="fastdecode-read")
                 futures.append(self._pool.submit(self._get_sync, fs, url, limit))
         return futures
@@ -484,7 +486,7 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     user did not set it. s3fs: no retries inside botocore (its legacy mode
     retries a refused connection for ~9 s per attempt), with timeouts at the
     retry bound: each fetch retries, within ``$FASTDECODE_RETRY_SECONDS``;
-    and ``S3_CONNECTIONS`` connections, where botocore keeps 10, so a batch's
+    and ``IN_FLIGHT`` connections, where botocore keeps 10, so a batch's
     fetches, all started at once, are not served ten at a time. (One GET per
     object needs nothing: a ranged ``cat_file`` never asks the object's size
     first.)"""
@@ -496,7 +498,7 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
     config.setdefault("connect_timeout", bound)
     config.setdefault("read_timeout", bound)
-    config.setdefault("max_pool_connections", S3_CONNECTIONS)
+    config.setdefault("max_pool_connections", IN_FLIGHT)
     options["config_kwargs"] = config
     return options
 
