@@ -247,6 +247,22 @@ static void check_quant_tables(j_decompress_ptr c)
     }
 }
 
+/* A fresh decompressor in place of this thread's reused one. libjpeg-turbo
+ * 2.1.5's jpeg_skip_scanlines with merged upsampling (fast=1) reads a block of
+ * an earlier image's pool (freed by its jpeg_abort) through state a reused
+ * decompressor keeps: a use-after-free that valgrind shows on an
+ * order-dependent sequence of crops (crash or garbage rows). So a decode
+ * that may skip rows with merged upsampling starts from a fresh one. Also
+ * the first creation (ctx_get: no object to destroy yet). */
+static void renew(fd_jpeg_ctx *ctx)
+{
+    if (ctx->cinfo.mem)
+        jpeg_destroy_decompress(&ctx->cinfo);
+    ctx->cinfo.err = &ctx->jerr.pub;
+    jpeg_create_decompress(&ctx->cinfo);
+    ctx->cinfo.progress = &ctx->progress;
+}
+
 static fd_jpeg_ctx *ctx_get(fd_error *err)
 {
     pthread_once(&ctx_once, ctx_key_create);
@@ -262,7 +278,7 @@ static fd_jpeg_ctx *ctx_get(fd_error *err)
         fd_fail(err, FD_ERR_NOMEM, "out of memory creating a JPEG decoder");
         return NULL;
     }
-    ctx->cinfo.err = jpeg_std_error(&ctx->jerr.pub);
+    jpeg_std_error(&ctx->jerr.pub);
     ctx->jerr.pub.error_exit = on_error_exit;
     ctx->jerr.pub.emit_message = on_emit_message;
     ctx->jerr.pub.output_message = on_output_message;
@@ -271,9 +287,8 @@ static fd_jpeg_ctx *ctx_get(fd_error *err)
         free(ctx);
         return NULL;
     }
-    jpeg_create_decompress(&ctx->cinfo);
     ctx->progress.progress_monitor = on_progress;
-    ctx->cinfo.progress = &ctx->progress;
+    renew(ctx);
     if (pthread_setspecific(ctx_key, ctx) != 0) {
         ctx_destroy(ctx);
         fd_fail(err, FD_ERR_NOMEM, "cannot store thread-local JPEG decoder");
@@ -434,21 +449,6 @@ static fd_color_space color_space_of(J_COLOR_SPACE cs)
     case JCS_YCCK: return FD_CS_YCCK;
     default: return FD_CS_OTHER;
     }
-}
-
-/* A fresh decompressor in place of this thread's reused one. libjpeg-turbo
- * 2.1.5's jpeg_skip_scanlines with merged upsampling (fast=1) reads a block of
- * an earlier image's pool (freed by its jpeg_abort) through state a reused
- * decompressor keeps: a use-after-free that valgrind shows on an
- * order-dependent sequence of crops (crash or garbage rows). So a decode
- * that may skip rows with merged upsampling starts from a fresh one. */
-static void renew(fd_jpeg_ctx *ctx)
-{
-    if (ctx->cinfo.mem)
-        jpeg_destroy_decompress(&ctx->cinfo);
-    ctx->cinfo.err = &ctx->jerr.pub;
-    jpeg_create_decompress(&ctx->cinfo);
-    ctx->cinfo.progress = &ctx->progress;
 }
 
 /* Starts a call: binds the error struct, points libjpeg at `data` and reads
