@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
+import os
 import socket
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -19,11 +22,10 @@ import fastdecode as fd
 def leave_together(out: str, rank: int, world: int, port: int, timeout_s: float = 60.0) -> None:
     """After the ranks' last barrier: waits (at most ``timeout_s``) until
     every rank has returned from it, told by a file each beside ``out``,
-    before this one destroys the group. A rank that left the barrier first,
-    tore its connections down and exited reset its peer's while the peer was
-    still reading the barrier's last message, and gloo aborted the peer
-    ("terminate called without an active exception", .ci/run on 4 and 5
-    December): the barrier alone does not order the exits."""
+    before this one destroys the group and exits, so that no rank closes its
+    connections while a peer may still be reading the barrier's last
+    message. (The -6 exits of 4 and 5 December, first put down to that, were
+    the exiting rank's own abort: see :func:`_rank`.)"""
     here = Path(out).parent
     (here / f".left-{port}-{rank}").touch()
     end = time.monotonic() + timeout_s
@@ -168,12 +170,41 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _rank(target, faults: str, *args) -> None:
+    """A rank's process: ``target(*args)``, then an exit that skips the
+    interpreter's finalization; faulthandler writes every thread's Python
+    stack to ``faults`` if the process dies of a signal, for run_ranks.
+
+    Why ``os._exit``: a gloo process group's worker thread destroys each
+    finished collective after the waiting caller has returned. The barrier's
+    work holds the all_gather before it, whose tensors are Python objects,
+    so that thread takes the GIL to free them. Once the interpreter is
+    finalizing, taking the GIL ends the thread (``pthread_exit``), whose
+    unwinding through the C++ destructor calls ``std::terminate``: "terminate
+    called without an active exception", SIGABRT, a rank exiting -6 after
+    its output was written (.ci/run on 4 and 5 December; the core's stack:
+    ``ProcessGroupGloo::runLoop`` > ``~AsyncBarrierWork`` >
+    ``~AsyncAllgatherWork`` > ``decref_pyobject`` > ``take_gil`` >
+    ``PyThread_exit_thread``). A rank whose target returned has written its
+    output and left the group, so nothing is lost by not finalizing."""
+    # left open until the exit: an abort anywhere in the target is written
+    faulthandler.enable(os.open(faults, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+                        all_threads=True)
+    target(*args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def run_ranks(target, world, args, outs, timeout=240.0):
     """``target(rank, world, root, port, out, *args)`` in ``world`` spawned
-    processes (gloo on 127.0.0.1); every process is gone when it returns."""
+    processes (gloo on 127.0.0.1); every process is gone when it returns.
+    A rank that exits non-zero fails it with the Python stacks it died in."""
     port = free_port()
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=target, args=(r, world, args[0], port, str(outs[r]), *args[1:]))
+    faults = [f"{o}.faults" for o in outs]
+    procs = [ctx.Process(target=_rank, args=(target, faults[r], r, world, args[0], port,
+                                             str(outs[r]), *args[1:]))
              for r in range(world)]
     for p in procs:
         p.start()
@@ -181,7 +212,10 @@ def run_ranks(target, world, args, outs, timeout=240.0):
         for p in procs:
             p.join(timeout)
         codes = [p.exitcode for p in procs]
-        assert codes == [0] * world, f"ranks exited with {codes}"
+        if codes != [0] * world:
+            died = "".join(f"\n-- rank {r} ({c}):\n{Path(faults[r]).read_text()}"
+                           for r, c in enumerate(codes) if c != 0 and Path(faults[r]).exists())
+            raise AssertionError(f"ranks exited with {codes}{died}")
     finally:
         for p in procs:
             if p.is_alive():

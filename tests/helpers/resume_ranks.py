@@ -197,11 +197,8 @@ def elastic(rank: int, world: int, root: str, port: int, out: str, state_path: s
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, states)
         torch.save({"steps": steps, "sizes": sizes, "states": gathered}, out)
-        # every rank done with the group before any tears it down: a rank that
-        # destroyed it and exited while another was still in its last
-        # collective once aborted that one in gloo ("terminate called without
-        # an active exception", .ci/run on 4 December); and every rank back
-        # from that barrier (leave_together: it recurred on 5 December)
+        # every rank done with the group, and back from its barrier, before
+        # any tears it down (the exit itself: ddp_worker._rank)
         dist.barrier()
         leave_together(out, rank, world, port)
     finally:
