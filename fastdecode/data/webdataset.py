@@ -1,8 +1,8 @@
-"""WebDataset on fastdecode: a decode handler and a batch collation for
-``webdataset`` pipelines, and the tar-shard writer behind ``fastdecode
-convert --to wds``. Public as ``fastdecode.webdataset``; the pipeline parts
-need ``pip install fastdecode[webdataset]``, the writer only the standard
-library.
+"""WebDataset on fastdecode: a decode handler, a batch collation and a
+shard reader bounding each member for ``webdataset`` pipelines, and the
+tar-shard writer behind ``fastdecode convert --to wds``. Public as
+``fastdecode.webdataset``; the pipeline parts need ``pip install
+fastdecode[webdataset]``, the writer only the standard library.
 
 Decoding per sample (a handler for ``.decode``; other keys fall through to
 webdataset's own handlers, so ``cls`` still becomes an int)::
@@ -23,6 +23,16 @@ no stack)::
 Random draws come from torch's global RNG, as torchvision draws them, so a
 DataLoader's per-worker seeding applies unchanged.
 
+Reading shards with every member bounded by the per-file limit
+(``FASTDECODE_MAX_FILE_BYTES``): ``tarfile_to_samples`` in place of
+webdataset's stage of the same name, which reads a member whole whatever its
+size::
+
+    ds = wds.DataPipeline(
+        wds.SimpleShardList(urls), wds.split_by_worker,
+        fwds.tarfile_to_samples(handler=wds.warn_and_continue),
+        wds.shuffle(1000), wds.decode(fwds.handler(train)), wds.to_tuple("jpg", "cls"))
+
 Writing shards (``write_shards``): each sample is ``<key>.<ext>`` (the file's
 bytes as they are, or a JPEG re-encoded to ``max_side``) and ``<key>.cls``
 (the ImageFolder class index); the key is the sample's ImageFolder index, so
@@ -36,10 +46,12 @@ is complete) and a different plan is refused.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
 import os
+import re
 import tarfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -54,7 +66,8 @@ from fastdecode import _native
 from fastdecode._system import settle_in_worker
 from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
-__all__ = ["ShardSummary", "collate", "handler", "plan_shards", "write_shards"]
+__all__ = ["ShardSummary", "collate", "handler", "plan_shards", "tarfile_to_samples",
+           "write_shards"]
 
 IMAGE_KEYS = ("jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tif", "tiff", "webp")
 PLAN_FILE = "wds.json"
@@ -145,6 +158,182 @@ class collate:  # noqa: N801 - used like a function: collation_fn=collate(t)
         others = [_tensor(v) for v in default_collation_fn(rest)] if rest and rest[0] else []
         others.insert(self.image, torch.from_numpy(images))
         return tuple(others)
+
+
+class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
+    """``wds.DataPipeline(..., tarfile_to_samples(), ...)``: webdataset's
+    stage of the same name (shard URLs in, samples out) with every member
+    bounded by the per-file limit, checked from the member's tar header
+    before its bytes are read.
+
+    webdataset's own reader reads each member whole, whatever its header
+    says: a shard holding a video, or a corrupt or hostile header with an
+    endless stream behind it, is read into the worker's memory. Here a
+    member over the limit is refused as an :class:`~fastdecode.errors.ImageFileError`
+    (errno EFBIG; its ``path`` is ``"{shard}/{member}"``), handed to ``handler`` as
+    webdataset hands every error, and its bytes are skipped unread (read
+    through in small blocks, never held). Everything else is webdataset's:
+    the same members skipped (non-regular files, ``__...__`` metadata), the
+    same grouping into samples by key, ``__key__`` and ``__url__``. Two
+    things differ: each shard's stream is closed when the shard ends
+    (webdataset leaves it to the garbage collector), and a shard that fails
+    part-way still ends its last sample (webdataset's merges it with the
+    next shard's first when their keys match, losing that one to a
+    "duplicate file name" error). Picklable (DataLoader workers).
+
+    Parameters
+    ----------
+    handler : callable, optional
+        Called with each exception (webdataset's protocol: True to go on,
+        False to stop the stream); default webdataset's
+        ``reraise_exception``. ``wds.warn_and_continue`` skips what fails.
+    select_files : callable, optional
+        A member's name to True to keep it, as webdataset's.
+    rename_files : callable, optional
+        A member's name to the name it is grouped by, as webdataset's.
+    max_file_bytes : int, optional
+        The bound on one member's bytes; default None: the per-file limit
+        in force where the pipeline runs (``FASTDECODE_MAX_FILE_BYTES``,
+        else 1 GiB), read as each shard is opened.
+
+    Raises
+    ------
+    ValueError
+        ``max_file_bytes`` is less than one byte.
+    """
+
+    def __init__(self, handler: Any = None, select_files: Any = None, rename_files: Any = None,
+                 *, max_file_bytes: Optional[int] = None) -> None:
+        if max_file_bytes is not None and max_file_bytes < 1:
+            raise ValueError(f"max_file_bytes must be at least 1 byte, got {max_file_bytes}")
+        self.handler = handler
+        self.select_files = select_files
+        self.rename_files = rename_files
+        self.max_file_bytes = max_file_bytes
+
+    def __call__(self, src: Any) -> Any:
+        """The samples of the shards ``src`` names.
+
+        Parameters
+        ----------
+        src : iterable of dict
+            The shards, each ``{"url": ...}`` (what ``wds.SimpleShardList``,
+            ``wds.ResampledShards`` and the node and worker splitters yield).
+
+        Returns
+        -------
+        iterator of dict
+            One dict per sample: ``__key__``, ``__url__`` and one entry of
+            bytes per member of the sample, keyed by its extension.
+        """
+        from webdataset.handlers import reraise_exception
+        from webdataset.tariterators import group_by_keys, url_opener
+
+        handler = self.handler or reraise_exception
+        return group_by_keys(self._members(url_opener(src, handler=handler), handler),
+                             handler=handler)
+
+    def _members(self, streams: Any, handler: Any) -> Any:
+        """Each opened shard's members, then ``{}`` at its end, each shard's
+        stream closed when it ends (webdataset's tar_file_expander, bounded;
+        it leaves the streams to the garbage collector)."""
+        for source in streams:
+            try:
+                try:
+                    yield from self._shard(source, handler)
+                finally:
+                    source["stream"].close()
+            except Exception as exc:  # noqa: BLE001 - webdataset's handler protocol
+                if not handler(_naming(exc, source["url"])):
+                    return
+            # the shard's end, failed or not (webdataset marks only a whole
+            # shard's, so a cut shard's last key merged with the next's first)
+            yield {}
+
+    def _shard(self, source: dict, handler: Any) -> Any:
+        """The members of one opened shard as ``{"fname", "data", "__url__"}``
+        (and ``__local_path__`` where webdataset's cache gives one).
+
+        A member over the limit whose bytes tarfile would pass over (a
+        regular file, or a type it does not know) is read through here in
+        blocks, never seeked over: a stream's seek past its end loops once
+        per 10 KiB the header declares (2^62 bytes: a hang), where the read
+        through stops at the end and ends the shard."""
+        from fastdecode._options import max_file_bytes, over_file_limit
+        from fastdecode.data._remote import scrub_url
+        from fastdecode.errors import ImageFileError
+
+        url, limit = source["url"], self.max_file_bytes or max_file_bytes()
+        tar = tarfile.open(fileobj=source["stream"], mode="r|*")
+        for info in tar:
+            tar.members = []  # type: ignore[attr-defined]  # every header read so far
+            ended = False
+            try:
+                name = self._name(info)
+                if info.size > limit and (info.isreg() or info.type not in tarfile.SUPPORTED_TYPES):
+                    ended = not _read_through(tar, info)
+                    if name is None:  # not wanted: an error only where the shard ends in it
+                        if ended:
+                            raise tarfile.ReadError("unexpected end of data")
+                        continue
+                    raise ImageFileError(
+                        f"tar member of {info.size:,} bytes (its header's size)"
+                        f"{', the shard ending inside it' if ended else ''}, "
+                        f"{over_file_limit(name, limit).strerror}",
+                        path=f"{scrub_url(url)}/{info.name}", errno=errno.EFBIG)
+                if name is None:
+                    continue
+                member = tar.extractfile(info)
+                assert member is not None  # a regular file's
+                sample = {"fname": name, "data": member.read(), "__url__": url}
+                if source.get("local_path") is not None:
+                    sample["__local_path__"] = source["local_path"]
+                yield sample
+            except Exception as exc:  # noqa: BLE001 - webdataset's handler protocol
+                if not handler(_naming(exc, url)) or ended:
+                    return  # this shard's members end here, as webdataset's
+
+    def _name(self, info: tarfile.TarInfo) -> Optional[str]:
+        """The name ``info`` is grouped by, or None where webdataset's
+        tar_file_iterator skips it (not a regular file, metadata, renamed
+        and then not selected)."""
+        from webdataset.tariterators import meta_prefix, meta_suffix
+
+        name = info.name
+        if (not info.isreg() or _META.match(name)
+                or ("/" not in name and name.startswith(meta_prefix)
+                    and name.endswith(meta_suffix))):
+            return None
+        if self.rename_files:
+            name = self.rename_files(name)
+        if self.select_files is not None and not self.select_files(name):
+            return None
+        return name
+
+
+def _read_through(tar: tarfile.TarFile, info: tarfile.TarInfo) -> bool:
+    """Reads ``info``'s bytes in blocks of 1 MiB, holding none: True, or
+    False where the stream ends inside them."""
+    member = tar.extractfile(info)
+    assert member is not None  # a regular file or an unknown type's bytes
+    try:
+        while member.read(1 << 20):
+            pass
+    except tarfile.ReadError:  # "unexpected end of data"
+        return False
+    return True
+
+
+def _naming(exc: Exception, url: str) -> Exception:
+    """``exc`` with the shard's URL last in its args (once), as webdataset
+    names the shard of an error for its handler."""
+    if url not in exc.args:
+        exc.args = (*exc.args, url)
+    return exc
+
+
+# webdataset's tar_file_iterator skips these members (its skip_meta default)
+_META = re.compile(r"__[^/]*__($|/)")
 
 
 def _tensor(value: Any) -> Any:

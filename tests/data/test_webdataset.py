@@ -5,6 +5,8 @@ FastImageFolder for the same seeds."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import tarfile
 from pathlib import Path
@@ -227,6 +229,224 @@ def test_collate_names_the_bad_sample():
 
     with pytest.raises(DecodeError, match="sample 1 of the batch"):
         fwds.collate(train_chain())([(encoded_jpeg(), 0), (b"garbage", 1)])
+
+
+# --------------------------------------------------------------------------
+# tarfile_to_samples: webdataset's reading stage, each member bounded
+
+
+def handmade_shard(path: Path, members: list[tuple[str, bytes]], odd: bool = False) -> str:
+    """A tar of ``members`` (name, bytes); with ``odd`` also what webdataset
+    skips: a folder, a link and ``__...__`` metadata members."""
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
+        extras = [("__meta__", b"{}"), ("__index__/a", b"x")] if odd else []
+        for name, data in extras + members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if odd:
+            for kind, name in [(tarfile.DIRTYPE, "d"), (tarfile.SYMTYPE, "d/00000.jpg")]:
+                info = tarfile.TarInfo(name)
+                info.type, info.linkname = kind, "00000.jpg"
+                tar.addfile(info)
+    return str(path)
+
+
+def declared_size(shard: str, member: int, size: int, kind: bytes = b"") -> None:
+    """Rewrites member ``member``'s header in place to declare ``size`` bytes
+    (GNU base-256) and, given, the type ``kind``, its bytes left as they
+    are: a corrupt or hostile header."""
+    with tarfile.open(shard) as tar:
+        offset = tar.getmembers()[member].offset
+    with open(shard, "r+b") as f:
+        f.seek(offset)
+        header = bytearray(f.read(512))
+        header[124:136] = bytes([0x80]) + size.to_bytes(11, "big")
+        header[156:157] = kind or header[156:157]
+        header[148:156] = b" " * 8
+        header[148:156] = b"%06o\0 " % sum(header)
+        f.seek(offset)
+        f.write(header)
+
+
+def pipeline(stage, shards):
+    wds = pytest.importorskip("webdataset")
+    return wds.DataPipeline(wds.SimpleShardList(shards), stage)
+
+
+class Collected:
+    """A webdataset handler that keeps each error and goes on."""
+
+    def __init__(self) -> None:
+        self.errors: list[Exception] = []
+
+    def __call__(self, exc: Exception) -> bool:
+        self.errors.append(exc)
+        return True
+
+
+def small_members(n: int = 3, big: int = -1, big_size: int = 5000) -> list[tuple[str, bytes]]:
+    out = []
+    for k in range(n):
+        out += [(f"{k:05d}.jpg", bytes([k]) * (big_size if k == big else 100)),
+                (f"{k:05d}.cls", str(k).encode())]
+    return out
+
+
+@pytest.mark.parametrize("odd", [False, True], ids=["written-shards", "odd-members"])
+@pytest.mark.parametrize("options", [
+    {}, {"select_files": lambda name: not name.endswith(".cls")},
+    {"rename_files": lambda name: name.replace(".jpg", ".jpeg")},
+], ids=["defaults", "select", "rename"])
+def test_stage_gives_webdatasets_samples(tree, tmp_path, shards, odd, options):
+    wds = pytest.importorskip("webdataset")
+    if odd:
+        shards = [handmade_shard(tmp_path / "odd.tar", small_members(), odd=True), *shards]
+    ours = read_all(pipeline(fwds.tarfile_to_samples(**options), shards))
+    theirs = read_all(pipeline(wds.tarfile_to_samples(**options), shards))
+    assert len(ours) == len(FastImageFolder(tree)) + 3 * odd
+    assert ours == theirs  # keys, urls, bytes, the same grouping
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_a_member_over_the_limit_is_refused_from_its_header(tmp_path, monkeypatch, how):
+    from fastdecode import ImageFileError
+
+    shard = handmade_shard(tmp_path / "s.tar", small_members(big=1))
+    if how == "environment":
+        monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", "1000")
+    stage = fwds.tarfile_to_samples(max_file_bytes=1000 if how == "argument" else None)
+    with pytest.raises(ImageFileError, match=r"s\.tar/00001\.jpg: tar member of 5,000 bytes "
+                                             r"\(its header's size\), larger than the per-file "
+                                             r"limit of 1,000 bytes \(set FASTDECODE_MAX_FILE_BYTES"
+                       ) as e:
+        read_all(pipeline(stage, [shard]))
+    assert e.value.errno == errno.EFBIG and e.value.path == f"{shard}/00001.jpg"
+
+
+def test_a_refused_member_goes_to_the_handler_and_the_shard_goes_on(tmp_path):
+    shard = handmade_shard(tmp_path / "s.tar", small_members(big=1))
+    handler = Collected()
+    got = read_all(pipeline(fwds.tarfile_to_samples(handler, max_file_bytes=1000), [shard]))
+    assert [sorted(k for k in s if not k.startswith("__")) for s in got] == \
+        [["cls", "jpg"], ["cls"], ["cls", "jpg"]]  # the big one's image alone left out
+    assert [str(e).partition(", larger")[0] for e in handler.errors] == \
+        [f"{shard}/00001.jpg: tar member of 5,000 bytes (its header's size)"]
+
+
+def test_a_header_declaring_exabytes_is_refused_unread(tmp_path):
+    from fastdecode import ImageFileError
+
+    shard = handmade_shard(tmp_path / "s.tar", small_members())
+    declared_size(shard, 2, 1 << 62)  # 00001.jpg
+    with pytest.raises(ImageFileError, match=r"00001\.jpg: tar member of "
+                                             r"4,611,686,018,427,387,904 bytes"):
+        read_all(pipeline(fwds.tarfile_to_samples(), [shard]))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", [b"0", b"Z"], ids=["regular-file", "unknown-type"])
+def test_exabytes_declared_end_their_shard_and_the_next_is_read(tmp_path, kind):
+    """Going on past a header declaring 2^62 bytes: tarfile's stream would
+    seek over them a 10 KiB read at a time (webdataset's stage, with a
+    handler that goes on, was still looping after 20 s); here the shard ends
+    at its end and the next is read whole."""
+    cut = handmade_shard(tmp_path / "cut.tar", small_members())
+    declared_size(cut, 2, 1 << 62, kind)  # 00001.jpg's header
+    whole = handmade_shard(tmp_path / "whole.tar", small_members())
+    handler = Collected()
+    got = read_all(pipeline(fwds.tarfile_to_samples(handler), [cut, whole]))
+    assert [(Path(s["__url__"]).stem, s["__key__"]) for s in got] == \
+        [("cut", "00000")] + [("whole", f"{k:05d}") for k in range(3)]
+    [error] = handler.errors
+    if kind == b"0":
+        assert str(error).startswith(f"{cut}/00001.jpg: tar member of 4,611,686,018,427,387,904 "
+                                     "bytes (its header's size), the shard ending inside it, "
+                                     "larger than the per-file limit")
+    else:  # not a member webdataset keeps: the shard's end alone is an error
+        assert (type(error), error.args) == (tarfile.ReadError, ("unexpected end of data", cut))
+
+
+def test_an_unwanted_member_over_the_limit_is_passed_over_quietly(tmp_path):
+    shard = handmade_shard(tmp_path / "s.tar", small_members(big=1))
+    handler = Collected()
+    stage = fwds.tarfile_to_samples(handler, select_files=lambda name: name != "00001.jpg",
+                                    max_file_bytes=1000)
+    got = read_all(pipeline(stage, [shard]))
+    assert [sorted(k for k in s if not k.startswith("__")) for s in got] == \
+        [["cls", "jpg"], ["cls"], ["cls", "jpg"]] and handler.errors == []
+
+
+def test_a_refused_members_bytes_are_skipped_not_held(tmp_path):
+    """A 32 MB member over a 1 MiB limit: read through, never held; the
+    member after it still arrives. webdataset's own stage holds it whole."""
+    import tracemalloc
+
+    wds = pytest.importorskip("webdataset")
+    shard = handmade_shard(tmp_path / "s.tar", small_members(big=1, big_size=32 << 20))
+    peaks = {}
+    for name, stage in [("ours", fwds.tarfile_to_samples(Collected(), max_file_bytes=1 << 20)),
+                        ("theirs", wds.tarfile_to_samples())]:
+        tracemalloc.start()
+        got = read_all(pipeline(stage, [shard]))
+        peaks[name] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert [s["__key__"] for s in got] == ["00000", "00001", "00002"]
+    assert peaks["ours"] < 4 << 20 < 32 << 20 < peaks["theirs"], peaks
+
+
+def test_a_truncated_shard_goes_to_the_handler_and_the_next_shard_is_read_whole(tmp_path):
+    """The cut shard's errors reach the handler (webdataset's two: the member
+    cut short, then the next header) and the next shard is read whole.
+    webdataset's own stage marks no end for a shard that failed, so the next
+    shard's first sample (the same key) merges into the cut one's last and is
+    lost to a "duplicate file name" error."""
+    wds = pytest.importorskip("webdataset")
+    whole = handmade_shard(tmp_path / "whole.tar", small_members())
+    cut = handmade_shard(tmp_path / "cut.tar", small_members())
+    with open(cut, "r+b") as f:
+        f.truncate(512 * 5 + 50)  # inside 00001.jpg's bytes
+    keys = {}
+    for name, stage in [("ours", fwds.tarfile_to_samples(handler := Collected())),
+                        ("theirs", wds.tarfile_to_samples(handler=Collected()))]:
+        got = read_all(pipeline(stage, [cut, whole]))
+        keys[name] = [(Path(s["__url__"]).stem, s["__key__"]) for s in got]
+    assert keys["ours"] == [("cut", "00000")] + [("whole", f"{k:05d}") for k in range(3)]
+    assert keys["theirs"] == [k for k in keys["ours"] if k != ("whole", "00000")]
+    assert [(type(e), e.args) for e in handler.errors] == \
+        [(tarfile.ReadError, ("unexpected end of data", cut))] * 2
+
+
+def test_stage_closes_each_shard(shards):
+    """webdataset's own stage leaves each shard's file to the garbage
+    collector (a ResourceWarning); this one closes it when the shard ends."""
+    import gc
+    import warnings
+
+    wds = pytest.importorskip("webdataset")
+    leaked = {}
+    for name, stage in [("ours", fwds.tarfile_to_samples()), ("theirs", wds.tarfile_to_samples())]:
+        with warnings.catch_warnings():  # what earlier tests left
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert len(list(pipeline(stage, shards))) > 0
+            gc.collect()
+        leaked[name] = sum(issubclass(w.category, ResourceWarning) for w in caught)
+    assert leaked == {"ours": 0, "theirs": len(shards)}
+
+
+def test_stage_pickles_and_checks_its_bound(shards):
+    import pickle
+
+    wds = pytest.importorskip("webdataset")
+    stage = pickle.loads(pickle.dumps(fwds.tarfile_to_samples(wds.warn_and_continue,
+                                                              max_file_bytes=1 << 20)))
+    assert len(read_all(pipeline(stage, shards))) == len(read_all(pipeline(
+        wds.tarfile_to_samples(), shards)))
+    with pytest.raises(ValueError, match="max_file_bytes must be at least 1 byte, got 0"):
+        fwds.tarfile_to_samples(max_file_bytes=0)
 
 
 # --------------------------------------------------------------------------
