@@ -20,6 +20,7 @@ slow tier (make test-full, .ci/run).
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import re
 import subprocess
@@ -85,6 +86,8 @@ EPILOGUE = {
     ("lightning-accelerate.md", 0): "assert len(next(iter(ImageNet().train_dataloader()))) == 2",
     ("lightning-accelerate.md", 2): "assert batches is loader and len(next(iter(batches))[0]) == 16",
     ("timm.md", 0): "assert fd_timm.installed()",
+    ("webdataset.md", 2): ("images, labels = next(iter(loader))\n"
+                           "assert images.shape == (16, 3, 64, 64) and len(labels) == 16"),
 }
 
 
@@ -98,7 +101,7 @@ PAGES = sorted(p.name for p in GUIDES.glob("*.md") if _blocks(p))
 @pytest.fixture(scope="module")
 def guide_tree(tmp_path_factory):
     """data/train (2 classes x 8 JPEGs), labels.csv, a COCO file over train2017/,
-    a WebDataset shard."""
+    a WebDataset shard (each JPEG and its class)."""
     image = pytest.importorskip("PIL.Image")
     np = pytest.importorskip("numpy")
     base = tmp_path_factory.mktemp("guides")
@@ -128,6 +131,9 @@ def guide_tree(tmp_path_factory):
     with tarfile.open(base / "shards" / "shard-000000.tar", "w") as tar:
         for i, jpg in enumerate(sorted((base / "data" / "train").rglob("*.jpg"))):
             tar.add(jpg, arcname=f"{i:06d}.jpg")
+            label = tarfile.TarInfo(f"{i:06d}.cls")
+            label.size = 1
+            tar.addfile(label, io.BytesIO(b"01"[i // 8:i // 8 + 1]))
     return base
 
 
