@@ -1,11 +1,12 @@
 /* Read-ahead pool: threads that read whole local files within a count and a
  * byte bound (the contract is in fd_readahead.h). */
-#define _GNU_SOURCE /* MADV_DONTFORK */
+#define _GNU_SOURCE /* MADV_DONTFORK, SCHED_BATCH, pthread_setname_np */
 #include "fd_readahead.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,9 +411,32 @@ static fd_ra_job *startable(fd_ra *pool)
     return pool->cursor;
 }
 
+/* Named, for top -H and profilers. A read thread never preempts the work
+ * it reads for: SCHED_BATCH, whose only difference from SCHED_OTHER is that
+ * a thread woken (its open or read returned) waits for the running one's
+ * slice to end or for an idle CPU, instead of taking the CPU at once. On
+ * slow storage every read ends in such a wake-up, and each one had cut into
+ * a decode (DESIGN.md, decisions/storage.md: "The read threads' policy").
+ * Its nice value is kept; a caller that chose another policy (idle, real
+ * time) keeps it for its threads too. Best effort: a refusal changes
+ * nothing else. */
+static void settle_thread(void)
+{
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), "fd-readahead");
+    int policy;
+    struct sched_param param;
+    if (pthread_getschedparam(pthread_self(), &policy, &param) == 0 && policy == SCHED_OTHER) {
+        param.sched_priority = 0;
+        pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+    }
+#endif
+}
+
 static void *thread_main(void *arg)
 {
     fd_ra *pool = arg;
+    settle_thread();
     pthread_mutex_lock(&pool->mu);
     for (;;) {
         if (pool->closing) {

@@ -172,7 +172,11 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
     member over the limit is refused as an :class:`~fastdecode.errors.ImageFileError`
     (errno EFBIG; its ``path`` is ``"{shard}/{member}"``), handed to ``handler`` as
     webdataset hands every error, and its bytes are skipped unread (read
-    through in small blocks, never held). Everything else is webdataset's:
+    through in small blocks, never held). The header data tarfile reads
+    whole before the member it describes (pax records, GNU long names) is
+    held to the same limit from its declared size, unread; over it, the
+    error (the same type, its ``path`` the header's) ends the shard, whose
+    later members it would have named. Everything else is webdataset's:
     the same members skipped (non-regular files, ``__...__`` metadata), the
     same grouping into samples by key, ``__key__`` and ``__url__``. Two
     things differ: each shard's stream is closed when the shard ends
@@ -264,7 +268,9 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
         from fastdecode.errors import ImageFileError
 
         url, limit = source["url"], self.max_file_bytes or max_file_bytes()
-        tar = tarfile.open(fileobj=source["stream"], mode="r|*")
+        shard = scrub_url(url)  # where an error names it
+        tar = tarfile.open(fileobj=source["stream"], mode="r|*",
+                           tarinfo=_bounded_headers(limit, shard))
         for info in tar:
             tar.members = []  # type: ignore[attr-defined]  # every header read so far
             ended = False
@@ -280,7 +286,7 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
                         f"tar member of {info.size:,} bytes (its header's size)"
                         f"{', the shard ending inside it' if ended else ''}, "
                         f"{over_file_limit(name, limit).strerror}",
-                        path=f"{scrub_url(url)}/{info.name}", errno=errno.EFBIG)
+                        path=f"{shard}/{info.name}", errno=errno.EFBIG)
                 if name is None:
                     continue
                 member = tar.extractfile(info)
@@ -309,6 +315,33 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
         if self.select_files is not None and not self.select_files(name):
             return None
         return name
+
+
+# the header blocks whose data tarfile reads whole into memory, by type
+_HEADER_DATA = {tarfile.XHDTYPE: "pax extended header", tarfile.XGLTYPE: "pax global header",
+                tarfile.SOLARIS_XHDTYPE: "Solaris extended header",
+                tarfile.GNUTYPE_LONGNAME: "GNU long name", tarfile.GNUTYPE_LONGLINK: "GNU long link"}
+
+
+def _bounded_headers(limit: int, shard: str) -> type[tarfile.TarInfo]:
+    """The TarInfo class of one shard's headers: a header whose data
+    tarfile reads whole (_HEADER_DATA) is refused from its declared size
+    over ``limit``, before any of it is read."""
+    from fastdecode._options import over_file_limit
+    from fastdecode.errors import ImageFileError
+
+    class BoundedHeader(tarfile.TarInfo):
+        def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+            """tarfile's one dispatch on a header's type."""
+            kind = _HEADER_DATA.get(self.type)
+            if kind is not None and self.size > limit:
+                raise ImageFileError(
+                    f"tar {kind} of {self.size:,} bytes (its header's size), "
+                    f"{over_file_limit(self.name, limit).strerror}",
+                    path=f"{shard}/{self.name}", errno=errno.EFBIG)
+            return super()._proc_member(tar)  # type: ignore[misc]
+
+    return BoundedHeader
 
 
 def _read_through(tar: tarfile.TarFile, info: tarfile.TarInfo) -> bool:

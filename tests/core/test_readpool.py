@@ -12,6 +12,8 @@ import os
 import random
 import shutil
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -486,6 +488,59 @@ def test_close_ends_the_threads_and_a_later_read_starts_them_again(tmp_path):
     window.submit(paths)
     assert [window.take(p) for p in paths] == [_content(p) for p in paths]
     window.close()
+
+
+def _thread_ids():
+    return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+
+def _thread_name(tid):
+    try:
+        return Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+    except OSError:  # it ended
+        return None
+
+
+def _read_in_a_thread_with_policy(paths, policy):
+    """The pool's threads (by their name), their policies and nice values,
+    when a consumer thread of ``policy`` reads ``paths`` (a thread inherits
+    the policy of the thread that starts it)."""
+    out = {}
+
+    def consume():
+        os.sched_setscheduler(0, policy, os.sched_param(0))  # this thread only
+        window = _window(4)
+        before = _thread_ids()
+        window.submit(paths)
+        out["data"] = [window.take(p) for p in paths]
+        started = _thread_ids() - before  # also any the test runner started meanwhile
+        out["threads"] = [t for t in started if _thread_name(t) == "fd-readahead"]
+        out["policies"] = {os.sched_getscheduler(t) for t in out["threads"]}
+        out["nice"] = {os.getpriority(os.PRIO_PROCESS, t) for t in out["threads"]}
+        window.close()
+
+    t = threading.Thread(target=consume)
+    t.start()
+    t.join(30)
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's thread policies")
+@pytest.mark.parametrize("caller, threads", [
+    pytest.param(os.SCHED_OTHER, os.SCHED_BATCH, id="normal-caller-batch-threads"),
+    pytest.param(os.SCHED_BATCH, os.SCHED_BATCH, id="batch-caller"),
+    pytest.param(os.SCHED_IDLE, os.SCHED_IDLE, id="idle-caller-keeps-idle"),
+])
+def test_read_threads_are_named_and_do_not_preempt_on_wake_up(tmp_path, caller, threads):
+    """SCHED_BATCH: a read that returns waits for the decode's slice to end
+    (or an idle CPU) instead of preempting it; the nice value is the
+    caller's, and a policy the caller chose is kept."""
+    paths = random_files(tmp_path, [70_000] * 12)
+    got = _read_in_a_thread_with_policy(paths, caller)
+    assert got["data"] == [_content(p) for p in paths]
+    assert got["threads"], "no read thread named fd-readahead started"
+    assert got["policies"] == {threads}
+    assert got["nice"] == {os.getpriority(os.PRIO_PROCESS, 0)}
 
 
 def test_a_pool_refuses_a_read_taken_twice_and_use_after_close(tmp_path):

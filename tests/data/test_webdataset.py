@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -365,6 +366,77 @@ def test_exabytes_declared_end_their_shard_and_the_next_is_read(tmp_path, kind):
                                      "larger than the per-file limit")
     else:  # not a member webdataset keeps: the shard's end alone is an error
         assert (type(error), error.args) == (tarfile.ReadError, ("unexpected end of data", cut))
+
+
+def header_data_shard(path: Path, kind: str) -> str:
+    """small_members() with ~20 KB of header data tarfile reads whole: a pax
+    record of 00001.jpg's (``pax-extended``), a global pax header before
+    every member (``pax-global``), or 00001.jpg's GNU long name."""
+    big = "x" * 20_000
+    fmt = tarfile.GNU_FORMAT if kind == "gnu-long-name" else tarfile.PAX_FORMAT
+    with tarfile.open(path, "w", format=fmt,
+                      pax_headers={"comment": big} if kind == "pax-global" else None) as tar:
+        for name, data in small_members():
+            info = tarfile.TarInfo(name)
+            if name == "00001.jpg" and kind == "pax-extended":
+                info.pax_headers = {"comment": big}
+            elif name == "00001.jpg" and kind == "gnu-long-name":
+                info.name = f"{big}/00001.jpg"
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+HEADER_DATA = [  # (kind, the header's type in the message, its name, keys read before it)
+    pytest.param("pax-extended", "pax extended header", "././@PaxHeader", ["00000"],
+                 id="pax-extended"),
+    pytest.param("pax-global", "pax global header", "././@PaxHeader", [], id="pax-global"),
+    pytest.param("gnu-long-name", "GNU long name", "././@LongLink", ["00000"],
+                 id="gnu-long-name"),
+]
+
+
+@pytest.mark.parametrize("kind, what, header, before", HEADER_DATA)
+def test_header_data_over_the_limit_is_refused_and_ends_its_shard(tmp_path, kind, what, header,
+                                                                  before):
+    """tarfile reads pax records and GNU long names whole before the member
+    they name; over the limit they are refused unread, the shard ends there
+    (its later names would be wrong) and the next shard is read whole."""
+    from fastdecode import ImageFileError
+
+    bad = header_data_shard(tmp_path / "bad.tar", kind)
+    whole = handmade_shard(tmp_path / "whole.tar", small_members())
+    handler = Collected()
+    got = read_all(pipeline(fwds.tarfile_to_samples(handler, max_file_bytes=8192), [bad, whole]))
+    assert [(Path(s["__url__"]).stem, s["__key__"]) for s in got] == \
+        [("bad", key) for key in before] + [("whole", f"{k:05d}") for k in range(3)]
+    [error] = handler.errors
+    assert type(error) is ImageFileError and error.errno == errno.EFBIG
+    assert error.path == f"{bad}/{header}"
+    with pytest.raises(ImageFileError, match=rf"bad\.tar/{re.escape(header)}: tar {what} of "
+                                             r"2\d,\d{3} bytes \(its header's size\), larger than "
+                                             r"the per-file limit of 8,192 bytes"):
+        read_all(pipeline(fwds.tarfile_to_samples(max_file_bytes=8192), [bad]))
+
+
+@pytest.mark.parametrize("kind", ["pax-extended", "pax-global", "gnu-long-name"])
+def test_header_data_within_the_limit_is_read_as_webdataset_reads_it(tmp_path, kind):
+    wds = pytest.importorskip("webdataset")
+    shard = header_data_shard(tmp_path / "s.tar", kind)
+    ours = read_all(pipeline(fwds.tarfile_to_samples(), [shard]))
+    assert ours == read_all(pipeline(wds.tarfile_to_samples(), [shard]))
+    # the long name's image is a sample of its own, apart from its .cls
+    assert len(ours) == (4 if kind == "gnu-long-name" else 3)
+
+
+def test_a_pax_header_declaring_exabytes_is_refused_unread(tmp_path):
+    from fastdecode import ImageFileError
+
+    shard = header_data_shard(tmp_path / "s.tar", "pax-extended")
+    declared_size(shard, 2, 1 << 62)  # 00001.jpg's first header: its pax header's
+    with pytest.raises(ImageFileError, match=r"s\.tar/\./\./@PaxHeader: tar pax extended header "
+                                             r"of 4,611,686,018,427,387,904 bytes"):
+        read_all(pipeline(fwds.tarfile_to_samples(), [shard]))
 
 
 def test_an_unwanted_member_over_the_limit_is_passed_over_quietly(tmp_path):
