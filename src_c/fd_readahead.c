@@ -423,13 +423,13 @@ static fd_ra_job *startable(fd_ra *pool)
 static void settle_thread(void)
 {
 #ifdef __linux__
-    pthread_setname_np(pthread_self(), "fd-readahead");
     int policy;
     struct sched_param param;
     if (pthread_getschedparam(pthread_self(), &policy, &param) == 0 && policy == SCHED_OTHER) {
         param.sched_priority = 0;
         pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
     }
+    pthread_setname_np(pthread_self(), "fd-readahead"); /* last: the thread is settled */
 #endif
 }
 
