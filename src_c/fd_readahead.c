@@ -412,14 +412,14 @@ static fd_ra_job *startable(fd_ra *pool)
 }
 
 /* Named, for top -H and profilers. A read thread never preempts the work
- * it reads for: SCHED_BATCH, whose only difference from SCHED_OTHER is that
- * a thread woken (its open or read returned) waits for the running one's
- * slice to end or for an idle CPU, instead of taking the CPU at once. On
- * slow storage every read ends in such a wake-up, and each one had cut into
- * a decode (DESIGN.md, decisions/storage.md: "The read threads' policy").
- * Its nice value is kept; a caller that chose another policy (idle, real
- * time) keeps it for its threads too. Best effort: a refusal changes
- * nothing else. */
+ * it reads for: SCHED_BATCH differs from SCHED_OTHER in wake-up alone
+ * (sched(7)); a thread woken (its open or read returned) waits for the
+ * running one's slice to end or for an idle CPU instead of taking the CPU
+ * at once. On slow storage every read ends in such wake-ups, and each had
+ * cut into a decode (docs/decisions/storage.md, "The read threads'
+ * policy"). The nice value is kept; a caller that chose another policy
+ * (idle, real time) keeps it for its threads too. Best effort: a refusal
+ * changes nothing else. */
 static void settle_thread(void)
 {
 #ifdef __linux__
