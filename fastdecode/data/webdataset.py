@@ -263,9 +263,8 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
         blocks, never seeked over: a stream's seek past its end loops once
         per 10 KiB the header declares (2^62 bytes: a hang), where the read
         through stops at the end and ends the shard."""
-        from fastdecode._options import max_file_bytes, over_file_limit
+        from fastdecode._options import max_file_bytes
         from fastdecode.data._remote import scrub_url
-        from fastdecode.errors import ImageFileError
 
         url, limit = source["url"], self.max_file_bytes or max_file_bytes()
         shard = scrub_url(url)  # where an error names it
@@ -282,11 +281,8 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
                         if ended:
                             raise tarfile.ReadError("unexpected end of data")
                         continue
-                    raise ImageFileError(
-                        f"tar member of {info.size:,} bytes (its header's size)"
-                        f"{', the shard ending inside it' if ended else ''}, "
-                        f"{over_file_limit(name, limit).strerror}",
-                        path=f"{shard}/{info.name}", errno=errno.EFBIG)
+                    raise _over_limit("member", info, shard, limit,
+                                      ", the shard ending inside it" if ended else "")
                 if name is None:
                     continue
                 member = tar.extractfile(info)
@@ -323,22 +319,30 @@ _HEADER_DATA = {tarfile.XHDTYPE: "pax extended header", tarfile.XGLTYPE: "pax gl
                 tarfile.GNUTYPE_LONGNAME: "GNU long name", tarfile.GNUTYPE_LONGLINK: "GNU long link"}
 
 
+def _over_limit(kind: str, info: tarfile.TarInfo, shard: str, limit: int,
+                note: str = "") -> Exception:
+    """The ImageFileError (EFBIG) of a tar header of ``kind`` (a member, or
+    header data) that declares more than ``limit`` bytes, naming it in
+    ``shard``."""
+    from fastdecode._options import over_file_limit
+    from fastdecode.errors import ImageFileError
+
+    return ImageFileError(f"tar {kind} of {info.size:,} bytes (its header's size){note}, "
+                          f"{over_file_limit(info.name, limit).strerror}",
+                          path=f"{shard}/{info.name}", errno=errno.EFBIG)
+
+
 def _bounded_headers(limit: int, shard: str) -> type[tarfile.TarInfo]:
     """The TarInfo class of one shard's headers: a header whose data
     tarfile reads whole (_HEADER_DATA) is refused from its declared size
     over ``limit``, before any of it is read."""
-    from fastdecode._options import over_file_limit
-    from fastdecode.errors import ImageFileError
 
     class BoundedHeader(tarfile.TarInfo):
         def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
             """tarfile's one dispatch on a header's type."""
             kind = _HEADER_DATA.get(self.type)
             if kind is not None and self.size > limit:
-                raise ImageFileError(
-                    f"tar {kind} of {self.size:,} bytes (its header's size), "
-                    f"{over_file_limit(self.name, limit).strerror}",
-                    path=f"{shard}/{self.name}", errno=errno.EFBIG)
+                raise _over_limit(kind, self, shard, limit)
             return super()._proc_member(tar)  # type: ignore[misc]
 
     return BoundedHeader
