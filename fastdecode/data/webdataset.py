@@ -173,17 +173,22 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
     (errno EFBIG; its ``path`` is ``"{shard}/{member}"``), handed to ``handler`` as
     webdataset hands every error, and its bytes are skipped unread (read
     through in small blocks, never held). The header data tarfile reads
-    whole before the member it describes (pax records, GNU long names) is
-    held to the same limit from its declared size, unread; over it, the
-    error (the same type, its ``path`` the header's) ends the shard, whose
-    later members it would have named. Everything else is webdataset's:
-    the same members skipped (non-regular files, ``__...__`` metadata), the
-    same grouping into samples by key, ``__key__`` and ``__url__``. Two
-    things differ: each shard's stream is closed when the shard ends
-    (webdataset leaves it to the garbage collector), and a shard that fails
-    part-way still ends its last sample (webdataset's merges it with the
-    next shard's first when their keys match, losing that one to a
-    "duplicate file name" error). Picklable (DataLoader workers).
+    whole before the member it describes (pax records, GNU long names,
+    sparse maps) is held to the same limit, from its declared size where
+    it has one; over it, the error (the same type, its ``path`` the
+    header's) ends the shard, whose later members it would have named. A
+    sparse member over the limit once its holes are filled is refused from
+    its header. Everything else is webdataset's: the same members skipped
+    (non-regular files, ``__...__`` metadata), the same grouping into
+    samples by key, ``__key__`` and ``__url__``. Three things differ: each
+    shard's stream is closed when the shard ends (webdataset leaves it to
+    the garbage collector); a shard that fails part-way still ends its last
+    sample (webdataset's merges it with the next shard's first when their
+    keys match, losing that one to a "duplicate file name" error); and a
+    header broken after the shard's first (a bad checksum, or the shard
+    cut inside it) is a ``tarfile.ReadError`` naming the byte, where
+    webdataset's reader ends the shard there without a word. Picklable
+    (DataLoader workers).
 
     Parameters
     ----------
@@ -276,7 +281,11 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
             try:
                 name = self._name(info)
                 if info.size > limit and (info.isreg() or info.type not in tarfile.SUPPORTED_TYPES):
-                    ended = not _read_through(tar, info)
+                    # a sparse member's size is what reading makes of it, its
+                    # holes zeros (2^62 of them: a hang): never read through;
+                    # its stored bytes, within the limit (BoundedHeader), are
+                    # passed over by tarfile
+                    ended = not info.issparse() and not _read_through(tar, info)
                     if name is None:  # not wanted: an error only where the shard ends in it
                         if ended:
                             raise tarfile.ReadError("unexpected end of data")
@@ -332,20 +341,94 @@ def _over_limit(kind: str, info: tarfile.TarInfo, shard: str, limit: int,
                           path=f"{shard}/{info.name}", errno=errno.EFBIG)
 
 
+# a header that is not one, and one the stream ends inside (not in typeshed)
+_BROKEN_HEADER: tuple[type[Exception], ...] = (
+    tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError)  # type: ignore[attr-defined]
+
+
 def _bounded_headers(limit: int, shard: str) -> type[tarfile.TarInfo]:
-    """The TarInfo class of one shard's headers: a header whose data
-    tarfile reads whole (_HEADER_DATA) is refused from its declared size
-    over ``limit``, before any of it is read."""
+    """The TarInfo class of one shard's headers, with three bounds tarfile
+    lacks:
+
+    - a header whose data tarfile reads whole (_HEADER_DATA), and a GNU
+      sparse member's stored bytes, over ``limit`` are refused from the
+      declared size, before any of it is read;
+    - what tarfile reads to make one member of its headers (pax records,
+      long names, the headers after them, sparse maps in extension blocks
+      or pax 1.0 data) is held to ``limit`` and a few header blocks
+      (_HeaderBudget): a chain of sparse extension blocks is read one block
+      at a time until one says it is the last;
+    - a header that is not one (a bad checksum) or is cut short after the
+      first ends the shard with an error; tarfile ends the archive there in
+      silence, the members after it lost with no word."""
 
     class BoundedHeader(tarfile.TarInfo):
+        @classmethod
+        def fromtarfile(cls, tar: tarfile.TarFile) -> BoundedHeader:
+            """The next header, read by tarfile, its errors past the first
+            header raised, not taken for the archive's end."""
+            try:
+                return super().fromtarfile(tar)
+            except _BROKEN_HEADER as exc:
+                at = tar.offset
+                if at == 0:
+                    raise  # tarfile's "not a tar" (ReadError)
+                raise tarfile.ReadError(f"{exc} at byte {at:,}: the shard's members from "
+                                        "there on are not read") from None
+
         def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
             """tarfile's one dispatch on a header's type."""
             kind = _HEADER_DATA.get(self.type)
+            if self.type == tarfile.GNUTYPE_SPARSE:
+                kind = "GNU sparse member's stored data"
             if kind is not None and self.size > limit:
                 raise _over_limit(kind, self, shard, limit)
-            return super()._proc_member(tar)  # type: ignore[misc]
+            raw = tar.fileobj
+            if isinstance(raw, _HeaderBudget):  # a header after another: its budget
+                return super()._proc_member(tar)  # type: ignore[misc]
+            budget = _HeaderBudget(raw, limit + 4 * tarfile.BLOCKSIZE, self, shard, limit)
+            tar.fileobj = budget  # type: ignore[assignment]
+            try:
+                return super()._proc_member(tar)  # type: ignore[misc]
+            finally:
+                tar.fileobj = raw
 
     return BoundedHeader
+
+
+class _HeaderBudget:
+    """A shard's stream while tarfile makes one member of its headers: the
+    bytes read through it are held to ``budget`` (the per-file limit and the
+    header blocks around a record at that limit), and a read cut short by
+    the stream's end is tarfile's "unexpected end of data", not an
+    IndexError from a sparse map read off the end."""
+
+    def __init__(self, raw: Any, budget: int, info: tarfile.TarInfo, shard: str,
+                 limit: int) -> None:
+        self.raw, self.left, self.budget = raw, budget, budget
+        self.info, self.shard, self.limit = info, shard, limit
+
+    def read(self, size: int) -> bytes:
+        if size > self.left:
+            from fastdecode._options import over_file_limit
+            from fastdecode.errors import ImageFileError
+
+            raise ImageFileError(
+                f"tar header data of more than {self.budget:,} bytes before its member "
+                f"(records, names or a sparse map), "
+                f"{over_file_limit(self.info.name, self.limit).strerror}",
+                path=f"{self.shard}/{self.info.name}", errno=errno.EFBIG)
+        data = self.raw.read(size)
+        if len(data) < size:
+            raise tarfile.ReadError("unexpected end of data")
+        self.left -= size
+        return data
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.raw.seek(pos, whence)
 
 
 def _read_through(tar: tarfile.TarFile, info: tarfile.TarInfo) -> bool:

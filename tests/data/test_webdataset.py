@@ -264,10 +264,15 @@ def declared_size(shard: str, member: int, size: int, kind: bytes = b"") -> None
         header = bytearray(f.read(512))
         header[124:136] = bytes([0x80]) + size.to_bytes(11, "big")
         header[156:157] = kind or header[156:157]
-        header[148:156] = b" " * 8
-        header[148:156] = b"%06o\0 " % sum(header)
         f.seek(offset)
-        f.write(header)
+        f.write(checksummed(header))
+
+
+def checksummed(header: bytearray) -> bytes:
+    """A tar header block with its checksum made again after an edit."""
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
 
 
 def pipeline(stage, shards):
@@ -437,6 +442,184 @@ def test_a_pax_header_declaring_exabytes_is_refused_unread(tmp_path):
     with pytest.raises(ImageFileError, match=r"s\.tar/\./\./@PaxHeader: tar pax extended header "
                                              r"of 4,611,686,018,427,387,904 bytes"):
         read_all(pipeline(fwds.tarfile_to_samples(), [shard]))
+
+
+def padded(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 512)
+
+
+def header_block(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> bytearray:
+    info = tarfile.TarInfo(name)
+    info.size, info.type = size, kind
+    return bytearray(info.tobuf(format=tarfile.GNU_FORMAT))
+
+
+def sparse_entries(entries: list[tuple[int, int]]) -> bytes:
+    return b"".join(tarfile.itn(n, 12, tarfile.GNU_FORMAT) for entry in entries for n in entry)
+
+
+def gnu_sparse(name: str, stored: int, realsize: int, extension_blocks: int,
+               cut: bool = False) -> bytes:
+    """An old GNU sparse member ('S', what ``tar --sparse --format=gnu``
+    writes): 100 bytes at 0 in its header's map, then ``extension_blocks``
+    blocks of 21 entries of 1 byte each (the member's last 21 at 200-220 in
+    the last block), its header declaring ``stored`` bytes and ``realsize``
+    (the size made on reading); with ``cut``, the shard ends inside the
+    extension blocks."""
+    header = header_block(name, stored, tarfile.GNUTYPE_SPARSE)
+    header[386:410] = sparse_entries([(0, 100)])
+    header[482] = extension_blocks > 0
+    header[483:495] = tarfile.itn(realsize, 12, tarfile.GNU_FORMAT)
+    out = checksummed(header)
+    for k in range(extension_blocks):
+        block = bytearray(512)
+        block[:504] = sparse_entries([(200 + i, 1) for i in range(21)])
+        block[504] = k < extension_blocks - 1  # another follows
+        out += bytes(block)
+    if cut:
+        return out[:-512]
+    return out + padded(b"s" * 100 + b"t" * 21 * (extension_blocks > 0))
+
+
+def sparse_shard(path: Path, kind: str) -> str:
+    """small_members() with 00001.jpg a sparse member: ``gnu`` (its map in
+    two extension blocks) or ``pax`` (a 1.0 map), read as 300 bytes; or a
+    hostile one: its size made on reading 2^62 bytes (``size``), its stored
+    bytes 2^62 (``stored``), 40 extension blocks (``extensions``, 20 KiB
+    of header), the shard ending inside its extension blocks (``cut``), or
+    a 1.0 map declaring a billion entries (``pax-map``)."""
+    members = {
+        "gnu": lambda: gnu_sparse("00001.jpg", 512, 300, 2),
+        "size": lambda: gnu_sparse("00001.jpg", 512, 1 << 62, 0),
+        "stored": lambda: gnu_sparse("00001.jpg", 1 << 62, 300, 0),
+        "extensions": lambda: gnu_sparse("00001.jpg", 512, 300, 40),
+        "cut": lambda: gnu_sparse("00001.jpg", 512, 300, 3, cut=True),
+        "pax": lambda: pax_sparse_member([b"1", b"0", b"100"]),
+        "pax-map": lambda: pax_sparse_member([b"1000000000"] + [b"1"] * 10_000),
+    }
+    with open(path, "wb") as f:
+        for name, data in small_members():
+            if name == "00001.jpg":
+                f.write(members[kind]())
+                if kind == "cut":
+                    break
+            else:
+                f.write(bytes(header_block(name, len(data))) + padded(data))
+        else:
+            f.write(bytes(1024))
+    return str(path)
+
+
+def pax_sparse_member(map_lines: list[bytes]) -> bytes:
+    """00001.jpg as GNU 1.0 sparse: a pax record (the name, the size made on
+    reading: 300), a header of GNUSparseFile.0/00001.jpg, then its data: the
+    map's lines (their count first) and 100 bytes."""
+    records = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+               "GNU.sparse.name": "00001.jpg", "GNU.sparse.realsize": "300"}
+    pax = tarfile.TarInfo._create_pax_generic_header(records, tarfile.XHDTYPE, "utf-8")
+    data = padded(b"".join(line + b"\n" for line in map_lines)) + b"s" * 100
+    return pax + bytes(header_block("GNUSparseFile.0/00001.jpg", len(data))) + padded(data)
+
+
+@pytest.mark.parametrize("kind", ["gnu", "pax"])
+def test_a_sparse_member_within_the_limit_is_read_as_webdataset_reads_it(tmp_path, kind):
+    wds = pytest.importorskip("webdataset")
+    shard = sparse_shard(tmp_path / "s.tar", kind)
+    ours = read_all(pipeline(fwds.tarfile_to_samples(max_file_bytes=8192), [shard]))
+    assert ours == read_all(pipeline(wds.tarfile_to_samples(), [shard]))
+    image = ours[1]["jpg"]  # its holes made zeros, up to its size made on reading
+    assert len(image) == 300 and image[:100] == b"s" * 100 and image[100:200] == bytes(100)
+    if kind == "gnu":  # the last extension block's 21 bytes
+        assert image[200:221] == b"t" * 21 and image[221:] == bytes(79)
+
+
+@pytest.mark.timeout(60)
+def test_a_sparse_member_made_exabytes_on_reading_is_refused_and_its_shard_goes_on(tmp_path):
+    """Its size is what reading makes of it, zeros in its holes: reading it
+    through (as a regular member over the limit is) would make 2^62 bytes.
+    It is refused from its header; its stored bytes, within the limit, are
+    passed over and the shard goes on."""
+    from fastdecode import ImageFileError
+
+    shard = sparse_shard(tmp_path / "s.tar", "size")
+    handler = Collected()
+    got = read_all(pipeline(fwds.tarfile_to_samples(handler, max_file_bytes=8192), [shard]))
+    assert [sorted(k for k in s if not k.startswith("__")) for s in got] == \
+        [["cls", "jpg"], ["cls"], ["cls", "jpg"]]
+    [error] = handler.errors
+    assert type(error) is ImageFileError and error.errno == errno.EFBIG
+    assert str(error).startswith(f"{shard}/00001.jpg: tar member of 4,611,686,018,427,387,904 "
+                                 "bytes (its header's size), larger than the per-file limit")
+
+
+SPARSE_HOSTILE = [  # (kind, the error's type, its message)
+    pytest.param("stored", "ImageFileError",
+                 r"s\.tar/00001\.jpg: tar GNU sparse member's stored data of "
+                 r"4,611,686,018,427,387,904 bytes \(its header's size\), larger than the "
+                 r"per-file limit of 8,192 bytes", id="stored-exabytes"),
+    pytest.param("extensions", "ImageFileError",
+                 r"s\.tar/00001\.jpg: tar header data of more than 10,240 bytes before its "
+                 r"member \(records, names or a sparse map\), larger than the per-file limit "
+                 r"of 8,192 bytes", id="extension-blocks"),
+    pytest.param("pax-map", "ImageFileError",
+                 r"s\.tar/\./\./@PaxHeader: tar header data of more than 10,240 bytes before "
+                 r"its member", id="pax-map"),
+    pytest.param("cut", "ReadError", r"^\('unexpected end of data', '[^']*s\.tar'\)$",
+                 id="cut-in-extensions"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind, error_type, message", SPARSE_HOSTILE)
+def test_a_hostile_sparse_header_ends_its_shard_and_the_next_is_read(tmp_path, kind, error_type,
+                                                                    message):
+    """tarfile reads a sparse map whole before the member it maps: extension
+    blocks one at a time until one says it is the last, or a 1.0 map's
+    declared count of numbers, bounded only by the shard's bytes (past its
+    end, an IndexError or a ValueError). Here the map is held to the
+    per-file limit and a few header blocks, and a shard ending inside it is
+    "unexpected end of data"; the shard ends there, the next is read whole."""
+    shard = sparse_shard(tmp_path / "s.tar", kind)
+    whole = handmade_shard(tmp_path / "whole.tar", small_members())
+    handler = Collected()
+    got = read_all(pipeline(fwds.tarfile_to_samples(handler, max_file_bytes=8192),
+                            [shard, whole]))
+    assert [(Path(s["__url__"]).stem, s["__key__"]) for s in got] == \
+        [("s", "00000")] + [("whole", f"{k:05d}") for k in range(3)]
+    [error] = handler.errors
+    assert type(error).__name__ == error_type
+    assert re.search(message, str(error) if error_type == "ImageFileError" else str(error.args))
+    if error_type == "ImageFileError":
+        assert error.errno == errno.EFBIG
+
+
+@pytest.mark.parametrize("damage", ["checksum", "cut"])
+def test_a_broken_header_inside_a_shard_is_an_error_not_its_end(tmp_path, damage):
+    """tarfile takes a header that is not one (a bad checksum), or one the
+    shard ends inside, after the first for the archive's end: webdataset's
+    stage gives the samples before it and no error, the rest of the shard
+    lost with no word. Here it is an error naming the shard and the byte
+    where the header was; the next shard is read whole."""
+    wds = pytest.importorskip("webdataset")
+    shard = handmade_shard(tmp_path / "s.tar", small_members())
+    whole = handmade_shard(tmp_path / "whole.tar", small_members())
+    with open(shard, "r+b") as f:  # 00001.jpg's header, the third block
+        if damage == "checksum":
+            f.seek(512 * 4 + 140)
+            f.write(b"\x01")  # its mode: the sum no longer matches
+        else:
+            f.truncate(512 * 4 + 100)
+    what = {"checksum": "bad checksum", "cut": "truncated header"}[damage]
+    handler = Collected()
+    got = read_all(pipeline(fwds.tarfile_to_samples(handler), [shard, whole]))
+    assert [(Path(s["__url__"]).stem, s["__key__"]) for s in got] == \
+        [("s", "00000")] + [("whole", f"{k:05d}") for k in range(3)]
+    assert [(type(e), e.args) for e in handler.errors] == [(tarfile.ReadError, (
+        f"{what} at byte 2,048: the shard's members from there on are not read", shard))]
+    theirs = Collected()
+    assert [s["__key__"] for s in read_all(pipeline(wds.tarfile_to_samples(handler=theirs),
+                                                    [shard]))] == ["00000"]
+    assert theirs.errors == []
 
 
 def test_an_unwanted_member_over_the_limit_is_passed_over_quietly(tmp_path):
