@@ -1,6 +1,7 @@
-"""What a process and its children use, read from /proc: CPU seconds and
-proportional set size (PSS counts pages shared across the tree once), for
-the loader benchmark, whose workers stay alive between rounds."""
+"""What a process and its children use, read from /proc: CPU seconds,
+context switches and proportional set size (PSS counts pages shared across
+the tree once), for the loader benchmark, whose workers stay alive between
+rounds."""
 
 from __future__ import annotations
 
@@ -48,6 +49,32 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14, 15 of stat
     return total
+
+
+def context_switches(pids: list[int]) -> tuple[int, int]:
+    """Voluntary and involuntary context switches of every live thread of
+    this process and of the live processes ``pids`` (/proc/PID/task/*/status;
+    a thread that ended is no longer counted, so take the difference over a
+    span in which the threads live on: a loader's persistent workers and
+    their read threads). An involuntary switch is a thread preempted while
+    it could run, most often by another thread's wake-up."""
+    voluntary = involuntary = 0
+    for pid in [os.getpid(), *pids]:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            voluntary += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches:"):
+                            involuntary += int(line.split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return voluntary, involuntary
 
 
 class PeakMemory:

@@ -134,6 +134,8 @@ class Row:
     excluded: list[float] = field(default_factory=list)  # s of each round outside its timing
     ahead: int = 0  # batches its workers make ahead of each round (FastLoader's next epoch)
     faults: list[float] = field(default_factory=list)  # workers' minor faults per batch per round
+    # (voluntary, involuntary) context switches per image per round, every thread
+    switches: list[tuple[float, float]] = field(default_factory=list)
     peak_pss_mib: float = 0.0
 
 
@@ -233,6 +235,7 @@ def run_round(row: Row) -> None:
     """One epoch of ``row``, timed after the batches made before it began and
     its ramp wave, and before its final wave (see the module doc), its CPU
     counted until its workers are idle again."""
+    switches0 = procs.context_switches(row.pids)  # read outside the CPU counted
     cpu0 = procs.cpu_seconds(row.pids)
     faults0 = minor_faults(row.pids)
     wave = max(row.num_workers, 1)
@@ -261,8 +264,11 @@ def run_round(row: Row) -> None:
     # length was set, so counted over its own batches it looked 1.4x as costly
     # at 8 workers)
     made = max(batches + row.ahead - given, 1)
-    row.cpu.append((procs.cpu_seconds(row.pids) - cpu0) / (made * images / batches))
+    work = made * images / batches  # images
+    row.cpu.append((procs.cpu_seconds(row.pids) - cpu0) / work)
     row.faults.append((minor_faults(row.pids) - faults0) / made)
+    voluntary, involuntary = procs.context_switches(row.pids)
+    row.switches.append(((voluntary - switches0[0]) / work, (involuntary - switches0[1]) / work))
 
 
 def _run_ns(pids: list[int]) -> tuple[int, bool]:
@@ -417,6 +423,10 @@ def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
         "round_cpu_s_per_image": row.cpu,
         "faults_per_batch": statistics.median(row.faults) if row.faults else None,
         "round_faults_per_batch": row.faults,
+        "voluntary_switches_per_image": (statistics.median(v for v, _ in row.switches)
+                                         if row.switches else None),
+        "involuntary_switches_per_image": (statistics.median(i for _, i in row.switches)
+                                           if row.switches else None),
         "efficiency": median / limit,
         "speedup": median / baseline[row.num_workers] if baseline.get(row.num_workers) else None,
         "peak_pss_mib": row.peak_pss_mib,

@@ -207,13 +207,16 @@ def make_loader_for(cache_bytes: int, stats_root: Optional[Path] = None,
 
 @dataclass
 class Cell:
-    """One row at one place: per round its images/s, CPU s per image, and the
-    daemon's opens and CPU seconds over the round (none on the local disk)."""
+    """One row at one place: per round its images/s, CPU s per image, its
+    (voluntary, involuntary) context switches per image over every thread,
+    and the daemon's opens and CPU seconds over the round (none on the
+    local disk)."""
 
     rates: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     opens: list[int] = field(default_factory=list)
     daemon_cpu_s: list[float] = field(default_factory=list)
+    switches: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -299,6 +302,7 @@ def measure(fs: _latencyfs.LatencyFS, data: Path, chain, settings: dict, kinds: 
                     cell = cells.setdefault((name, workers, place), Cell())
                     cell.rates.append(row.rates.pop())
                     cell.cpu.append(row.cpu.pop())
+                    cell.switches.append(row.switches.pop())
                     if place != LOCAL:
                         cell.opens.append(after["opens"] - before)
                         cell.daemon_cpu_s.append(fs.cpu_s() - cpu0)
@@ -336,6 +340,12 @@ def results(cells: dict[tuple[str, int, Place], Cell],
             "images_per_s": statistics.median(cell.rates), "round_images_per_s": cell.rates,
             "min_images_per_s": min(cell.rates), "max_images_per_s": max(cell.rates),
             "cpu_ms_per_image": statistics.median(cell.cpu) * 1000,
+            # a thread woken on a busy CPU preempting the decode there is an
+            # involuntary switch (the read threads' SCHED_BATCH holds them back)
+            "voluntary_switches_per_image": (statistics.median(v for v, _ in cell.switches)
+                                             if cell.switches else None),
+            "involuntary_switches_per_image": (statistics.median(i for _, i in cell.switches)
+                                               if cell.switches else None),
             "vs_0ms": common.paired_ratio(cell.rates, zero.rates) if zero is not None else None,
             "vs_imagefolder": (common.paired_ratio(cell.rates, base.rates)
                                if base is not None and kind != "ImageFolder+PIL" else None),
@@ -424,11 +434,12 @@ def table(rows: list[dict]) -> str:
 
     lines = ["| loader | read-ahead | workers | storage | images/s (median) | min-max | "
              "vs own 0 ms | vs ImageFolder | vs read-ahead off | CPU ms/image | CPU vs local | "
-             "CPU vs own 0 ms | CPU vs read-ahead off | "
+             "CPU vs own 0 ms | CPU vs read-ahead off | involuntary switches/image | "
              "opens per round | latencyfs CPU us/file | peak read-ahead MiB (cap) |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         daemon = r["daemon_cpu_us_per_file"]
+        switches = r.get("involuntary_switches_per_image")
         opens = r["opens_per_round"]
         peak, cap = r.get("readahead_peak_bytes"), r.get("readahead_cap_bytes")
         lines.append(
@@ -438,6 +449,7 @@ def table(rows: list[dict]) -> str:
             f"{x(r.get('vs_readahead_off'))} | {r['cpu_ms_per_image']:.2f} | "
             f"{x(r.get('cpu_vs_local'))} | {x(r.get('cpu_vs_0ms'))} | "
             f"{x(r.get('cpu_vs_readahead_off'))} | "
+            f"{'' if switches is None else f'{switches:.1f}'} | "
             f"{'' if opens is None else f'{statistics.median(opens):,.0f}'} | "
             f"{'' if daemon is None else f'{daemon:,.0f}'} | "
             f"{'' if peak is None else f'{mib(peak)} ({mib(cap)})'} |")

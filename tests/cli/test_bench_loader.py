@@ -301,6 +301,9 @@ def test_a_rounds_cpu_is_over_the_batches_it_made(monkeypatch, made_ahead):
     ahead = 16
     monkeypatch.setattr(bench, "clock", clock)
     monkeypatch.setattr(bench.procs, "cpu_seconds", lambda pids: work.seconds)
+    # 2 voluntary and 0.5 involuntary switches per image's work
+    monkeypatch.setattr(bench.procs, "context_switches",
+                        lambda pids: (2000 * work.seconds, 500 * work.seconds))
 
     def idle(pids):  # the workers make the next round's first batches
         work.seconds += ahead * work.per_batch
@@ -310,6 +313,38 @@ def test_a_rounds_cpu_is_over_the_batches_it_made(monkeypatch, made_ahead):
     r = bench.Row("train", "FastLoader", 8, source=src, ahead=ahead)
     bench.run_round(r)
     assert r.cpu[0] == pytest.approx(0.001)
+    assert r.switches[0] == pytest.approx((2.0, 0.5))  # per image, as its CPU
+
+
+def test_context_switches_count_every_live_thread():
+    """A thread of this process that sleeps 20 times between the two counts
+    adds at least 20 voluntary switches (each sleep gives up its CPU)."""
+    import threading
+    import time
+
+    from benchmarks import _procs
+
+    go, slept, leave = threading.Event(), threading.Event(), threading.Event()
+
+    def sleeper():
+        go.wait()
+        for _ in range(20):
+            time.sleep(0.001)
+        slept.set()
+        leave.wait()
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    try:
+        voluntary0, involuntary0 = _procs.context_switches([])
+        go.set()
+        assert slept.wait(30)
+        voluntary, involuntary = _procs.context_switches([])
+    finally:
+        go.set()
+        leave.set()
+        thread.join()
+    assert voluntary - voluntary0 >= 20 and involuntary >= involuntary0
 
 
 def test_a_round_needs_batches_after_what_it_excludes(monkeypatch):

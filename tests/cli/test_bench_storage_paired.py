@@ -55,6 +55,15 @@ def test_cpu_per_image_is_against_the_same_row_on_the_local_disk():
     assert find(rows, "ImageFolder+PIL", 5, None)["cpu_vs_local"] is None  # no local row
 
 
+def test_each_row_carries_its_median_context_switches_per_image():
+    rows = bs.results(cells(), peaks())
+    row = find(rows, "FastLoader", 5)
+    assert (row["voluntary_switches_per_image"], row["involuntary_switches_per_image"]) == (6, 3)
+    assert find(rows, "FastLoader", 0)["involuntary_switches_per_image"] is None  # none counted
+    text = bs.table(rows)
+    assert "| 0.90x |  | 3.0 | 512 |" in text  # CPU vs 0 ms, vs read-ahead off, switches, opens
+
+
 def test_each_row_carries_its_read_ahead_peaks_and_cap():
     rows = bs.results(cells(), peaks())
     local, fuse = find(rows, "FastImageFolder", LOCAL), find(rows, "FastImageFolder", 5)
@@ -158,8 +167,8 @@ def test_measure_interleaves_places_and_rows(monkeypatch, tmp_path):
     rows = {}
 
     def open_row(chain, name, root, transform, workers, batch, samples, make):
-        row = SimpleNamespace(loader=name, root=root, rates=[], cpu=[], source=object(),
-                              sampler=SimpleNamespace(count=0))
+        row = SimpleNamespace(loader=name, root=root, rates=[], cpu=[], switches=[],
+                              source=object(), sampler=SimpleNamespace(count=0))
         rows[(name, root)] = row
         return row
 
@@ -169,6 +178,7 @@ def test_measure_interleaves_places_and_rows(monkeypatch, tmp_path):
         fs.opens += 0 if place == LOCAL else 64
         row.rates.append(100.0)
         row.cpu.append(0.001)
+        row.switches.append((10.0, 2.0 if place == LOCAL else 3.0))
 
     monkeypatch.setattr(bs.bl, "open_row", open_row)
     monkeypatch.setattr(bs.bl, "run_round", run_round)
@@ -189,6 +199,7 @@ def test_measure_interleaves_places_and_rows(monkeypatch, tmp_path):
     assert all(len(cell.rates) == 3 for cell in found.values())
     assert found[("FastLoader", 2, LOCAL)].opens == []  # the daemon saw none of them
     assert found[("FastLoader", 2, 5)].opens == [64] * 3
+    assert found[("FastLoader", 2, 5)].switches == [(10.0, 3.0)] * 3
     assert all(row.source is None for row in rows.values())  # workers ended
     assert peaks[("FastLoader", 2, LOCAL)]["readahead_processes"] == 0  # fakes record none
 
