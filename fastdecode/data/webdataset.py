@@ -10,13 +10,13 @@ webdataset's own handlers, so ``cls`` still becomes an int)::
     import webdataset as wds
     import fastdecode.webdataset as fwds
 
-    ds = (wds.WebDataset("shards/shard-{000000..000099}.tar", shardshuffle=100)
+    ds = (fwds.WebDataset("shards/shard-{000000..000099}.tar", shardshuffle=100)
           .shuffle(1000).decode(fwds.handler(train)).to_tuple("jpg", "cls"))
 
 Decoding per batch (faster: one preallocated batch, no per-sample tensors and
 no stack)::
 
-    ds = (wds.WebDataset(urls, shardshuffle=100).shuffle(1000)
+    ds = (fwds.WebDataset(urls, shardshuffle=100).shuffle(1000)
           .to_tuple("jpg", "cls").batched(64, collation_fn=fwds.collate(train)))
     loader = wds.WebLoader(ds, batch_size=None, num_workers=8)
 
@@ -24,9 +24,10 @@ Random draws come from torch's global RNG, as torchvision draws them, so a
 DataLoader's per-worker seeding applies unchanged.
 
 Reading shards with every member bounded by the per-file limit
-(``FASTDECODE_MAX_FILE_BYTES``): ``tarfile_to_samples`` in place of
-webdataset's stage of the same name, which reads a member whole whatever its
-size::
+(``FASTDECODE_MAX_FILE_BYTES``): ``WebDataset`` is ``wds.WebDataset`` (the
+same arguments and chained methods) with that reader, as above; in a
+pipeline, ``tarfile_to_samples`` in place of webdataset's stage of the same
+name, which reads a member whole whatever its size::
 
     ds = wds.DataPipeline(
         wds.SimpleShardList(urls), wds.split_by_worker,
@@ -58,7 +59,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -66,8 +67,26 @@ from fastdecode import _native
 from fastdecode._system import settle_in_worker
 from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
-__all__ = ["ShardSummary", "collate", "handler", "plan_shards", "tarfile_to_samples",
-           "write_shards"]
+if TYPE_CHECKING:
+    from fastdecode.data._wds_dataset import WebDataset
+
+__all__ = ["ShardSummary", "WebDataset", "collate", "handler", "plan_shards",
+           "tarfile_to_samples", "write_shards"]
+
+
+def __getattr__(name: str) -> Any:
+    """``WebDataset`` subclasses webdataset's class: built on first use, so
+    that the writer needs no webdataset."""
+    if name == "WebDataset":
+        from fastdecode.data._wds_dataset import WebDataset
+
+        globals()[name] = WebDataset
+        return WebDataset
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"WebDataset"})
 
 IMAGE_KEYS = ("jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tif", "tiff", "webp")
 PLAN_FILE = "wds.json"

@@ -705,6 +705,86 @@ def test_stage_pickles_and_checks_its_bound(shards):
 
 
 # --------------------------------------------------------------------------
+# WebDataset: webdataset's class, its reader the bounded stage's
+
+
+@pytest.mark.parametrize("odd", [False, True], ids=["written-shards", "odd-members"])
+@pytest.mark.parametrize("options", [
+    {}, {"select_files": lambda name: not name.endswith(".cls")},
+    {"rename_files": lambda name: name.replace(".jpg", ".jpeg")}, {"cache": True},
+], ids=["defaults", "select", "rename", "cache-dir"])
+def test_webdataset_class_gives_webdatasets_samples(tree, tmp_path, shards, odd, options):
+    wds = pytest.importorskip("webdataset")
+    if odd:
+        shards = [handmade_shard(tmp_path / "odd.tar", small_members(), odd=True), *shards]
+    if options.pop("cache", False):  # webdataset's FileCache: samples carry __local_path__
+        options["cache_dir"] = str(tmp_path / "cache")
+        (tmp_path / "cache").mkdir()
+    ours = read_all(fwds.WebDataset(shards, shardshuffle=False, **options))
+    theirs = read_all(wds.WebDataset(shards, shardshuffle=False, **options))
+    assert len(ours) == len(FastImageFolder(tree)) + 3 * odd
+    assert ours == theirs  # keys, urls, bytes, the same grouping
+
+
+def test_webdataset_class_is_webdatasets_and_chains_and_pickles(tree, shards):
+    import pickle
+
+    wds = pytest.importorskip("webdataset")
+    ds = (fwds.WebDataset(shards, shardshuffle=False, max_file_bytes=1 << 20)
+          .to_tuple("jpg;png", "cls"))
+    assert isinstance(ds, wds.WebDataset) and isinstance(ds, fwds.WebDataset)
+    again = pickle.loads(pickle.dumps(ds))
+    assert [label for _, label in read_all(again)] == [label for _, label in read_all(ds)] == \
+        [label for _, label in read_all(wds.WebDataset(shards, shardshuffle=False)
+                                        .to_tuple("jpg;png", "cls"))]
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_webdataset_class_refuses_a_member_over_the_limit(tmp_path, monkeypatch, how):
+    from fastdecode import ImageFileError
+
+    pytest.importorskip("webdataset")
+    shard = handmade_shard(tmp_path / "s.tar", small_members(big=1))
+    if how == "environment":
+        monkeypatch.setenv("FASTDECODE_MAX_FILE_BYTES", "1000")
+    limit = 1000 if how == "argument" else None
+    with pytest.raises(ImageFileError, match=r"s\.tar/00001\.jpg: tar member of 5,000 bytes "
+                                             r"\(its header's size\), larger than the per-file "
+                                             r"limit of 1,000 bytes"):
+        read_all(fwds.WebDataset([shard], shardshuffle=False, max_file_bytes=limit))
+    got = read_all(fwds.WebDataset([shard], shardshuffle=False, handler=Collected(),
+                                   max_file_bytes=1000))
+    assert [sorted(k for k in s if not k.startswith("__")) for s in got] == \
+        [["cls", "jpg"], ["cls"], ["cls", "jpg"]]  # the big one's image alone left out
+
+
+def test_webdataset_class_in_dataloader_workers_gives_every_sample_once(tree, shards):
+    import torch
+
+    wds = pytest.importorskip("webdataset")
+    keys = {}
+    for name, cls in [("ours", fwds.WebDataset), ("theirs", wds.WebDataset)]:
+        ds = cls(shards, shardshuffle=False).to_tuple("__key__", "cls")
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+        keys[name] = sorted(read_all(loader))
+    assert keys["ours"] == keys["theirs"] and len(keys["ours"]) == len(FastImageFolder(tree))
+
+
+def test_webdataset_class_refuses_a_webdataset_it_cannot_bound(shards, monkeypatch):
+    """A webdataset whose WebDataset reads shards some other way: no dataset
+    is built, rather than one left unbounded."""
+    pytest.importorskip("webdataset")
+    from fastdecode.data import _wds_dataset
+
+    monkeypatch.setattr(_wds_dataset, "tar_file_expander", object())
+    with pytest.raises(RuntimeError, match=r"WebDataset has 0 tar_file_expander stages, not "
+                                           r"one, so its shard reader cannot be bounded"):
+        fwds.WebDataset(shards, shardshuffle=False)
+    with pytest.raises(ValueError, match="max_file_bytes must be at least 1 byte, got 0"):
+        fwds.WebDataset(shards, shardshuffle=False, max_file_bytes=0)
+
+
+# --------------------------------------------------------------------------
 # fastdecode convert --to wds
 
 
