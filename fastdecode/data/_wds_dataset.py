@@ -40,14 +40,14 @@ class WebDataset(wds.WebDataset):
         ``select_files=``, ``rename_files=``, the node and worker splitters,
         ...), passed to ``wds.WebDataset`` as given.
     max_file_bytes : int, optional
-        The bound on one member's bytes; default None: the per-file limit
-        in force where the pipeline runs (``FASTDECODE_MAX_FILE_BYTES``,
-        else 1 GiB), read as each shard is opened.
+        The bound on one member's bytes, as :class:`tarfile_to_samples`
+        takes it (None: the per-file limit in force as each shard is
+        opened).
 
     Raises
     ------
     ValueError
-        ``max_file_bytes`` is less than one byte.
+        As :class:`tarfile_to_samples`: ``max_file_bytes`` under one byte.
     RuntimeError
         This webdataset's ``WebDataset`` does not read its shards through
         ``tar_file_expander`` (a version other than the 1.0 series): the
