@@ -88,6 +88,7 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | {"WebDataset"})
 
+
 IMAGE_KEYS = ("jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tif", "tiff", "webp")
 PLAN_FILE = "wds.json"
 PATTERN = "shard-{:06d}.tar"
