@@ -462,9 +462,9 @@ def gnu_sparse(name: str, stored: int, realsize: int, extension_blocks: int,
                cut: bool = False) -> bytes:
     """An old GNU sparse member ('S', what ``tar --sparse --format=gnu``
     writes): 100 bytes at 0 in its header's map, then ``extension_blocks``
-    blocks of 21 entries of 1 byte each (the member's last 21 at 200-220 in
-    the last block), its header declaring ``stored`` bytes and ``realsize``
-    (the size made on reading); with ``cut``, the shard ends inside the
+    blocks (empty entries, but the last: 21 entries of 1 byte each, at
+    200-220), its header declaring ``stored`` bytes and ``realsize`` (the
+    size made on reading); with ``cut``, the shard ends inside the
     extension blocks."""
     header = header_block(name, stored, tarfile.GNUTYPE_SPARSE)
     header[386:410] = sparse_entries([(0, 100)])
@@ -473,7 +473,8 @@ def gnu_sparse(name: str, stored: int, realsize: int, extension_blocks: int,
     out = checksummed(header)
     for k in range(extension_blocks):
         block = bytearray(512)
-        block[:504] = sparse_entries([(200 + i, 1) for i in range(21)])
+        if k == extension_blocks - 1:
+            block[:504] = sparse_entries([(200 + i, 1) for i in range(21)])
         block[504] = k < extension_blocks - 1  # another follows
         out += bytes(block)
     if cut:
