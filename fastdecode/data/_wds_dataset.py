@@ -58,7 +58,7 @@ class WebDataset(wds.WebDataset):
 
     def __init__(self, urls: Any, *args: Any, max_file_bytes: Optional[int] = None,
                  **kwargs: Any) -> None:
-        tarfile_to_samples(max_file_bytes=max_file_bytes)  # its check, before anything is built
+        stage = tarfile_to_samples(max_file_bytes=max_file_bytes)  # checked before the rest
         super().__init__(urls, *args, **kwargs)
         readers = [k for k, stage in enumerate(self.pipeline)
                    if getattr(stage, "f", None) is tar_file_expander]
@@ -70,9 +70,9 @@ class WebDataset(wds.WebDataset):
                 "fastdecode.webdataset.tarfile_to_samples(handler), ...) instead")
         [at] = readers
         given = self.pipeline[at].kw  # WebDataset passes the three by name
-        self.pipeline[at] = _Members(tarfile_to_samples(
-            given.get("handler") or reraise_exception, given.get("select_files"),
-            given.get("rename_files"), max_file_bytes=max_file_bytes))
+        stage.handler = given.get("handler") or reraise_exception
+        stage.select_files, stage.rename_files = given.get("select_files"), given.get("rename_files")
+        self.pipeline[at] = _Members(stage)
 
 
 class _Members:

@@ -353,11 +353,18 @@ def _over_limit(kind: str, info: tarfile.TarInfo, shard: str, limit: int,
     """The ImageFileError (EFBIG) of a tar header of ``kind`` (a member, or
     header data) that declares more than ``limit`` bytes, naming it in
     ``shard``."""
+    return _refused(f"tar {kind} of {info.size:,} bytes (its header's size){note}", info,
+                    shard, limit)
+
+
+def _refused(what: str, info: tarfile.TarInfo, shard: str, limit: int) -> Exception:
+    """The ImageFileError (EFBIG) of ``what``, over the per-file limit
+    ``limit``, naming ``info``'s header in ``shard``: the one builder of
+    this module's refusals."""
     from fastdecode._options import over_file_limit
     from fastdecode.errors import ImageFileError
 
-    return ImageFileError(f"tar {kind} of {info.size:,} bytes (its header's size){note}, "
-                          f"{over_file_limit(info.name, limit).strerror}",
+    return ImageFileError(f"{what}, {over_file_limit(info.name, limit).strerror}",
                           path=f"{shard}/{info.name}", errno=errno.EFBIG)
 
 
@@ -430,14 +437,9 @@ class _HeaderBudget:
 
     def read(self, size: int) -> bytes:
         if size > self.left:
-            from fastdecode._options import over_file_limit
-            from fastdecode.errors import ImageFileError
-
-            raise ImageFileError(
-                f"tar header data of more than {self.budget:,} bytes before its member "
-                f"(records, names or a sparse map), "
-                f"{over_file_limit(self.info.name, self.limit).strerror}",
-                path=f"{self.shard}/{self.info.name}", errno=errno.EFBIG)
+            raise _refused(f"tar header data of more than {self.budget:,} bytes before its "
+                           "member (records, names or a sparse map)", self.info, self.shard,
+                           self.limit)
         data = self.raw.read(size)
         if len(data) < size:
             raise tarfile.ReadError("unexpected end of data")
