@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import resource
+import statistics
 import threading
+from typing import Optional
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -75,6 +77,14 @@ def context_switches(pids: list[int]) -> tuple[int, int]:
             except (OSError, ValueError, IndexError):
                 continue
     return voluntary, involuntary
+
+
+def switch_medians(rounds: list[tuple[float, float]]) -> dict[str, Optional[float]]:
+    """A row's result keys for its rounds' (voluntary, involuntary) context
+    switches per image: the median of each, None without rounds."""
+    return {f"{kind}_switches_per_image": (statistics.median(r[k] for r in rounds)
+                                           if rounds else None)
+            for k, kind in enumerate(("voluntary", "involuntary"))}
 
 
 class PeakMemory:

@@ -423,10 +423,7 @@ def row_result(row: Row, limit: float, baseline: dict[int, float]) -> dict:
         "round_cpu_s_per_image": row.cpu,
         "faults_per_batch": statistics.median(row.faults) if row.faults else None,
         "round_faults_per_batch": row.faults,
-        "voluntary_switches_per_image": (statistics.median(v for v, _ in row.switches)
-                                         if row.switches else None),
-        "involuntary_switches_per_image": (statistics.median(i for _, i in row.switches)
-                                           if row.switches else None),
+        **procs.switch_medians(row.switches),
         "efficiency": median / limit,
         "speedup": median / baseline[row.num_workers] if baseline.get(row.num_workers) else None,
         "peak_pss_mib": row.peak_pss_mib,

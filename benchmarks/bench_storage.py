@@ -63,6 +63,7 @@ from fastdecode import _system
 
 from . import _common as common
 from . import _latencyfs
+from . import _procs as procs
 from . import bench_loader as bl
 
 LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
@@ -342,10 +343,7 @@ def results(cells: dict[tuple[str, int, Place], Cell],
             "cpu_ms_per_image": statistics.median(cell.cpu) * 1000,
             # a thread woken on a busy CPU preempting the decode there is an
             # involuntary switch (the read threads' SCHED_BATCH holds them back)
-            "voluntary_switches_per_image": (statistics.median(v for v, _ in cell.switches)
-                                             if cell.switches else None),
-            "involuntary_switches_per_image": (statistics.median(i for _, i in cell.switches)
-                                               if cell.switches else None),
+            **procs.switch_medians(cell.switches),
             "vs_0ms": common.paired_ratio(cell.rates, zero.rates) if zero is not None else None,
             "vs_imagefolder": (common.paired_ratio(cell.rates, base.rates)
                                if base is not None and kind != "ImageFolder+PIL" else None),
