@@ -14,7 +14,7 @@ turns (every other round in the reverse order); the ratio is the median of
 the per-round ratios (FastImageList / FastImageFolder), with their range.
 
 ``--reads heap,mapped`` runs FastImageFolder rows instead, one per way the
-read-ahead reads local files (fastdecode.data._readahead.NATIVE_READS, set
+read-ahead reads local files (fastdecode.storage._readahead.NATIVE_READS, set
 before the row's workers fork; heap: Python threads, into their malloc arenas,
 as before issue 29's fix; mapped: the read pool in C, into mappings copied out
 by the consumer), the ratio
@@ -58,7 +58,7 @@ def make_loader(kind: str, root: Path, chain: Any, workers: int, batch: int,
     elif kind == FOLDER:
         ds = folder
     elif kind.startswith(READS) and kind[len(READS):] in ("heap", "mapped"):
-        from fastdecode.data import _readahead
+        from fastdecode.storage import _readahead
 
         # read by the workers, which fork at the row's first epoch (open_row);
         # at a fixed depth the threads read every file (the adaptive default

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
-from fastdecode.data._readahead import ReadAhead, ReadAheadOptions, _NativeWindow
+from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions, _NativeWindow
 
 from . import _common as common
 from . import _latencyfs

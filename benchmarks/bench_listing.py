@@ -31,7 +31,7 @@ imports never help the next):
   fit over the checkpoints after the first, in MiB per 10k samples per
   worker, and the gain from the first checkpoint to the last.
   --reads sets how the read-ahead's threads read files for the fast row
-  (fastdecode.data._readahead.NATIVE_READS; heap: Python threads, into their
+  (fastdecode.storage._readahead.NATIVE_READS; heap: Python threads, into their
   malloc arenas, as before issue 29's fix; mapped: the read pool in C, into
   mappings, the default): one fast
   row per value given, e.g. ``--reads heap,mapped``. Those rows read ahead
@@ -156,7 +156,7 @@ def _open(kind: str, tree: str, transform: Any = None, readahead: Any = None) ->
 
         loader = {} if transform is None else {"loader": _draft_loader}
         return ImageFolder(tree, transform=transform, **loader)
-    from fastdecode.data._fast_folder import FastImageFolder
+    from fastdecode.datasets._folder import FastImageFolder
 
     return FastImageFolder(tree, transform=transform, refresh_index=kind == "FastImageFolder",
                            readahead=readahead)
@@ -170,7 +170,7 @@ def child_build(kind: str, tree: str) -> dict[str, Any]:
     import torchvision.datasets  # noqa: F401
 
     import fastdecode.datasets  # noqa: F401
-    from fastdecode.data import _fast_folder  # noqa: F401
+    from fastdecode.datasets import _folder as _fast_folder  # noqa: F401
 
     gc.collect()
     before = _rss_mib()
@@ -193,7 +193,7 @@ def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: in
     import torchvision.transforms as T
     from torch.utils.data import DataLoader
 
-    from fastdecode.data import _readahead
+    from fastdecode.storage import _readahead
 
     readahead = None
     if mapped >= 0:  # the threads read every file: a fixed depth (the adaptive
@@ -394,7 +394,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.quick:
         args.files, args.rounds, args.window = 20_000, 2, 8_000
     if args.tree is None:
-        from fastdecode.data._remote import cache_dir
+        from fastdecode.storage._remote import cache_dir
 
         args.tree = Path(cache_dir()) / f"listing-tree-{args.files}"
         args.make = True

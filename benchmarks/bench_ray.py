@@ -149,7 +149,7 @@ def ray_pipelines(root: str, c: dict[str, Any], nodes: int,
     import ray.data
 
     import fastdecode.ray as fray
-    from fastdecode.data._listing import list_images
+    from fastdecode.storage._listing import list_images
 
     files = list_images(root).paths
     source: Any = root if repeat == 1 else files * repeat  # (the labels are then -1)

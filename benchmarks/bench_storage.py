@@ -547,7 +547,7 @@ def main(argv=None) -> int:
 
 
 def _readahead_defaults():
-    from fastdecode.data._readahead import ReadAheadOptions
+    from fastdecode.storage._readahead import ReadAheadOptions
 
     return ReadAheadOptions.resolve(None)
 

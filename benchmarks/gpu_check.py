@@ -74,7 +74,7 @@ CUDA_TESTS = [
     "tests/core/test_out_tensor.py::test_a_cuda_tensor_is_refused",
     "tests/api/test_guide_examples.py::test_guide_blocks_run[gpu]",
     # not CUDA-only, but only with CUDA does a killed worker's batch go
-    # through torch's pin-memory thread (data/_workers.py, PinSideQueue)
+    # through torch's pin-memory thread (loader/_workers.py, PinSideQueue)
     "tests/data/test_faults.py::test_a_worker_killed_at_the_hand_over_is_named",
     # and only with CUDA do persistent workers pin (torch 2.11 kept their
     # process objects, and four descriptors, until exit: WorkerIter's shutdown)
@@ -336,7 +336,7 @@ def time_copies(fn: Callable[[], Any], reps: int) -> list[float]:
 def measure_copies(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from fastdecode.data._cuda_ring import CudaRing
+    from fastdecode.loader._cuda_ring import CudaRing
 
     shape = (args.batch, 3, args.size, args.size)
     ring = CudaRing(2, shape)

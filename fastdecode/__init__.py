@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from fastdecode._checkpoint import load_state, save_state
+from fastdecode._lazy import lazy_attributes
 from fastdecode._types import ImageInfo, Layout, Mode
 from fastdecode._version import __version__
 from fastdecode.api import (
@@ -25,35 +26,23 @@ from fastdecode.errors import (
 )
 
 if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
-    from fastdecode.data.datasets import FastDatasetFolder, FastImageFolder, FastImageList
-    from fastdecode.data.loader import FastLoader, collate, worker_init_fn
+    from fastdecode.datasets import FastDatasetFolder, FastImageFolder, FastImageList
+    from fastdecode.loader import FastLoader, collate, worker_init_fn
     from fastdecode.transforms import fuse
 
 # torch-dependent parts load on first use, so `import fastdecode` stays light.
 _LAZY = {
-    "FastDatasetFolder": "fastdecode.data.datasets",
-    "FastImageFolder": "fastdecode.data.datasets",
-    "FastImageList": "fastdecode.data.datasets",
-    "FastLoader": "fastdecode.data.loader",
-    "collate": "fastdecode.data.loader",
-    "worker_init_fn": "fastdecode.data.loader",
+    "FastDatasetFolder": "fastdecode.datasets",
+    "FastImageFolder": "fastdecode.datasets",
+    "FastImageList": "fastdecode.datasets",
+    "FastLoader": "fastdecode.loader",
+    "collate": "fastdecode.loader",
+    "worker_init_fn": "fastdecode.loader",
     "fuse": "fastdecode.transforms",
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fastdecode' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 
 __all__ = [

@@ -304,7 +304,7 @@ class ReadPool:
     """Threads in C that open and read whole local files ahead, within a
     count bound and a byte bound, each file within ``max_file`` bytes (None:
     the per-file limit), taken in submission order by one consumer
-    (src_c/fd_readahead.h; fastdecode.data._readahead owns the policy)."""
+    (src_c/fd_readahead.h; fastdecode.storage._readahead owns the policy)."""
 
     def __init__(self, max_bytes: int, max_file: Optional[int] = None) -> None: ...
     def submit(self, path: Union[str, bytes, "os.PathLike[str]"], size: int = ...) -> _ReadJob: ...

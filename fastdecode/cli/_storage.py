@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from fastdecode import _native
-from fastdecode.data._folder import IMG_EXTENSIONS
+from fastdecode.storage._folder import IMG_EXTENSIONS
 
 __all__ = ["MountInfo", "StorageProbe", "classify", "mount_of", "probe", "storage_advice"]
 

@@ -35,10 +35,10 @@ from fastdecode.conversion.output import (
     write_atomically,
     write_bmp,
 )
-from fastdecode.data import _remote
-from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
-from fastdecode.data._remote import is_url
 from fastdecode.errors import FastDecodeError
+from fastdecode.storage import _remote
+from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.storage._remote import is_url
 
 __all__ = ["ConvertError", "Summary", "convert_tree", "register"]
 # Re-exported: what tests and callers used from this module before _output.
@@ -309,7 +309,7 @@ def convert_files(todo: list[tuple[str, str]], options: EncodeOptions, workers: 
 
 
 def _ray_jobs():
-    from fastdecode.data.ray import run_convert_jobs  # fastdecode[ray]; cluster: RAY_ADDRESS
+    from fastdecode.integrations.ray import run_convert_jobs  # fastdecode[ray]; cluster: RAY_ADDRESS
 
     return run_convert_jobs
 
@@ -426,8 +426,8 @@ def run_shards(args: argparse.Namespace) -> int:
         print("fastdecode convert: error: --shard-size/--shard-count go with --to wds, which "
               "takes neither --engine ray nor --subsampling", file=sys.stderr)
         return 2
-    from fastdecode.data.webdataset import format_summary as shard_summary
-    from fastdecode.data.webdataset import summary_json, write_shards
+    from fastdecode.integrations.webdataset import format_summary as shard_summary
+    from fastdecode.integrations.webdataset import summary_json, write_shards
 
     summary, status = _reporting(lambda: write_shards(
         args.source, args.destination, shard_size=args.shard_size,

@@ -288,8 +288,8 @@ def check_torch(facts: dict) -> Check:
 def check_storage(facts: dict, opts: JobOptions, workers: int) -> Check:
     """The storage under ``opts.root``: kind, open + first-byte latency,
     throughput, and the read-ahead depth, cache or shards it calls for."""
-    from fastdecode.data._cache import available_ram
-    from fastdecode.data._readahead import ReadAheadOptions
+    from fastdecode.storage._cache import available_ram
+    from fastdecode.storage._readahead import ReadAheadOptions
 
     assert opts.root is not None
     try:

@@ -116,7 +116,7 @@ def measure_worker(ds, batch_size: int, batches: int, torch,
     missing); and the bytes of one collated batch."""
     import numpy as np
 
-    from fastdecode.data.loader import collate
+    from fastdecode.loader._loader import collate
 
     rng = np.random.default_rng(seed)
     times, waits = [], []
@@ -142,7 +142,7 @@ def measure_loader(ds, workers: int, batch_size: int, batches: int, timeout: flo
     wave after the start-up; the rate counts the batches after that wave over
     the time since it, which is the steady rate (counting from the first
     batch would overstate it by the wave)."""
-    from fastdecode.data.loader import FastLoader
+    from fastdecode.loader._loader import FastLoader
 
     wave = max(1, workers)
     total = wave + batches
@@ -225,7 +225,7 @@ def tune(data: Path, transform: Callable, description: str, batch_size: int, bat
     """
     import torch
 
-    from fastdecode.data.datasets import FastImageFolder
+    from fastdecode.datasets import FastImageFolder
 
     try:
         ds = FastImageFolder(data, transform, on_error="skip")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from fastdecode.data.loader import FastLoader
+from fastdecode.loader._loader import FastLoader
 
 __all__ = ["prepare", "skip_first_batches"]
 

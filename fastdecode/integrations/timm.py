@@ -34,7 +34,7 @@ import sys
 import warnings
 from typing import Any, Callable, Optional
 
-from fastdecode.data.datasets import FastImageFolder
+from fastdecode.datasets import FastImageFolder
 
 __all__ = ["TimmImageFolder", "install", "installed", "main", "uninstall"]
 

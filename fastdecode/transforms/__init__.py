@@ -77,6 +77,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
+from fastdecode._lazy import lazy_attributes
 from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.geometry import Geometry
 from fastdecode.transforms.render import DCT_MARGIN
@@ -106,19 +107,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fastdecode.transforms' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 
 __all__ = [

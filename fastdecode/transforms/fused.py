@@ -444,7 +444,7 @@ class FusedTransform:
     #
     # One image runs in three parts, so that a loader can run the part that
     # draws nothing in any thread (FastLoader(threads=N), see
-    # fastdecode.data._planned): _draw (header + the random parameters, from
+    # fastdecode.datasets._planned): _draw (header + the random parameters, from
     # the global RNGs), _render_into (the native decode and resample, the
     # tensor table: no RNG), then _complete / _unfused (the steps that did not
     # fuse, which may draw). __call__ and decode_into are these parts in a row.

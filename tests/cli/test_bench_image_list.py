@@ -115,7 +115,7 @@ def test_main_runs_the_rows_it_is_asked_for(monkeypatch, tmp_path, fake_rounds):
 
 def test_the_loaders_read_the_same_files(tmp_path, monkeypatch):
     import fastdecode as fd
-    from fastdecode.data import _readahead
+    from fastdecode.storage import _readahead
 
     root = make_tree(tmp_path / "tree", per_class=3)
     folder, sampler_f = bench.make_loader(bench.FOLDER, root, bench.train_chain(), 0, 4, 12)

@@ -63,7 +63,7 @@ def test_main_passes_the_ways_of_reading(children, monkeypatch, tmp_path):
 def test_a_worker_child_sets_the_reads_its_workers_inherit(monkeypatch, tmp_path):
     """The child sets NATIVE_READS before the DataLoader forks (a tiny tree,
     in process)."""
-    from fastdecode.data import _readahead
+    from fastdecode.storage import _readahead
 
     from helpers.trees import make_tree
 

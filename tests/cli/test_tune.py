@@ -282,7 +282,7 @@ def test_io_wait_is_left_out_of_the_workers(tree, capsys, monkeypatch, wait_s, r
 def test_the_wait_on_a_slow_mount_is_measured(latency_tree):
     import torch
 
-    from fastdecode.data.datasets import FastImageFolder
+    from fastdecode.datasets import FastImageFolder
 
     options = {"readahead": 0} if "readahead" in inspect.signature(
         FastImageFolder.__init__).parameters else {}  # every open in the decoding thread

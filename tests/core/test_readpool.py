@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from fastdecode import _native, _options
-from fastdecode.data import _readahead
-from fastdecode.data._readahead import ReadAhead, ReadAheadOptions, open_window
+from fastdecode.storage import _readahead
+from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions, open_window
 
 from helpers.trees import random_files
 

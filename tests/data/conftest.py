@@ -14,7 +14,7 @@ def held() -> Callable[[], int]:
     pool's count (``_shared_pool.borrowed``) less what earlier tests' received
     tensors still held at its start, after gc (anything that keeps one alive
     past its test: its count is not this test's)."""
-    from fastdecode.data import _shared_pool
+    from fastdecode.batching import _shared_pool
 
     gc.collect()
     base = _shared_pool.borrowed()

@@ -1,4 +1,4 @@
-"""The stand-ins fastdecode/data/_base.py defines for torchvision's
+"""The stand-ins fastdecode/datasets/_base.py defines for torchvision's
 VisionDataset and StandardTransform when torchvision is not importable:
 loaded here from the module's source with torchvision blocked, and held to
 what torchvision's own classes do (init, the transforms, the repr). Also
@@ -18,7 +18,7 @@ tv_datasets = pytest.importorskip("torchvision.datasets")
 
 from torchvision.datasets import folder as tv_folder  # noqa: E402
 
-from fastdecode.data import _base  # noqa: E402
+from fastdecode.datasets import _base  # noqa: E402
 
 
 @pytest.fixture(scope="module")

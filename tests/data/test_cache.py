@@ -1,4 +1,4 @@
-"""The shared RAM cache of encoded bytes (fastdecode/data/_cache.py, ``cache=``):
+"""The shared RAM cache of encoded bytes (fastdecode/storage/_cache.py, ``cache=``):
 epoch 2 opens no file whatever the workers (forked, spawned), hits and misses
 counted over every process, the space checked before anything is filled
 (CacheSpaceError), a budget smaller than the dataset, the same batches as
@@ -16,9 +16,9 @@ pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 
 from fastdecode import errors  # noqa: E402
-from fastdecode.data import _readahead  # noqa: E402
-from fastdecode.data._cache import SharedCache  # noqa: E402
 from fastdecode.datasets import FastImageFolder  # noqa: E402
+from fastdecode.storage import _readahead  # noqa: E402
+from fastdecode.storage._cache import SharedCache  # noqa: E402
 
 from helpers.trees import make_tree  # noqa: E402
 

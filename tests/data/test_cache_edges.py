@@ -1,4 +1,4 @@
-"""SharedCache (fastdecode/data/_cache.py) on its own, at its edges: the
+"""SharedCache (fastdecode/storage/_cache.py) on its own, at its edges: the
 space check with /dev/shm or the RAM unknown or short, a cache file name
 taken, a failed setup leaking no descriptor, indexes outside the table, an
 empty sample, /dev/shm filling up mid-run (said once, never a bus error),
@@ -14,9 +14,9 @@ import os
 
 import pytest
 
-from fastdecode.data import _cache
-from fastdecode.data._cache import SharedCache
 from fastdecode.errors import CacheSpaceError
+from fastdecode.storage import _cache
+from fastdecode.storage._cache import SharedCache
 
 MiB = 1 << 20
 

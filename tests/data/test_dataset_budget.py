@@ -124,7 +124,7 @@ def test_fuse_carries_the_limits(tree):
 
 @pytest.mark.parametrize("chain", CHAINS, ids=list(CHAINS))
 def test_fastloader_threads_keep_the_limits(tree, chain):
-    """FastLoader(threads=N) renders planned batches on its own path (data/_planned.py)."""
+    """FastLoader(threads=N) renders planned batches on its own path (datasets/_planned.py)."""
     ds = fd.FastImageFolder(tree, CHAINS[chain](), **TIGHT)
     loader = fd.FastLoader(ds, batch_size=2, threads=2,
                            collate_fn=None if chain == "fused" else list)

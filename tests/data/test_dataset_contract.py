@@ -24,7 +24,7 @@ from torchvision.datasets import DatasetFolder, ImageFolder, VisionDataset  # no
 from torchvision.datasets.folder import default_loader  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
-from fastdecode.data import datasets  # noqa: E402
+from fastdecode import datasets  # noqa: E402
 
 from helpers.trees import make_tree  # noqa: E402
 
@@ -297,7 +297,7 @@ NO_TORCHVISION = textwrap.dedent("""
     warnings.simplefilter("error")
     import fastdecode as fd
     import fastdecode.datasets
-    from fastdecode.data import _base
+    from fastdecode.datasets import _base
     assert not _base.HAVE_TORCHVISION
     assert "PIL" not in sys.modules  # (torch itself imports tqdm)
     root = sys.argv[1]

@@ -23,8 +23,10 @@ from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
-from fastdecode import errors  # noqa: E402
-from fastdecode.data import datasets  # noqa: E402
+from fastdecode import (
+    datasets,  # noqa: E402
+    errors,  # noqa: E402
+)
 
 from helpers.trees import make_tree, write_image  # noqa: E402
 

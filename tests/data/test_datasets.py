@@ -16,8 +16,8 @@ from torchvision.datasets import DatasetFolder, ImageFolder  # noqa: E402
 from torchvision.transforms import v2  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
-from fastdecode.data import datasets  # noqa: E402
-from fastdecode.data.loader import collate  # noqa: E402
+from fastdecode import datasets  # noqa: E402
+from fastdecode.loader._loader import collate  # noqa: E402
 
 from helpers.trees import corrupt_file, make_tree, symlink_class  # noqa: E402
 
@@ -255,7 +255,9 @@ TAILS = [
 @pytest.fixture
 def batch_buffers_fresh(monkeypatch):
     """This thread has not seen fastdecode.collate take a batch whole."""
-    monkeypatch.setattr(datasets._taken_whole, "flag", False, raising=False)
+    from fastdecode.batching import _buffers
+
+    monkeypatch.setattr(_buffers._taken_whole, "flag", False, raising=False)
 
 
 def _copying_collate(batch):

@@ -28,7 +28,7 @@ from torch.utils.data._utils import pin_memory as pin_module  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
-from fastdecode.data._workers import sweep_orphan_segments  # noqa: E402
+from fastdecode.loader._workers import sweep_orphan_segments  # noqa: E402
 
 from helpers.faults_per_batch import children  # noqa: E402
 from helpers.shm import torch_shm_entries  # noqa: E402

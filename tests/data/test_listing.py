@@ -1,4 +1,4 @@
-"""FastDatasetFolder's local listing (data/_listing.py): the bytes walk gives
+"""FastDatasetFolder's local listing (storage/_listing.py): the bytes walk gives
 make_dataset's classes, paths, order and targets on an awkward tree; the local
 index re-opens with identical samples, goes stale when a folder changes (or is
 racy) and is rewritten; refresh_index walks again; the store holds a fixed
@@ -18,10 +18,10 @@ import pytest
 pytest.importorskip("torchvision")
 
 from benchmarks import bench_listing  # noqa: E402
-from fastdecode.data import _listing  # noqa: E402
-from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset  # noqa: E402
-from fastdecode.data._samples import SampleStore  # noqa: E402
 from fastdecode.datasets import FastDatasetFolder, FastImageFolder  # noqa: E402
+from fastdecode.storage import _listing  # noqa: E402
+from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset  # noqa: E402
+from fastdecode.storage._samples import SampleStore  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

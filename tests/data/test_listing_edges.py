@@ -1,4 +1,4 @@
-"""fastdecode/data/_listing.py at its edges: list_images over URIs (pyarrow's
+"""fastdecode/storage/_listing.py at its edges: list_images over URIs (pyarrow's
 ``local://`` filesystem, so no server), and folder_listing when the walk or
 the index meets trouble: a folder that cannot be listed or an entry that
 cannot be stat'ed (skipped as os.walk skips them, so still make_dataset's
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastdecode.data import _listing
-from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.storage import _listing
+from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
 pafs = pytest.importorskip("pyarrow.fs")
 

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import fastdecode as fd
-from fastdecode.data import loader as loader_mod
+from fastdecode.loader import _loader as loader_mod
 
 from helpers.fork_warning import ignore_fork_warning
 from helpers.shm import torch_shm_entries
@@ -171,7 +171,7 @@ def test_fast_loader_is_a_dataloader_that_survives_re_creation(tree):
 
 
 def test_the_cuda_ring_module_imports_without_a_gpu():
-    from fastdecode.data import _cuda_ring
+    from fastdecode.loader import _cuda_ring
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -301,7 +301,7 @@ def test_ring_never_writes_over_a_batch_still_held(tree, chain):
 def test_ring_workers_do_not_fault_on_each_batch(tree):
     """Minor page faults (counts, repeatable under load): a batch written into
     the ring costs its workers far fewer than it has pages, as does the stock
-    collate's batch on the worker's shared pool (data/_shared_pool.py)."""
+    collate's batch on the worker's shared pool (batching/_shared_pool.py)."""
     from helpers.faults_per_batch import faults_per_batch
 
     chain = T.Compose([T.RandomResizedCrop(128), T.ToTensor(), T.Normalize(MEAN, STD)])
@@ -413,7 +413,7 @@ def test_ring_is_not_touched_in_the_main_process(tree):
 def test_ring_filler_maps_each_slot_once_before_its_first_write(tree, monkeypatch):
     """RingFiller, the workers' side, run in-process: map_slot is called for a
     slot once, before the batch is written there."""
-    from fastdecode.data import _batches
+    from fastdecode.batching import _buffers as _batches
 
     ring = _batches.CpuRing(2, (4, 3, 32, 32), torch.float32)
     for slot in ring.slots:
@@ -555,7 +555,7 @@ def test_persistent_epochs_are_dataloaders_with_the_next_drawn_ahead(tree, kwarg
     cost the workers the draws of its batches (later augmentations differ
     from DataLoader's, reproducibly: the next test), so there the chain is
     fixed and the batches show the samples are DataLoader's."""
-    from fastdecode.data import _workers
+    from fastdecode.loader import _workers
 
     monkeypatch.setattr(_workers, "_warned_dropped", False)
     ds = fd.FastImageFolder(tree, RANDOM_UINT8 if kept == 3 else FIXED_UINT8)
@@ -591,7 +591,7 @@ def test_dropped_predictions_are_reproducible_and_free_their_slots(tree, monkeyp
     """The batches drawn ahead and dropped (the sampler changed) free their
     ring slots, later epochs still write every batch into the ring, and two
     runs give the same batches."""
-    from fastdecode.data import _workers
+    from fastdecode.loader import _workers
 
     ds = fd.FastImageFolder(tree, RANDOM_UINT8)
 
@@ -627,7 +627,7 @@ def test_dropped_predictions_are_reproducible_and_free_their_slots(tree, monkeyp
 @pytest.fixture
 def taken_whole_fresh(monkeypatch):
     """This thread has not seen fastdecode.collate take a batch whole."""
-    from fastdecode.data import _batches
+    from fastdecode.batching import _buffers as _batches
 
     monkeypatch.setattr(_batches._taken_whole, "flag", False, raising=False)
 
@@ -702,7 +702,7 @@ class Uncopyable(torch.utils.data.RandomSampler):
 
 
 def test_a_prediction_that_fails_warns_once_and_changes_nothing(tree, monkeypatch):
-    from fastdecode.data import _workers
+    from fastdecode.loader import _workers
 
     monkeypatch.setattr(_workers, "_warned_unpredicted", False)
     ds = fd.FastImageFolder(tree, FIXED_UINT8)

@@ -238,7 +238,7 @@ def _expected(tree: Path, chain, exact_seeds=SEED):
     import torch
 
     from fastdecode import FastImageFolder
-    from fastdecode.data._rows import row_seed
+    from fastdecode.batching._seeding import row_seed
 
     ref = FastImageFolder(str(tree), chain)
     out = {}
@@ -282,7 +282,7 @@ def test_exact_mode_rows_equal_fused_exact(cluster_run):
     import torch
 
     from fastdecode import FastImageFolder
-    from fastdecode.data._rows import row_seed
+    from fastdecode.batching._seeding import row_seed
     from fastdecode.transforms import fuse
 
     tree, rows, _ = cluster_run
@@ -299,7 +299,7 @@ def test_exact_mode_rows_equal_fused_exact(cluster_run):
 def test_decode_map_rows_equal_fused(cluster_run, fmt):
     import torch
 
-    from fastdecode.data._rows import row_seed
+    from fastdecode.batching._seeding import row_seed
     from fastdecode.transforms import fuse
 
     _, rows, _ = cluster_run
@@ -381,7 +381,7 @@ def test_missing_ray_names_the_extra():
 
 
 def test_row_seeds_depend_on_seed_and_key_only():
-    from fastdecode.data._rows import row_seed, row_seeds
+    from fastdecode.batching._seeding import row_seed, row_seeds
 
     keys = np.arange(1000)
     seeds = row_seeds(3, keys)
@@ -400,7 +400,7 @@ def small_tree(tmp_path):
 
 def test_listing_is_fast_image_folder_order(small_tree):
     from fastdecode import FastImageFolder
-    from fastdecode.data._listing import list_images
+    from fastdecode.storage._listing import list_images
 
     listing = list_images(small_tree)
     ref = FastImageFolder(str(small_tree))
@@ -409,7 +409,7 @@ def test_listing_is_fast_image_folder_order(small_tree):
 
 
 def test_listing_of_files_has_no_labels(small_tree):
-    from fastdecode.data._listing import list_images
+    from fastdecode.storage._listing import list_images
 
     listing = list_images([small_tree / "cat", small_tree / "dog" / "img0.jpg"])
     assert len(listing.paths) == 3 and listing.paths[-1].endswith("dog/img0.jpg")
@@ -418,7 +418,7 @@ def test_listing_of_files_has_no_labels(small_tree):
 
 def test_listing_through_a_pyarrow_filesystem(small_tree):
     pytest.importorskip("pyarrow")
-    from fastdecode.data._listing import list_images
+    from fastdecode.storage._listing import list_images
 
     local = list_images(small_tree)
     uri = list_images(f"file://{small_tree}")
@@ -430,7 +430,7 @@ def test_listing_through_a_pyarrow_filesystem(small_tree):
 
 
 def test_missing_path_raises(tmp_path):
-    from fastdecode.data._listing import list_images
+    from fastdecode.storage._listing import list_images
 
     with pytest.raises(FileNotFoundError, match="no such file or directory"):
         list_images([tmp_path / "nope"])
@@ -455,7 +455,7 @@ def test_decode_on_an_arrow_batch_in_process(small_tree):
     import torch
 
     import fastdecode.ray as fray
-    from fastdecode.data._rows import row_seed
+    from fastdecode.batching._seeding import row_seed
     from fastdecode.transforms import fuse
 
     paths = sorted(p for p in small_tree.rglob("*.jpg"))
@@ -479,8 +479,8 @@ def test_a_read_task_imports_no_torch(small_tree, tmp_path):
     import pickle
 
     import fastdecode.ray as fray
-    from fastdecode.data._listing import list_images
-    from fastdecode.data._rows import BatchDecoder
+    from fastdecode.batching._rows import BatchDecoder
+    from fastdecode.storage._listing import list_images
 
     ds = fray.ImageDatasource(list_images(small_tree), BatchDecoder(chains()["float"]),
                               seed=SEED, include_paths=False)
@@ -532,9 +532,9 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--driver"]:
 
 def test_the_datasource_names_itself_and_sizes_its_rows(small_tree):
     pytest.importorskip("ray.data")
-    from fastdecode.data._listing import list_images
-    from fastdecode.data._rows import BatchDecoder
-    from fastdecode.data.ray import ImageDatasource
+    from fastdecode.batching._rows import BatchDecoder
+    from fastdecode.integrations.ray import ImageDatasource
+    from fastdecode.storage._listing import list_images
 
     listing = list_images(small_tree)
     source = ImageDatasource(listing, BatchDecoder(chains()["uint8"]), seed=1,
@@ -545,7 +545,7 @@ def test_the_datasource_names_itself_and_sizes_its_rows(small_tree):
 
 
 class InProcessRay:
-    """Ray's task API as fastdecode.data.ray uses it (remote, wait, get,
+    """Ray's task API as fastdecode.integrations.ray uses it (remote, wait, get,
     cluster_resources, is_initialized), run in this process: each task runs
     when submitted, ``wait`` hands back the oldest. Records each remote's
     options, the tasks in flight at each submission and the init calls."""
@@ -591,7 +591,7 @@ class InProcessRay:
 
 def test_warm_up_starts_one_spread_task_per_cluster_cpu(monkeypatch):
     pytest.importorskip("ray.data")
-    import fastdecode.data.ray as fray
+    import fastdecode.integrations.ray as fray
 
     ray = InProcessRay(cpus=3)
     monkeypatch.setattr(fray, "ray", ray)
@@ -605,7 +605,7 @@ def test_warm_up_starts_one_spread_task_per_cluster_cpu(monkeypatch):
 def test_convert_jobs_chunk_bound_and_yield_every_outcome(small_tree, tmp_path, monkeypatch,
                                                           workers, chunk):
     pytest.importorskip("ray.data")
-    import fastdecode.data.ray as fray
+    import fastdecode.integrations.ray as fray
     from fastdecode.conversion.output import EncodeOptions
 
     ray = InProcessRay(cpus=1)

@@ -1,4 +1,4 @@
-"""Read-ahead (fastdecode/data/_readahead.py): the window's bounds (count and
+"""Read-ahead (fastdecode/storage/_readahead.py): the window's bounds (count and
 bytes) never exceeded, reads taken in order whatever order they complete in,
 a failed read raised at its own take, fork safety; through the datasets: the
 same batches with it on and off (in-process, stock DataLoader workers forked
@@ -24,10 +24,10 @@ pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 
 from fastdecode import FastLoader, _options, errors  # noqa: E402
-from fastdecode.data import _readahead  # noqa: E402
-from fastdecode.data._batches import RingSampler  # noqa: E402
-from fastdecode.data._readahead import ReadAhead, ReadAheadOptions  # noqa: E402
+from fastdecode.batching._buffers import RingSampler  # noqa: E402
 from fastdecode.datasets import FastImageFolder  # noqa: E402
+from fastdecode.storage import _readahead  # noqa: E402
+from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions  # noqa: E402
 
 from helpers.trees import make_tree  # noqa: E402
 
@@ -703,7 +703,7 @@ def test_a_ring_worker_reads_each_sample_once_and_none_in_its_own_thread(tree):
     """The CPU ring's worker path, in-process: each batch's reads, then the
     next batch's (sharing files with it, as draws with replacement do), none
     read twice, none left to the decoding thread."""
-    from fastdecode.data._batches import CpuRing, RingFiller, SlotBatch
+    from fastdecode.batching._buffers import CpuRing, RingFiller, SlotBatch
 
     ds = FastImageFolder(tree, transform=TRAIN, readahead=8)
     ring = CpuRing(1, (4, 3, 32, 32), torch.uint8)
@@ -727,7 +727,9 @@ def test_with_later_never_pulls_past_a_given_length():
             pulls.append(k)
             yield [k]
 
-    it = _readahead.with_later(batches(), 2, length=3)
+    from fastdecode.batching._seeding import with_later
+
+    it = with_later(batches(), 2, length=3)
     assert [next(it) for _ in range(3)] == [([0], [2]), ([1], None), ([2], None)]
     assert pulls == [0, 1, 2]
 

@@ -32,9 +32,9 @@ from torchvision import transforms as T  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
 
 from fastdecode import FastLoader  # noqa: E402
-from fastdecode.data import _remote  # noqa: E402
 from fastdecode.datasets import FastDatasetFolder, FastImageFolder, FastImageList  # noqa: E402
 from fastdecode.errors import ImageFileError, UnsupportedImageFileError  # noqa: E402
+from fastdecode.storage import _remote  # noqa: E402
 
 from helpers import netns, s3_server  # noqa: E402
 from helpers.http_tree import HttpProcess, HttpTree  # noqa: E402
@@ -704,7 +704,7 @@ def ray_module():
 
 
 def task_rows(fdray, listing):
-    from fastdecode.data._rows import BatchDecoder
+    from fastdecode.batching._rows import BatchDecoder
 
     source = fdray.ImageDatasource(listing, BatchDecoder(TF, exact=True), seed=0,
                                    include_paths=True, block_rows=4)

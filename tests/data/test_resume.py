@@ -31,10 +31,10 @@ from torch.utils.data.distributed import DistributedSampler
 from torchvision import transforms as T
 
 import fastdecode as fd
-from fastdecode.data import _resume
-from fastdecode.data import loader as loader_mod
-from fastdecode.data._cuda_ring import RingWriter, SlottedSampler
 from fastdecode.errors import ResumeError
+from fastdecode.loader import _loader as loader_mod
+from fastdecode.loader import _resume
+from fastdecode.loader._cuda_ring import RingWriter, SlottedSampler
 
 from helpers.resume_run import StatefulShuffle  # a user's sampler with its own state
 from helpers.trees import make_tree

@@ -24,7 +24,7 @@ pytest.importorskip("torchvision")
 if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from fastdecode.data import _resume
+from fastdecode.loader import _resume
 
 from helpers import resume_ranks
 from helpers.ddp_worker import run_ranks

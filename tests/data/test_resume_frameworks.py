@@ -20,9 +20,9 @@ if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
 import fastdecode as fd
-from fastdecode.data import _resume
 from fastdecode.errors import ResumeError
 from fastdecode.integrations import accelerate as fd_accelerate
+from fastdecode.loader import _resume
 
 from helpers import resume_ranks
 from helpers.ddp_worker import run_ranks

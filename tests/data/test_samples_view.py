@@ -1,4 +1,4 @@
-"""``dataset.samples`` as a list (fastdecode/data/_samples.py): SamplesView
+"""``dataset.samples`` as a list (fastdecode/storage/_samples.py): SamplesView
 answers what a list answers, compact or changed (errors, concatenation with
 what a list refuses, comparisons with tuples and other lengths, copies);
 SampleStore keeps targets and sizes of any range; shared_int_list is
@@ -12,8 +12,8 @@ import operator
 import numpy as np
 import pytest
 
-from fastdecode.data import _samples
-from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
+from fastdecode.storage import _samples
+from fastdecode.storage._samples import SampleStore, SamplesView, shared_int_list
 
 PAIRS = [("/d/a/1.jpg", 0), ("/d/a/2.jpg", 0), ("/d/b/3.jpg", 1)]
 

@@ -1,6 +1,6 @@
 """The stock DataLoader over FastImageFolder: samples the stock collate takes
 whole, batches on a worker's shared pool, slots released by the main process
-(data/_shared_pool.py, data/_batches.py). CPU-only; pinning needs CUDA. The
+(batching/_shared_pool.py, batching/_buffers.py). CPU-only; pinning needs CUDA. The
 slot protocol itself, in one process: tests/data/test_slot_protocol.py."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from torch.utils.data import DataLoader, default_collate  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
-from fastdecode.data import _batches, _shared_pool  # noqa: E402
-from fastdecode.data._shared_pool import pool_counts  # noqa: E402
+from fastdecode.batching import _buffers as _batches  # noqa: E402
+from fastdecode.batching import _shared_pool  # noqa: E402
+from fastdecode.batching._shared_pool import pool_counts  # noqa: E402
 
 from helpers.trees import make_tree  # noqa: E402
 

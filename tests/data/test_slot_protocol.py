@@ -1,4 +1,4 @@
-"""The worker pool's slot protocol, in this process (data/_shared_pool.py):
+"""The worker pool's slot protocol, in this process (batching/_shared_pool.py):
 every view of a slot crosses counted, a slot is free only once every tensor
 received of it is gone, in any thread; lost and repeated messages. The
 loaders over it: tests/data/test_shared_pool.py."""
@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.multiprocessing  # noqa: E402,F401,F811  (registers torch's reductions)
 
-from fastdecode.data import _shared_pool  # noqa: E402
-from fastdecode.data._shared_pool import SlotView  # noqa: E402
+from fastdecode.batching import _shared_pool  # noqa: E402
+from fastdecode.batching._shared_pool import SlotView  # noqa: E402
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """FastLoader's persistent workers when drawing the next epoch ahead fails
-part-way (fastdecode/data/_workers.py, WorkerIter._next_index): the epoch
+part-way (fastdecode/loader/_workers.py, WorkerIter._next_index): the epoch
 ends as it would have, the failure is said once, the draw made so far is
 dropped at the next iter() and that epoch is DataLoader's. (A prediction
 that cannot even start: test_loader.py.)"""
@@ -16,7 +16,10 @@ pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
-from fastdecode.data import _next_epoch, _workers  # noqa: E402
+from fastdecode.loader import (
+    _next_epoch,  # noqa: E402
+    _workers,  # noqa: E402
+)
 
 from helpers.fork_warning import ignore_fork_warning  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402

@@ -1,4 +1,4 @@
-"""FastLoader's worker iterator's parts (fastdecode/data/_workers.py) with
+"""FastLoader's worker iterator's parts (fastdecode/loader/_workers.py) with
 stand-in workers, queues and pipes: how a dead worker is named, the orphan
 /dev/shm sweep meeting errors, NamingQueue's reads (a thread's queue, a
 stalled, half or long-framed message, a held read lock, errors with and
@@ -24,8 +24,8 @@ from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL  # noqa: E402
 from torch.utils.data._utils import pin_memory as pin_module  # noqa: E402
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter  # noqa: E402
 
-from fastdecode.data import _workers  # noqa: E402
-from fastdecode.data._workers import DeadWorkerError, NamingQueue, WorkerIter  # noqa: E402
+from fastdecode.loader import _workers  # noqa: E402
+from fastdecode.loader._workers import DeadWorkerError, NamingQueue, WorkerIter  # noqa: E402
 
 CTX = multiprocessing.get_context("fork")
 

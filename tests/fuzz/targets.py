@@ -362,7 +362,7 @@ def t_detached_plan(data: bytes) -> None:
     image, t = split(data)
     k = t[0] % len(chains())
     if k not in _DECODERS:
-        from fastdecode.data._rows import BatchDecoder
+        from fastdecode.batching._rows import BatchDecoder
 
         local = BatchDecoder(chains()[k])
         _DECODERS[k] = (local, pickle.loads(pickle.dumps(local)))
@@ -425,7 +425,7 @@ def t_dataset_item(data: bytes) -> None:
     Oracle: under 'raise', ds[i] gives the chain's result or an ImageFileError
     (an OSError naming the file); under 'skip', __getitems__ over the whole
     tree never raises and gives 4 samples of the chain's shape."""
-    from fastdecode.data.datasets import FastImageFolder
+    from fastdecode.datasets import FastImageFolder
 
     image, t = split(data)
     tr = tree()

@@ -88,7 +88,7 @@ def main() -> None:
     from torchvision import transforms as T
 
     import fastdecode as fd
-    from fastdecode.data._batches import _taken_whole
+    from fastdecode.batching._buffers import _taken_whole
 
     ap = argparse.ArgumentParser()
     ap.add_argument("root")

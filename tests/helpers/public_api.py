@@ -16,7 +16,7 @@ import inspect
 import sys
 
 MODULES = ("fastdecode", "fastdecode.errors", "fastdecode.transforms", "fastdecode.datasets",
-           "fastdecode.loader")
+           "fastdecode.loader", "fastdecode.ray", "fastdecode.webdataset")
 
 
 class _Named:

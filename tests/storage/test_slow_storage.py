@@ -68,7 +68,7 @@ def test_same_batches_as_without_latency(latency_tree, storage_tree, kind, worke
 @pytest.mark.parametrize("latency_tree", [DELAY_MS], indirect=True, ids=[f"{DELAY_MS}ms"])
 @pytest.mark.parametrize("depth", [2, 4, 8], ids=lambda d: f"depth-{d}")
 def test_reads_in_flight_never_above_the_bound(latency_tree, depth):
-    from fastdecode.data._readahead import ReadAheadOptions
+    from fastdecode.storage._readahead import ReadAheadOptions
 
     files = sorted(p for p in latency_tree.mount_path.rglob("*.jpg"))
     biggest = max(p.stat().st_size for p in files)
@@ -95,7 +95,7 @@ def _fstat_then_read(path) -> bytes:
 
 
 def _read_ahead(native: bool):
-    from fastdecode.data import _readahead
+    from fastdecode.storage import _readahead
 
     def read_all(paths):
         options = _readahead.ReadAheadOptions(depth=4)  # explicit: never bypassed
@@ -109,7 +109,7 @@ def _read_ahead(native: bool):
 
 
 def _consumer(paths):
-    from fastdecode.data._readahead import LocalReader
+    from fastdecode.storage._readahead import LocalReader
     return [LocalReader().open(p).read() for p in paths]
 
 

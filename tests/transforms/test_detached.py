@@ -17,7 +17,7 @@ pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 from torchvision.transforms import v2 as T2  # noqa: E402
 
-from fastdecode.data._rows import BatchDecoder  # noqa: E402
+from fastdecode.batching._rows import BatchDecoder  # noqa: E402
 from fastdecode.transforms import fuse  # noqa: E402
 from fastdecode.transforms.detached import DetachedPlan, detach  # noqa: E402
 

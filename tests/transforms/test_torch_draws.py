@@ -17,7 +17,8 @@ pytest.importorskip("torchvision")
 
 from torchvision import transforms as T  # noqa: E402
 
-from fastdecode.data._rows import BatchDecoder, row_seeds  # noqa: E402
+from fastdecode.batching._rows import BatchDecoder  # noqa: E402
+from fastdecode.batching._seeding import row_seeds  # noqa: E402
 from fastdecode.transforms import geometry, torch_draws  # noqa: E402
 
 from helpers.fusion import CHAINS, MEAN, SAMPLES, STD  # noqa: E402

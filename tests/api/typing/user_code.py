@@ -27,9 +27,9 @@ reveal_type(header.subsampling)  # E: str | None
 
 chain = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor()])
 train = fd.FastImageFolder("imagenet/train", chain, on_error="skip")
-reveal_type(train)  # E: fastdecode.data._fast_folder.FastImageFolder
+reveal_type(train)  # E: fastdecode.datasets._folder.FastImageFolder
 loader = fd.FastLoader(train, batch_size=256, num_workers=2)
-reveal_type(loader)  # E: fastdecode.data.loader.FastLoader
+reveal_type(loader)  # E: fastdecode.loader._loader.FastLoader
 fused = fuse(chain, exact=True)
 reveal_type(fused)  # E: fastdecode.transforms.fused.FusedTransform
 assert isinstance(fd.fuse(chain), FusedTransform)

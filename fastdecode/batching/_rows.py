@@ -18,31 +18,7 @@ import numpy as np
 
 from fastdecode.errors import FastDecodeError
 
-__all__ = ["BatchDecoder", "random_seeds", "row_seed", "row_seeds"]
-
-_MASK = (1 << 64) - 1
-
-
-def row_seeds(seed: int, keys: Any) -> np.ndarray:
-    """The torch seed of each row: splitmix64 of (seed, key), in [0, 2**63).
-
-    ``keys`` are non-negative integers (an ImageFolder index, a row id). To
-    get row ``i``'s augmentations outside Ray, ``torch.manual_seed(row_seed(
-    seed, i))`` before transforming it.
-    """
-    k = np.asarray(keys, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = k * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed & _MASK)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(1)).astype(np.int64)
-
-
-def row_seed(seed: int, key: int) -> int:
-    """One row's seed (see :func:`row_seeds`)."""
-    return int(row_seeds(seed, [key])[0])
-
+__all__ = ["BatchDecoder"]
 
 class BatchDecoder:
     """Decodes a list of encoded images into one (N, C, H, W) batch through a
@@ -156,8 +132,3 @@ def _numpy_dtype(dtype: Any) -> np.dtype:
 
     return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
 
-
-def random_seeds(n: int) -> np.ndarray:
-    """``n`` row seeds from the OS's entropy: fresh draws for unseeded rows
-    (the Ray paths always seed each row, so no process's RNG state matters)."""
-    return np.random.default_rng().integers(0, 2**63, size=n, dtype=np.int64)

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from fastdecode.data._resume import carry
+from fastdecode.batching._seeding import carry
 
 __all__ = ["CudaRing", "RingWriter", "SlottedSampler"]
 

@@ -18,29 +18,24 @@ from fastdecode._options import DEFAULTS as _D
 from fastdecode._options import parse_bytes
 from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits, decode_image
-from fastdecode.data import _listing, _planned, _remote, _stateful
-from fastdecode.data._base import (
+from fastdecode.batching._buffers import BatchBuffers
+from fastdecode.batching._seeding import seeding_of
+from fastdecode.datasets import _planned, _stateful
+from fastdecode.datasets._base import (
     TV_DEFAULT_LOADER,
     DatasetFolder,
     ImageFolder,
     VisionDataset,
     is_pil_loader,
 )
-from fastdecode.data._batches import BatchBuffers
-from fastdecode.data._cache import SharedCache
-from fastdecode.data._chain import LiveFused
-from fastdecode.data._readahead import DatasetReads, ReadAheadOptions
-from fastdecode.data._remote import is_url
-from fastdecode.data._resume import seeding_of
-from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
-from fastdecode.data.datasets import (
-    IMG_EXTENSIONS,
-    _naming,
-    _to_pil,
-    default_loader,
-    find_classes,
-    make_dataset,
-)
+from fastdecode.datasets._chain import LiveFused
+from fastdecode.datasets._loading import _naming, _to_pil, default_loader
+from fastdecode.storage import _listing, _remote
+from fastdecode.storage._cache import SharedCache
+from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.storage._readahead import DatasetReads, ReadAheadOptions
+from fastdecode.storage._remote import is_url
+from fastdecode.storage._samples import SampleStore, SamplesView, shared_int_list
 
 __all__ = ["FastDatasetFolder", "FastImageFolder"]
 
@@ -68,8 +63,8 @@ class _FastDataset(VisionDataset):
         VisionDataset.__init__(self, root, transform=transform, target_transform=target_transform)
 
     def _setup_reads(self, readahead: Any, cache: Any) -> None:
-        """The read-ahead options and the shared cache (``data/_readahead.py``,
-        ``data/_cache.py``); after ``samples`` is set: the cache has an entry
+        """The read-ahead options and the shared cache (``storage/_readahead.py``,
+        ``storage/_cache.py``); after ``samples`` is set: the cache has an entry
         per sample, its space checked here, before anything is filled."""
         options = ReadAheadOptions.resolve(readahead)
         budget = 0 if cache is None else parse_bytes(cache)
@@ -448,7 +443,7 @@ class _FastDataset(VisionDataset):
         the batch. The samples are views of that batch, so the stock collate
         takes it whole, as :func:`fastdecode.collate` does: the samples are a
         ``torch.Tensor`` subclass (``BatchRow``; in a worker ``SlotView``) that
-        torch's ``default_collate`` hands to fastdecode (data/_batches.py)."""
+        torch's ``default_collate`` hands to fastdecode (batching/_buffers.py)."""
         settle_in_worker()
         seeded = seeding_of(indices)  # FastLoader(resumable=True): seeds by position
         if seeded is not None and _planned.planned_here(indices) is None:
@@ -509,7 +504,7 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
     ``samples``, ``targets`` (and FastImageFolder's ``imgs``) are what
     torchvision has: separate lists, ``imgs`` the same object as ``samples``;
     items come from ``samples``. ``samples`` is kept compact until changed
-    (see :mod:`fastdecode.data._samples`). The transform chain is followed
+    (see :mod:`fastdecode.storage._samples`). The transform chain is followed
     live: a change to it is used from the next item on, in every process.
 
     Parameters
@@ -521,7 +516,7 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
         its files are fetched concurrently per batch, transient failures
         retried within a bound, then an ImageFileError naming the URL
         (``on_error`` applies). Credentials stay out of errors and pickles
-        (:mod:`fastdecode.data._remote`). A local tree selected by
+        (:mod:`fastdecode.storage._remote`). A local tree selected by
         ``extensions`` (no ``is_valid_file``) of 20,000 files or more is kept
         as a local index too, used again while its folders are unchanged.
     loader : callable
@@ -596,7 +591,7 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
         epoch: from the second epoch on a dataset that fits reads no files.
         Its space is checked against /dev/shm and the available RAM first;
         files past the budget are read as usual. ``cache_stats()`` counts
-        hits and misses. Nothing is left in /dev/shm (``data/_cache.py``).
+        hits and misses. Nothing is left in /dev/shm (``storage/_cache.py``).
 
     Raises
     ------

@@ -1,48 +1,7 @@
-"""WebDataset on fastdecode: a decode handler, a batch collation and a
-shard reader bounding each member for ``webdataset`` pipelines, and the
-tar-shard writer behind ``fastdecode convert --to wds``. Public as
-``fastdecode.webdataset``; the pipeline parts need ``pip install
-fastdecode[webdataset]``, the writer only the standard library.
-
-Decoding per sample (a handler for ``.decode``; other keys fall through to
-webdataset's own handlers, so ``cls`` still becomes an int)::
-
-    import webdataset as wds
-    import fastdecode.webdataset as fwds
-
-    ds = (fwds.WebDataset("shards/shard-{000000..000099}.tar", shardshuffle=100)
-          .shuffle(1000).decode(fwds.handler(train)).to_tuple("jpg", "cls"))
-
-Decoding per batch (faster: one preallocated batch, no per-sample tensors and
-no stack)::
-
-    ds = (fwds.WebDataset(urls, shardshuffle=100).shuffle(1000)
-          .to_tuple("jpg", "cls").batched(64, collation_fn=fwds.collate(train)))
-    loader = wds.WebLoader(ds, batch_size=None, num_workers=8)
-
-Random draws come from torch's global RNG, as torchvision draws them, so a
-DataLoader's per-worker seeding applies unchanged.
-
-Reading shards with every member bounded by the per-file limit
-(``FASTDECODE_MAX_FILE_BYTES``): ``WebDataset`` is ``wds.WebDataset`` (the
-same arguments and chained methods) with that reader, as above; in a
-pipeline, ``tarfile_to_samples`` in place of webdataset's stage of the same
-name, which reads a member whole whatever its size::
-
-    ds = wds.DataPipeline(
-        wds.SimpleShardList(urls), wds.split_by_worker,
-        fwds.tarfile_to_samples(handler=wds.warn_and_continue),
-        wds.shuffle(1000), wds.decode(fwds.handler(train)), wds.to_tuple("jpg", "cls"))
-
-Writing shards (``write_shards``): each sample is ``<key>.<ext>`` (the file's
-bytes as they are, or a JPEG re-encoded to ``max_side``) and ``<key>.cls``
-(the ImageFolder class index); the key is the sample's ImageFolder index, so
-``FastImageFolder(root).samples[int(key)]`` names its source. Samples are
-shuffled across shards by default (a shard of one class makes shard-level
-shuffling useless). ``wds.json`` next to the shards records the classes, the
-shards and the plan; a rerun with the same plan skips finished shards (each
-is written to a temporary file and renamed into place, so a shard that exists
-is complete) and a different plan is refused.
+"""WebDataset on fastdecode, the implementation behind the public
+``fastdecode.webdataset`` (whose docstring is the user's guide): the decode
+handler, the batch collation, the bounded shard reader and the shard writer.
+Decision record: docs/decisions/ray.md.
 """
 
 from __future__ import annotations
@@ -59,34 +18,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
 from fastdecode import _native
 from fastdecode._system import settle_in_worker
-from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
-if TYPE_CHECKING:
-    from fastdecode.data._wds_dataset import WebDataset
-
-__all__ = ["ShardSummary", "WebDataset", "collate", "handler", "plan_shards",
-           "tarfile_to_samples", "write_shards"]
-
-
-def __getattr__(name: str) -> Any:
-    """``WebDataset`` subclasses webdataset's class: built on first use, so
-    that the writer needs no webdataset."""
-    if name == "WebDataset":
-        from fastdecode.data._wds_dataset import WebDataset
-
-        globals()[name] = WebDataset
-        return WebDataset
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"WebDataset"})
+__all__ = ["ShardSummary", "collate", "handler", "plan_shards", "tarfile_to_samples",
+           "write_shards"]
 
 
 IMAGE_KEYS = ("jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tif", "tiff", "webp")
@@ -142,7 +83,7 @@ class collate:  # noqa: N801 - used like a function: collation_fn=collate(t)
     ``cls`` bytes (``b"3"``) read as ints."""
 
     def __init__(self, transform: Any, *, exact: bool = False, image: int = 0) -> None:
-        from fastdecode.data._rows import BatchDecoder
+        from fastdecode.batching._rows import BatchDecoder
 
         self.decoder = BatchDecoder(transform, exact=exact)
         self.image = image
@@ -289,7 +230,7 @@ class tarfile_to_samples:  # noqa: N801 - a pipeline stage, as webdataset's own
         per 10 KiB the header declares (2^62 bytes: a hang), where the read
         through stops at the end and ends the shard."""
         from fastdecode._options import max_file_bytes
-        from fastdecode.data._remote import scrub_url
+        from fastdecode.storage._remote import scrub_url
 
         url, limit = source["url"], self.max_file_bytes or max_file_bytes()
         shard = scrub_url(url)  # where an error names it

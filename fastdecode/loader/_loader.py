@@ -31,7 +31,7 @@ from torch.utils.data._utils.collate import default_collate
 from torch.utils.data.dataloader import _DatasetKind
 
 from fastdecode._system import limit_threads_to_one, settle_in_worker, shm_budget, usable_cpus
-from fastdecode.data._batches import (
+from fastdecode.batching._buffers import (
     CpuRing,
     RingFiller,
     RingSampler,
@@ -39,11 +39,11 @@ from fastdecode.data._batches import (
     note_batch_taken_whole,
     whole_batch,
 )
-from fastdecode.data._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
-from fastdecode.data._resume import Tracker, later_carried, seeding_of
-from fastdecode.data._rows import row_seed
-from fastdecode.data._workers import WorkerIter
+from fastdecode.batching._seeding import later_carried, row_seed, seeding_of
 from fastdecode.errors import ResumeError
+from fastdecode.loader._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
+from fastdecode.loader._resume import Tracker
+from fastdecode.loader._workers import WorkerIter
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]
 
@@ -56,7 +56,7 @@ def collate(batch: Sequence[Any]) -> Any:
     """default_collate, except that samples which are the slots of one batch
     tensor (what FastImageFolder.__getitems__ returns) are handed on as that
     tensor, with no copy (in a worker, on a slot of its shared pool: see
-    data/_shared_pool.py). The stock ``default_collate`` now does the same
+    batching/_shared_pool.py). The stock ``default_collate`` now does the same
     for FastImageFolder's samples (``collate_rows``).
 
     Parameters
@@ -653,7 +653,7 @@ class FastLoader(_LoaderBase):
         """Batches from a pool of ``threads``; reproducible: a dataset that
         can split its items (FastDatasetFolder) has each batch's draws made
         here, in order, under seeds from this epoch's base seed and the batch
-        index, and only the decode runs in the pool (``data/_planned.py``)."""
+        index, and only the decode runs in the pool (``datasets/_planned.py``)."""
         assert self.threads is not None
         check_oversubscription(self.threads)
         # DataLoader draws its base seed (its workers' seeds) from the generator

@@ -4,7 +4,7 @@ when they are what the next pass of the sampler really draws.
 With persistent workers, DataLoader's iterator dispatches nothing once an
 epoch's sampler has run out: its workers finish their last batches one by
 one and wait, and the next epoch's first wave starts only at the next
-``iter(loader)``. FastLoader's iterator (``data/_workers.py``) asks
+``iter(loader)``. FastLoader's iterator (``loader/_workers.py``) asks
 :meth:`NextEpoch.predict` for the next epoch's batches as soon as the
 sampler runs out and dispatches them in the places the ending epoch frees,
 so the workers never wait; at the next ``iter(loader)`` it keeps them only
@@ -51,7 +51,7 @@ _PLAIN = (bool, int, float, str, bytes, type(None))
 
 def _link(sampler: Any) -> tuple[bool, Optional[str]]:
     through = getattr(type(sampler), "next_epoch_link", None)
-    if through is not None:  # a wrapper whose pass is its inner sampler's (data/_resume.py)
+    if through is not None:  # a wrapper whose pass is its inner sampler's (loader/_resume.py)
         return True, through
     for cls, link in _KNOWN:
         if isinstance(sampler, cls) and getattr(type(sampler), "__iter__", None) is cls.__iter__:

@@ -26,7 +26,7 @@ Samples' draws (``resumable=True``): each batch leaves as a
 :class:`SeededBatch` carrying the epoch's seed, ``row_seed(base_seed,
 epoch)``, and its samples' positions in the epoch's global order; sample
 ``k`` draws under ``row_seed(epoch_seed, position * SPAN + attempt)`` (the
-plan of ``data/_planned.py``, in a worker, in-process or in a pool thread
+plan of ``datasets/_planned.py``, in a worker, in-process or in a pool thread
 alike). So a sample's augmentation depends on (base seed, epoch, position)
 only, never on the worker, thread or rank that decodes it.
 
@@ -46,8 +46,7 @@ import itertools
 import math
 import os
 import warnings
-from collections import deque
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 from torch.utils.data import (
@@ -59,12 +58,10 @@ from torch.utils.data import (
 )
 from torch.utils.data.distributed import DistributedSampler
 
-from fastdecode.data._readahead import with_later
-from fastdecode.data._rows import row_seed
+from fastdecode.batching._seeding import SeededBatch, row_seed
 from fastdecode.errors import ResumeError
 
-__all__ = ["VERSION", "Counted", "ResumeSampler", "SeededBatch", "Tracker", "carry",
-           "later_carried", "seeding_of"]
+__all__ = ["VERSION", "Counted", "ResumeSampler", "Tracker"]
 
 VERSION = 1
 KIND = "fastdecode.FastLoader"
@@ -84,58 +81,6 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
-
-
-# ---------------------------------------------------------------------------
-# the samples' seeds
-
-
-class SeededBatch(list):
-    """A batch of indices whose sample ``k`` is at position ``start + k *
-    step`` of the epoch's global order and draws under ``seed``."""
-
-    def __init__(self, indices: Any, seed: int, start: int, step: int) -> None:
-        super().__init__(indices)
-        self.seed = seed
-        self.start = start
-        self.step = step
-
-
-def seeding_of(batch: Any) -> Optional[tuple[int, list[int]]]:
-    """(epoch seed, positions) of a seeded batch, None for any other."""
-    seed = getattr(batch, "seed", None)
-    if seed is None:
-        return None
-    return seed, [batch.start + k * batch.step for k in range(len(batch))]
-
-
-def carry(src: Any, dst: Any) -> Any:
-    """``dst`` (a list made from batch ``src``) with ``src``'s seeds: a
-    :class:`SeededBatch` for a plain list, a list subclass given them."""
-    if getattr(src, "seed", None) is None:
-        return dst
-    if type(dst) is list:
-        return SeededBatch(dst, src.seed, src.start, src.step)
-    dst.seed, dst.start, dst.step = src.seed, src.start, src.step
-    return dst
-
-
-def later_carried(batches: Iterable[Any], gap: int) -> Iterator[tuple[list, Optional[list]]]:
-    """``data/_readahead.py``'s ``with_later``, each batch keeping its seeds
-    (:func:`carry`): with_later yields list copies, in the order drawn."""
-    drawn: deque[Any] = deque()
-    try:  # with_later never pulls past it (noted() has no len)
-        length: Optional[int] = len(batches)  # type: ignore[arg-type]
-    except TypeError:
-        length = None
-
-    def noted() -> Iterator[Any]:
-        for batch in batches:
-            drawn.append(batch)
-            yield batch
-
-    for indices, later in with_later(noted(), gap, length=length):
-        yield carry(drawn.popleft(), indices), later
 
 
 # ---------------------------------------------------------------------------
@@ -302,14 +247,14 @@ class ResumeSampler:
     (seeded under ``resumable=True``), each pass followed by ``tracker``;
     the first after a ``load_state_dict`` starts where the state says."""
 
-    next_epoch_link = "batch_sampler"  # data/_next_epoch.py: a pass of its inner sampler
+    next_epoch_link = "batch_sampler"  # loader/_next_epoch.py: a pass of its inner sampler
 
     def __init__(self, tracker: "Tracker", batch_sampler: Any) -> None:
         self.tracker = tracker
         self.batch_sampler = batch_sampler
 
     def __iter__(self) -> Iterator[Any]:
-        # a copy (data/_next_epoch.py's prediction of the next epoch) draws ahead
+        # a copy (loader/_next_epoch.py's prediction of the next epoch) draws ahead
         return self.tracker.run(self.batch_sampler, ahead=self is not self.tracker.sampler)
 
     def ahead(self, batch_sampler: Any) -> Iterator[Any]:

@@ -41,8 +41,8 @@ from typing import Any, Iterator, Optional
 import numpy as np
 import torch
 
-from fastdecode.data._rows import row_seed
-from fastdecode.data.datasets import _naming
+from fastdecode.batching._seeding import row_seed
+from fastdecode.datasets._loading import _naming
 
 __all__ = ["Plan", "complete", "plan", "planned_here", "render", "render_into", "render_planned"]
 

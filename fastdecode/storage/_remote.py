@@ -411,7 +411,7 @@ class Remote:
         return self.fs.open(url, mode)
 
     def open(self, url: str) -> "_RemoteFile":
-        """The read-ahead Reader protocol (:mod:`fastdecode.data._readahead`):
+        """The read-ahead Reader protocol (:mod:`fastdecode.storage._readahead`):
         an opened file whose ``read()`` is :meth:`read` (size unknown
         before); one listed over the per-file limit is refused here, as a
         local file is at its open."""

@@ -10,12 +10,12 @@ import os
 from typing import Any, Callable, Optional, Sequence, Union
 
 from fastdecode._options import DEFAULTS as _D
-from fastdecode.data import _remote
-from fastdecode.data._fast_folder import _FastDataset
-from fastdecode.data._readahead import ReadAheadOptions
-from fastdecode.data._remote import is_url
-from fastdecode.data._samples import SampleStore, SamplesView, shared_int_list
-from fastdecode.data.datasets import default_loader
+from fastdecode.datasets._folder import _FastDataset
+from fastdecode.datasets._loading import default_loader
+from fastdecode.storage import _remote
+from fastdecode.storage._readahead import ReadAheadOptions
+from fastdecode.storage._remote import is_url
+from fastdecode.storage._samples import SampleStore, SamplesView, shared_int_list
 
 __all__ = ["FastImageList"]
 
@@ -357,7 +357,7 @@ class FastImageList(_FastDataset):
             tensor itself when the samples are its rows), the targets as a
             list in sample order.
         """
-        from fastdecode.data.loader import collate as _collate
+        from fastdecode.loader._loader import collate as _collate
 
         images = _collate([(image, 0) for image, _ in batch])[0]
         return [images, [target for _, target in batch]]

@@ -25,7 +25,7 @@ round trip) or a size given with the path;
 a single file larger than ``max_bytes`` is read only when nothing else is
 reserved. ``stats()`` exposes the peaks, so a test can prove them.
 
-The reader protocol (internal; ``fastdecode.data._remote`` plugs in here):
+The reader protocol (internal; ``fastdecode.storage._remote`` plugs in here):
 an object with ``open(path) -> opened``, where ``opened`` has ``size``
 (int, or None when unknown before reading), ``read() -> bytes`` (the
 whole file; it releases what ``open`` took, also on error) and optionally
@@ -119,7 +119,7 @@ from fastdecode._options import parse_bytes
 
 __all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "ENV", "DatasetReads",
            "LocalReader", "Opened", "ReadAhead", "ReadAheadOptions", "Reader", "as_reader",
-           "open_window", "with_later"]
+           "open_window"]
 
 DEFAULT_DEPTH = 16
 DEFAULT_MAX_DEPTH = 128
@@ -881,7 +881,7 @@ def open_window(options: Optional[ReadAheadOptions] = None, reader: Any = None,
 
 class DatasetReads:
     """A dataset's reads, in whichever process it is: its shared cache
-    (:mod:`fastdecode.data._cache`) first, then the calling thread's window,
+    (:mod:`fastdecode.storage._cache`) first, then the calling thread's window,
     else the file, read in the calling thread. Pickles as its options,
     cache and reader (the windows stay in their process)."""
 
@@ -941,46 +941,3 @@ class DatasetReads:
         self.__dict__.update(state)
         self._local = threading.local()
 
-
-_END: Any = object()  # with_later: the end of a pass
-
-
-def with_later(batches: Iterable[Any], gap: int,
-               length: Optional[int] = None) -> Iterator[tuple[list, Optional[list]]]:
-    """Each batch of ``batches`` (as a list) with the one ``gap`` places
-    after it, None for the last ``gap``: under DataLoader's round-robin
-    dispatch to ``gap`` workers, the batch the same worker gets next, whose
-    reads it can start before it decodes this one. The sampler is drawn
-    ``gap`` batches early (its draws are the same, in the same order), but
-    never past its length: the pull that ends a pass may draw (a
-    RandomSampler with a generator draws its next permutation there), and a
-    pass left early must leave the generators as DataLoader leaves them. A
-    sampler longer than its ``len`` goes on, one batch per pull, unpaired.
-    ``length``: that ``len`` when ``batches`` is a wrapper without one (a
-    generator over the sampler)."""
-    it: Iterator[Any] = iter(batches)
-    if gap <= 0:
-        for batch in it:
-            yield list(batch), None
-        return
-    known: Optional[int] = length
-    if known is None:
-        try:
-            known = len(batches)  # type: ignore[arg-type]
-        except TypeError:
-            known = None
-    pending: deque[list] = deque()
-    pulled = 0
-    while known is None or pulled < known:
-        batch = next(it, _END)
-        if batch is _END:
-            break
-        pulled += 1
-        pending.append(list(batch))
-        if len(pending) > gap:
-            yield pending.popleft(), pending[-1]
-    while pending:
-        yield pending.popleft(), None
-    if known is not None and pulled == known:
-        for batch in it:  # longer than its len: as DataLoader, pulled when asked
-            yield list(batch), None

@@ -58,7 +58,7 @@ from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL, signal_handling
 from torch.utils.data._utils import pin_memory as _pin_memory_module
 from torch.utils.data.dataloader import _DatasetKind, _MultiProcessingDataLoaderIter
 
-from fastdecode.data._next_epoch import NextEpoch
+from fastdecode.loader._next_epoch import NextEpoch
 
 __all__ = ["DEATH_GRACE_S", "STALE_LOCK_S", "WORKER_CHECK_S", "DeadWorkerError", "NamingQueue",
            "PinSideQueue", "WorkerIter", "sweep_orphan_segments"]
@@ -264,7 +264,7 @@ class WorkerIter(_MultiProcessingDataLoaderIter):
     ConnectionResetError / EOFError of a broken hand-over, never as a hang;
     and that persistent workers never wait between epochs: once the epoch's
     sampler has run out, the next epoch's batches are dispatched in its
-    place (``data/_next_epoch.py``), kept at the next ``iter()`` only if
+    place (``loader/_next_epoch.py``), kept at the next ``iter()`` only if
     they are what its sampler draws then."""
 
     def __init__(self, loader: Any) -> None:

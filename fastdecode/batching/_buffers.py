@@ -55,8 +55,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
 
-from fastdecode.data._resume import carry, later_carried
-from fastdecode.data._shared_pool import SlotView, worker_pool
+from fastdecode.batching._seeding import carry, later_carried
+from fastdecode.batching._shared_pool import SlotView, worker_pool
 
 __all__ = ["POOL_DEPTH", "BatchBuffers", "BatchRow", "CpuRing", "RingFiller", "RingSampler",
            "batches_into", "collate_rows", "holders", "map_slot", "note_batch_taken_whole",
@@ -247,7 +247,7 @@ class BatchBuffers(threading.local):
 class SlotBatch(list):
     """A batch of indices and the ring slot it is decoded into (None: none
     was free, the batch is made fresh); ``later``: the indices of the batch
-    the same worker gets next (its reads start first, ``data/_readahead.py``),
+    the same worker gets next (its reads start first, ``storage/_readahead.py``),
     None when unknown."""
 
     def __init__(self, indices: list[int], slot: Optional[int],

@@ -7,7 +7,7 @@ Used by ``fastdecode.ray``.
 :func:`folder_listing`: FastDatasetFolder's own listing of a local tree, the
 files torchvision's ``make_dataset`` gives, in its order, walked on bytes (no
 str, tuple or joined path per file; each folder's names sorted, filtered and
-joined in C) into a :class:`~fastdecode.data._samples.SampleStore`, and kept
+joined in C) into a :class:`~fastdecode.storage._samples.SampleStore`, and kept
 as a local index file: a tree of :data:`INDEX_MIN_FILES` files or more (or
 any tree listed with ``refresh_index=True``) is written to
 ``cache_dir()/index/local-<key>.npz``, keyed by the root as given, its
@@ -34,8 +34,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from fastdecode.data._folder import IMG_EXTENSIONS, find_classes, make_dataset
-from fastdecode.data._samples import SampleStore
+from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.storage._samples import SampleStore
 
 __all__ = ["FolderListing", "INDEX_MIN_FILES", "Listing", "PathsLike", "folder_listing",
            "index_path", "list_images"]
@@ -165,7 +165,7 @@ class FolderListing:
 
 def index_path(root: Union[str, os.PathLike], extensions: Sequence[str]) -> str:
     """The index file of the local tree ``root`` listed with ``extensions``."""
-    from fastdecode.data._remote import cache_dir
+    from fastdecode.storage._remote import cache_dir
 
     text = json.dumps([_INDEX_VERSION, "local", os.fspath(root),
                        os.path.abspath(os.fspath(root)), list(extensions)])
@@ -337,7 +337,7 @@ def _load_local(path: str, root: Union[str, os.PathLike]) -> Union[FolderListing
         return "walked"
     classes = meta["classes"]
     store = SampleStore.from_arrays(arrays)
-    from fastdecode.data._samples import shared_int_list
+    from fastdecode.storage._samples import shared_int_list
 
     targets = shared_int_list(store.target_array)
     return FolderListing(classes, {name: i for i, name in enumerate(classes)}, store, targets,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Optional
 
-from fastdecode.data._base import HAVE_TORCHVISION
+from fastdecode.datasets._base import HAVE_TORCHVISION
 
 __all__ = ["LiveFused"]
 

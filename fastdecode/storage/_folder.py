@@ -59,7 +59,7 @@ def is_image_file(filename: str) -> bool:
 
 def find_classes(directory: Union[str, Path]) -> tuple[list[str], dict[str, int]]:
     """Class folders of ``directory``, sorted, and their indices (a remote
-    URL: from its listing index, see :mod:`fastdecode.data._remote`).
+    URL: from its listing index, see :mod:`fastdecode.storage._remote`).
 
     Parameters
     ----------
@@ -82,7 +82,7 @@ def find_classes(directory: Union[str, Path]) -> tuple[list[str], dict[str, int]
         ``directory`` cannot be listed.
     """
     if _is_url(directory):
-        from fastdecode.data._remote import folder_classes
+        from fastdecode.storage._remote import folder_classes
 
         return folder_classes(os.fspath(directory))
     classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
@@ -150,7 +150,7 @@ def make_dataset(
     instances: list[tuple[str, int]] = []
     available: set[str] = set()
     if _is_url(directory):
-        from fastdecode.data._remote import folder_samples
+        from fastdecode.storage._remote import folder_samples
 
         instances, available = folder_samples(os.fspath(directory), class_to_idx, is_valid_file)
     for target_class in () if _is_url(directory) else sorted(class_to_idx):

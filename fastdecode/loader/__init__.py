@@ -1,0 +1,18 @@
+"""fastdecode.loader: FastLoader, the zero-copy collate and the worker set-up
+that pins threads.
+
+Without CUDA (or without ``device=``) FastLoader is a DataLoader whose
+workers decode each batch straight into one shared-memory tensor that
+crosses to the main process without a copy (``collate``), with
+``pin_memory`` doing the one copy into page-locked memory.
+
+With ``device='cuda'`` the batches land in a ring of shared slots that is
+registered once with ``cudaHostRegister``: the workers' writes are already
+pinned, the host-to-device copy runs on a side stream, uint8 -> float and
+normalization run on the GPU, and a slot is reused only after the CUDA event
+of its copy completed.
+"""
+
+from fastdecode.loader._loader import FastLoader, collate, worker_init_fn
+
+__all__ = ["FastLoader", "collate", "worker_init_fn"]
