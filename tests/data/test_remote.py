@@ -698,9 +698,9 @@ def _next_batch_after(ds, kill, url_pattern):
 
 def ray_module():
     pytest.importorskip("ray.data")
-    import fastdecode.ray
+    import fastdecode.integrations.ray
 
-    return fastdecode.ray
+    return fastdecode.integrations.ray
 
 
 def task_rows(fdray, listing):

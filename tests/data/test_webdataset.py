@@ -775,7 +775,7 @@ def test_webdataset_class_refuses_a_webdataset_it_cannot_bound(shards, monkeypat
     """A webdataset whose WebDataset reads shards some other way: no dataset
     is built, rather than one left unbounded."""
     pytest.importorskip("webdataset")
-    from fastdecode.integrations import wds_dataset as _wds_dataset
+    from fastdecode.integrations import _wds_dataset
 
     monkeypatch.setattr(_wds_dataset, "tar_file_expander", object())
     with pytest.raises(RuntimeError, match=r"WebDataset has 0 tar_file_expander stages, not "
