@@ -41,6 +41,11 @@ def row_seeds(seed: int, keys: Any) -> np.ndarray:
     -------
     numpy.ndarray
         One int64 seed per key, in [0, 2**63), in the order of ``keys``.
+
+    Raises
+    ------
+    OverflowError
+        A key is negative or not below 2**64.
     """
     k = np.asarray(keys, dtype=np.uint64)
     with np.errstate(over="ignore"):
@@ -52,7 +57,25 @@ def row_seeds(seed: int, keys: Any) -> np.ndarray:
 
 
 def row_seed(seed: int, key: int) -> int:
-    """One row's seed (see :func:`row_seeds`)."""
+    """One row's seed: ``row_seeds(seed, [key])[0]`` as a Python int.
+
+    Parameters
+    ----------
+    seed : int
+        The dataset's seed (only its low 64 bits count).
+    key : int
+        The row's key, a non-negative integer below 2**64.
+
+    Returns
+    -------
+    int
+        The row's torch seed, in [0, 2**63).
+
+    Raises
+    ------
+    OverflowError
+        ``key`` is negative or not below 2**64.
+    """
     return int(row_seeds(seed, [key])[0])
 
 
