@@ -22,7 +22,6 @@ from tqdm import tqdm
 from fastdecode import _native, _system
 from fastdecode.api import decode_image
 from fastdecode.cli._args import add_command
-from fastdecode.cli._convert_summary import TIMING_REPEATS, Summary, format_summary
 from fastdecode.conversion.jobs import fit_within, run_jobs
 from fastdecode.conversion.output import (
     OUTPUT_SUFFIXES,
@@ -35,6 +34,7 @@ from fastdecode.conversion.output import (
     write_atomically,
     write_bmp,
 )
+from fastdecode.conversion.summary import TIMING_REPEATS, Summary, format_summary
 from fastdecode.errors import FastDecodeError
 from fastdecode.storage import _remote
 from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
