@@ -47,14 +47,9 @@ is complete) and a different plan is refused.
 from typing import TYPE_CHECKING
 
 from fastdecode._lazy import lazy_attributes
-from fastdecode.integrations.webdataset import (
-    ShardSummary,
-    collate,
-    handler,
-    plan_shards,
-    tarfile_to_samples,
-    write_shards,
-)
+from fastdecode.conversion.shards import plan_shards, write_shards
+from fastdecode.conversion.summary import ShardSummary
+from fastdecode.integrations.webdataset import collate, handler, tarfile_to_samples
 
 if TYPE_CHECKING:
     from fastdecode.integrations._wds_dataset import WebDataset

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -34,7 +34,8 @@ from fastdecode.conversion.output import (
     write_atomically,
     write_bmp,
 )
-from fastdecode.conversion.summary import TIMING_REPEATS, Summary, format_summary
+from fastdecode.conversion.shards import write_shards
+from fastdecode.conversion.summary import TIMING_REPEATS, Summary, format_summary, summary_json
 from fastdecode.errors import FastDecodeError
 from fastdecode.storage import _remote
 from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
@@ -416,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
         return status
     print(format_summary(summary))
     if args.json is not None:
-        args.json.write_text(json.dumps(asdict(summary), indent=2) + "\n")
+        args.json.write_text(summary_json(summary))
     return 1 if args.strict and (summary.failed or summary.empty_classes) else 0
 
 
@@ -426,9 +427,6 @@ def run_shards(args: argparse.Namespace) -> int:
         print("fastdecode convert: error: --shard-size/--shard-count go with --to wds, which "
               "takes neither --engine ray nor --subsampling", file=sys.stderr)
         return 2
-    from fastdecode.integrations.webdataset import format_summary as shard_summary
-    from fastdecode.integrations.webdataset import summary_json, write_shards
-
     summary, status = _reporting(lambda: write_shards(
         args.source, args.destination, shard_size=args.shard_size,
         shard_count=args.shard_count, max_side=args.max_side,
@@ -436,7 +434,7 @@ def run_shards(args: argparse.Namespace) -> int:
     ), (ValueError, FileNotFoundError))
     if status is not None:
         return status
-    print(shard_summary(summary))
+    print(format_summary(summary))
     if args.json is not None:
         args.json.write_text(summary_json(summary))
     return 1 if args.strict and summary.failed else 0

@@ -1,11 +1,18 @@
-"""What ``fastdecode convert`` reports: the run's :class:`Summary` (its
-``--json`` file) and the text printed at the end."""
+"""What a conversion did, and its report: ``fastdecode convert``'s one
+summary, for a tree re-encoded (:class:`Summary`) and for WebDataset shards
+written (:class:`ShardSummary`), printed as text at the end of the run
+(:func:`format_summary`) and written as the ``--json`` file
+(:func:`summary_json`). Decision record: docs/decisions/cli.md.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Union
 
-__all__ = ["TIMING_REPEATS", "Summary", "format_bytes", "format_summary"]
+__all__ = ["TIMING_REPEATS", "ShardSummary", "Summary", "format_bytes", "format_summary",
+           "summary_json"]
 
 TIMING_REPEATS = 3  # the decode timing of a sample: best of this many
 
@@ -33,7 +40,37 @@ class Summary:
     empty_classes: list[str] = field(default_factory=list)  # mirrored with no image in them
 
 
+@dataclass
+class ShardSummary:
+    """What a shard conversion did; ``asdict`` of it is the ``--json`` file."""
+
+    source: str
+    destination: str
+    to: str = "wds"
+    shards: int = 0
+    written: int = 0
+    skipped: int = 0
+    samples: int = 0
+    bytes_after: int = 0
+    seconds: float = 0.0
+    failed: int = 0
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+
 def format_bytes(size: float) -> str:
+    """A size for people to read.
+
+    Parameters
+    ----------
+    size : float
+        A number of bytes.
+
+    Returns
+    -------
+    str
+        ``"512 B"`` under 1 KiB, else one decimal in KiB, MiB or GiB (the
+        largest unit it reaches, GiB at most).
+    """
     if size < 1024:
         return f"{int(size)} B"
     for unit in ("KiB", "MiB", "GiB"):
@@ -43,7 +80,47 @@ def format_bytes(size: float) -> str:
     return f"{size:.1f} {unit}"
 
 
-def format_summary(summary: Summary) -> str:
+def format_summary(summary: Union[Summary, ShardSummary]) -> str:
+    """The text ``fastdecode convert`` prints at the end of a run.
+
+    Parameters
+    ----------
+    summary : Summary or ShardSummary
+        The run's summary.
+
+    Returns
+    -------
+    str
+        A first line of counts and time, then (a tree) the sizes before and
+        after, the decode times measured and the empty classes; then one
+        line per failed input.
+    """
+    if isinstance(summary, ShardSummary):
+        return "\n".join([_shard_counts(summary), *_failure_lines(summary.failures)])
+    lines = _tree_lines(summary)
+    if summary.failures:
+        lines.append("failed inputs:")
+        lines += _failure_lines(summary.failures)
+    return "\n".join(lines)
+
+
+def summary_json(summary: Union[Summary, ShardSummary]) -> str:
+    """The ``--json`` file of a run: its summary's fields as one JSON object.
+
+    Parameters
+    ----------
+    summary : Summary or ShardSummary
+        The run's summary.
+
+    Returns
+    -------
+    str
+        ``asdict(summary)`` as JSON, indented by 2, with a final newline.
+    """
+    return json.dumps(asdict(summary), indent=2) + "\n"
+
+
+def _tree_lines(summary: Summary) -> list[str]:
     rate = f" ({summary.converted / summary.seconds:.0f} images/s)" if summary.converted else ""
     lines = [
         f"converted {summary.converted} images in {summary.seconds:.1f} s{rate}, "
@@ -64,7 +141,15 @@ def format_summary(summary: Summary) -> str:
                      "folders hold no converted image (their folders are kept, so the other "
                      "classes keep their indices; ImageFolder refuses an empty class unless "
                      "allow_empty=True): " + ", ".join(summary.empty_classes))
-    if summary.failures:
-        lines.append("failed inputs:")
-        lines += [f"  {failure['path']}: {failure['error']}" for failure in summary.failures]
-    return "\n".join(lines)
+    return lines
+
+
+def _shard_counts(summary: ShardSummary) -> str:
+    return (f"wrote {summary.written} shards, skipped {summary.skipped} already done "
+            f"({summary.shards} in all, {summary.samples} samples, "
+            f"{summary.bytes_after / 2**20:.1f} MiB) in {summary.seconds:.1f} s, "
+            f"failed {summary.failed}")
+
+
+def _failure_lines(failures: list[dict[str, str]]) -> list[str]:
+    return [f"  {failure['path']}: {failure['error']}" for failure in failures]

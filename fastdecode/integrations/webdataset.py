@@ -1,39 +1,25 @@
 """WebDataset on fastdecode, the implementation behind the public
 ``fastdecode.webdataset`` (whose docstring is the user's guide): the decode
-handler, the batch collation, the bounded shard reader and the shard writer.
+handler, the batch collation and the bounded shard reader (the shard writer
+is ``fastdecode.conversion.shards``).
 Decision record: docs/decisions/ray.md.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
-import io
-import json
-import os
 import re
 import tarfile
-import time
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
-from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from fastdecode import _native
 from fastdecode._system import settle_in_worker
-from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
 
-__all__ = ["ShardSummary", "collate", "handler", "plan_shards", "tarfile_to_samples",
-           "write_shards"]
+__all__ = ["collate", "handler", "tarfile_to_samples"]
 
 
 IMAGE_KEYS = ("jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tif", "tiff", "webp")
-PLAN_FILE = "wds.json"
-PATTERN = "shard-{:06d}.tar"
-DEFAULT_SHARD_BYTES = 256 * 2**20
 
 
 # --------------------------------------------------------------------------
@@ -432,189 +418,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)) and value.strip().lstrip(b"-").isdigit():
         return int(value)
     return value
-
-
-# --------------------------------------------------------------------------
-# Writing shards from an ImageFolder tree.
-
-
-@dataclass
-class ShardSummary:
-    """What a shard conversion did; ``asdict`` of it is the ``--json`` file."""
-
-    source: str
-    destination: str
-    to: str = "wds"
-    shards: int = 0
-    written: int = 0
-    skipped: int = 0
-    samples: int = 0
-    bytes_after: int = 0
-    seconds: float = 0.0
-    failed: int = 0
-    failures: list[dict[str, str]] = field(default_factory=list)
-
-
-def _member_ext(path: str, max_side: Optional[int]) -> str:
-    if max_side is not None:
-        return "jpg"
-    ext = os.path.splitext(path)[1].lower().lstrip(".")
-    return "jpg" if ext == "jpeg" else ext
-
-
-def plan_shards(source: Union[str, os.PathLike], *, shard_size: Optional[int] = None,
-                shard_count: Optional[int] = None, shuffle_seed: Optional[int] = 0,
-                max_side: Optional[int] = None, quality: int = 90) -> dict[str, Any]:
-    """The shards of ``source`` as a plan (what ``wds.json`` records): which
-    ImageFolder indices go into which shard. Shards are cut by the source
-    bytes (``shard_size``, default 256 MiB) or into ``shard_count`` equal
-    parts; ``shuffle_seed`` (None: ImageFolder order) permutes the samples
-    first."""
-    if shard_size is not None and shard_count is not None:
-        raise ValueError("give shard_size or shard_count, not both")
-    if shard_size is not None and shard_size < 1:
-        raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
-    if shard_count is not None and shard_count < 1:
-        raise ValueError(f"shard_count must be at least 1, got {shard_count}")
-    root = os.fspath(source)
-    classes, class_to_idx = find_classes(root)
-    samples = make_dataset(root, class_to_idx, extensions=IMG_EXTENSIONS)
-    order = np.arange(len(samples))
-    if shuffle_seed is not None:
-        order = np.random.default_rng(shuffle_seed).permutation(len(samples))
-    sizes = np.array([os.path.getsize(samples[i][0]) for i in order], np.int64)
-    if shard_count is not None:
-        bounds = [round(k * len(order) / shard_count) for k in range(shard_count + 1)]
-    else:
-        limit = shard_size or DEFAULT_SHARD_BYTES
-        bounds, total = [0], 0
-        for j, size in enumerate(sizes):
-            if total and total + size > limit:
-                bounds.append(j)
-                total = 0
-            total += int(size)
-        bounds.append(len(order))
-    shards = [order[a:b].tolist() for a, b in zip(bounds, bounds[1:]) if b > a]
-    listing = hashlib.sha256("\n".join(f"{p}\t{t}" for p, t in samples).encode()).hexdigest()
-    return {"classes": classes, "samples": len(samples), "listing_sha256": listing,
-            "options": {"shard_size": shard_size, "shard_count": shard_count,
-                        "shuffle_seed": shuffle_seed, "max_side": max_side, "quality": quality},
-            "shards": [{"name": PATTERN.format(k), "indices": idx} for k, idx in enumerate(shards)]}
-
-
-def _write_shard(path: str, members: list[tuple[int, str, int]], max_side: Optional[int],
-                 quality: int) -> tuple[int, list[tuple[str, str]]]:
-    """One tar shard, atomically; returns its size and the inputs it left out."""
-    from fastdecode.api import read_header
-    from fastdecode.conversion import jobs as _convert_jobs
-    from fastdecode.conversion.output import WRITERS, EncodeOptions, write_atomically
-
-    failures: list[tuple[str, str]] = []
-    options = EncodeOptions("jpeg", quality=quality, max_side=max_side)
-
-    def add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
-        info = tarfile.TarInfo(name)
-        info.size, info.mtime, info.mode = len(payload), 0, 0o444
-        tar.addfile(info, io.BytesIO(payload))
-
-    def write(file: Any) -> None:
-        with tarfile.open(fileobj=file, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-            for index, source, label in members:
-                key = f"{index:08d}"
-                try:
-                    data = _native.read_file(source)
-                    read_header(data)  # a file that is no image is listed, not shipped
-                    if max_side is not None:
-                        out = io.BytesIO()
-                        WRITERS["jpeg"](out, _convert_jobs.load_pixels(data, max_side), options)
-                        data = out.getvalue()
-                except Exception as exc:  # noqa: BLE001 - listed, as convert lists them
-                    failures.append((source, f"{type(exc).__name__}: {exc}"))
-                    continue
-                add(tar, f"{key}.{_member_ext(source, max_side)}", data)
-                add(tar, f"{key}.cls", str(label).encode())
-
-    return write_atomically(Path(path), write), failures
-
-
-def write_shards(source: Union[str, os.PathLike], destination: Union[str, os.PathLike], *,
-                 shard_size: Optional[int] = None, shard_count: Optional[int] = None,
-                 shuffle_seed: Optional[int] = 0, max_side: Optional[int] = None,
-                 quality: int = 90, workers: Optional[int] = None) -> ShardSummary:
-    """Writes the ImageFolder tree ``source`` as WebDataset tar shards in
-    ``destination`` (see the module docstring and :func:`plan_shards`);
-    resumable. Raises ValueError for bad arguments or a destination holding
-    shards of another plan; an unreadable input is listed, not raised."""
-    from tqdm import tqdm
-
-    from fastdecode._system import usable_cpus
-    from fastdecode.conversion.jobs import init_worker
-    from fastdecode.conversion.output import write_atomically
-
-    started = time.perf_counter()
-    src, dst = Path(source), Path(destination)
-    if not src.is_dir():
-        raise ValueError(f"source {src} is not a folder")
-    if dst.resolve() == src.resolve() or src.resolve() in dst.resolve().parents:
-        raise ValueError(f"destination {dst} is inside the source {src}")
-    plan = plan_shards(src, shard_size=shard_size, shard_count=shard_count,
-                       shuffle_seed=shuffle_seed, max_side=max_side, quality=quality)
-    plan_path = dst / PLAN_FILE
-    if plan_path.exists():
-        previous = json.loads(plan_path.read_text())
-        if {k: previous.get(k) for k in plan} != plan:
-            raise ValueError(f"{dst} holds shards of another plan (other files or options); "
-                             "delete it or choose another destination")
-    dst.mkdir(parents=True, exist_ok=True)
-    def write_plan(file: Any) -> None:
-        file.write(json.dumps(plan).encode())
-
-    write_atomically(plan_path, write_plan)
-    samples = make_dataset(os.fspath(src), find_classes(os.fspath(src))[1],
-                           extensions=IMG_EXTENSIONS)
-    summary = ShardSummary(str(src), str(dst), shards=len(plan["shards"]),
-                           samples=plan["samples"])
-    todo = []
-    for shard in plan["shards"]:
-        path = dst / shard["name"]
-        if path.exists():
-            summary.skipped += 1
-            summary.bytes_after += path.stat().st_size
-        else:
-            todo.append((str(path), [(i, *samples[i]) for i in shard["indices"]]))
-    workers = max(1, min(workers or usable_cpus(), len(todo) or 1))
-    failures: list[tuple[str, str]] = []
-    with tqdm(total=len(todo), unit="shard", desc="write shards", disable=None) as bar:
-        if workers == 1:
-            results = (_write_shard(p, m, max_side, quality) for p, m in todo)
-            _collect(results, summary, failures, bar)
-        else:
-            with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                                     initializer=init_worker, initargs=(os.getpid(),)) as pool:
-                futures = [pool.submit(_write_shard, p, m, max_side, quality) for p, m in todo]
-                _collect((f.result() for f in futures), summary, failures, bar)
-    summary.failed = len(failures)
-    summary.failures = [{"path": p, "error": e} for p, e in sorted(failures)]
-    summary.seconds = time.perf_counter() - started
-    return summary
-
-
-def _collect(results: Any, summary: ShardSummary, failures: list, bar: Any) -> None:
-    for size, failed in results:
-        summary.written += 1
-        summary.bytes_after += size
-        failures += failed
-        bar.update()
-
-
-def format_summary(summary: ShardSummary) -> str:
-    lines = [f"wrote {summary.written} shards, skipped {summary.skipped} already done "
-             f"({summary.shards} in all, {summary.samples} samples, "
-             f"{summary.bytes_after / 2**20:.1f} MiB) in {summary.seconds:.1f} s, "
-             f"failed {summary.failed}"]
-    lines += [f"  {f['path']}: {f['error']}" for f in summary.failures]
-    return "\n".join(lines)
-
-
-def summary_json(summary: ShardSummary) -> str:
-    return json.dumps(asdict(summary), indent=2) + "\n"
