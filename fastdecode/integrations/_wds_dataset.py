@@ -10,7 +10,7 @@ import webdataset as wds
 from webdataset.handlers import reraise_exception
 from webdataset.tariterators import tar_file_expander
 
-from fastdecode.integrations.webdataset import tarfile_to_samples
+from fastdecode.integrations._wds_reader import tarfile_to_samples
 
 __all__ = ["WebDataset"]
 
