@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING
 from fastdecode._lazy import lazy_attributes
 from fastdecode.conversion.shards import plan_shards, write_shards
 from fastdecode.conversion.summary import ShardSummary
-from fastdecode.integrations._wds_reader import collate, handler, tarfile_to_samples
+from fastdecode.integrations._wds_reader import tarfile_to_samples
+from fastdecode.integrations.webdataset import collate, handler
 
 if TYPE_CHECKING:
     from fastdecode.integrations._wds_dataset import WebDataset
