@@ -2,11 +2,11 @@
 machine facts and library versions, interleaved rounds and their ratios,
 progress bars and peak RSS.
 
-The benchmarks are one package, imported one way: ``benchmarks`` in a
-checkout (``python -m benchmarks.bench_decode``), ``fastdecode.benchmarks``
-from the wheel (``fastdecode bench``); the sections import this module
-relatively. Only the standard library is imported up front: the pillow-simd
-helper of bench_transforms imports this module in a venv of its own.
+The benchmarks are one package with one import name, ``benchmarks``, in a
+checkout (``python -m benchmarks.bench_decode``) and from the wheel
+(``fastdecode bench``); the sections import this module relatively. Only
+the standard library is imported up front: the pillow-simd helper of
+bench_transforms imports this module in a venv of its own.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def command_line(module: str, argv: list[str] | None) -> str:
 
 def package_parent(module_file: str, package: str) -> Path:
     """The folder a subprocess needs on its path to import ``package`` (the
-    one that holds the benchmarks: ``benchmarks`` or ``fastdecode.benchmarks``)."""
+    one that holds the benchmarks, ``benchmarks``)."""
     return Path(module_file).resolve().parents[len(package.split("."))]
 
 

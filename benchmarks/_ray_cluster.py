@@ -4,10 +4,9 @@ start`` nodes inside it, always stopped; and, for the benchmark, what a fresh
 cluster's first dataset cost (processes started, CPU seconds by role) and the
 CPU time of this process tree by role for the steady rows.
 
-The one copy of this code: the benchmark ships in the wheel
-(``fastdecode.benchmarks._ray_cluster``) and the tests import it as
-``benchmarks._ray_cluster`` from the repository root, which ``python -m
-pytest`` (``make test``) puts on the path, as for ``benchmarks.presets``.
+The one copy of this code: the benchmark ships in the wheel and the tests
+import it, both as ``benchmarks._ray_cluster`` (the checkout's root is on the
+path, as for ``benchmarks.presets``).
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
-from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions, _NativeWindow
+from fastdecode.datasets import ReadAheadOptions
+from fastdecode.storage._readahead import ReadAhead, _NativeWindow
 
 from . import _common as common
 from . import _latencyfs

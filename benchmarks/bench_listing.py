@@ -156,7 +156,7 @@ def _open(kind: str, tree: str, transform: Any = None, readahead: Any = None) ->
 
         loader = {} if transform is None else {"loader": _draft_loader}
         return ImageFolder(tree, transform=transform, **loader)
-    from fastdecode.datasets._folder import FastImageFolder
+    from fastdecode.datasets import FastImageFolder
 
     return FastImageFolder(tree, transform=transform, refresh_index=kind == "FastImageFolder",
                            readahead=readahead)
@@ -169,8 +169,7 @@ def child_build(kind: str, tree: str) -> dict[str, Any]:
     import torch  # noqa: F401 - imported before the baseline, as every row's
     import torchvision.datasets  # noqa: F401
 
-    import fastdecode.datasets  # noqa: F401
-    from fastdecode.datasets import _folder as _fast_folder  # noqa: F401
+    from fastdecode.datasets import FastImageFolder  # noqa: F401
 
     gc.collect()
     before = _rss_mib()

@@ -547,7 +547,7 @@ def main(argv=None) -> int:
 
 
 def _readahead_defaults():
-    from fastdecode.storage._readahead import ReadAheadOptions
+    from fastdecode.datasets import ReadAheadOptions
 
     return ReadAheadOptions.resolve(None)
 

@@ -1,8 +1,8 @@
 """``fastdecode bench``: the bundled benchmark, on your data or a generated
 ImageNet-like set.
 
-The sections are the modules of ``benchmarks/`` (shipped in the wheel as
-``fastdecode.benchmarks``): decode-only per library (and BMP vs JPEG), fused
+The sections are the modules of ``benchmarks/`` (shipped in the wheel under
+the same name, ``benchmarks``): decode-only per library (and BMP vs JPEG), fused
 transforms per library, the end-to-end loaders against the machine's limit
 (steady state, median of interleaved rounds) and, with --full or --sections,
 the transforms of real training recipes and the loaders on slow storage
@@ -72,22 +72,15 @@ examples:
 """
 
 
-# Where the benchmarks/ package is importable: inside the wheel, or in a checkout.
-PACKAGES = ("fastdecode.benchmarks", "benchmarks")
-
-
-def benchmark_package() -> str:
-    """The name the benchmarks/ package has here: from the wheel, else from a checkout."""
-    for package in PACKAGES:
-        if importlib.util.find_spec(package) is not None:
-            return package
-    raise ModuleNotFoundError("the benchmarks are not installed (neither "
-                              f"{' nor '.join(PACKAGES)} imports)")
+# The benchmarks/ package's one import name, in the wheel and in a checkout.
+PACKAGE = "benchmarks"
 
 
 def benchmark_module(module: str):
     """A module of the benchmarks/ package."""
-    return importlib.import_module(f"{benchmark_package()}.{module}")
+    if importlib.util.find_spec(PACKAGE) is None:
+        raise ModuleNotFoundError(f"the benchmarks are not installed ({PACKAGE} does not import)")
+    return importlib.import_module(f"{PACKAGE}.{module}")
 
 
 def section_argv(name: str, data: Path, mode: str, json_path: Path) -> list[str]:

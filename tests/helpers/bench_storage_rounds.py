@@ -1,6 +1,6 @@
 """Fake rounds of benchmarks/bench_storage (no timing): cells at the local
 disk, latencyfs 0 and 5 ms, read-ahead on and off, and the rows' recorded
-read-ahead peaks; shared by tests/cli/test_bench_storage_*.py."""
+read-ahead peaks; shared by tests/benchmarks/test_bench_storage_*.py."""
 
 from __future__ import annotations
 

@@ -387,7 +387,7 @@ def test_installed_wheel_works_with_the_system_libjpeg_hidden(venv, sample_jpeg)
 
 
 def test_installed_wheel_runs_fastdecode_bench(venv, sample_jpeg, work):
-    """The benchmarks ship as fastdecode.benchmarks and `fastdecode bench`
+    """The benchmarks ship as benchmarks (their one import name) and `fastdecode bench`
     runs a section from the wheel alone (no torch, no Pillow: their rows are
     skipped, not errors)."""
     data = work / "bench-data" / "c"
@@ -404,5 +404,5 @@ def test_installed_wheel_runs_fastdecode_bench(venv, sample_jpeg, work):
     assert rows["fastdecode"]["images_per_s"] > 0
     assert result.stdout.rstrip().splitlines()[-5].startswith("decode:")  # the summary ends it
     sp = site_packages(venv)
-    assert (sp / "fastdecode" / "benchmarks" / "bench_loader.py").is_file()
-    assert not (sp / "fastdecode" / "benchmarks" / "c_floor.c").exists()
+    assert (sp / "benchmarks" / "bench_loader.py").is_file()
+    assert not (sp / "benchmarks" / "c_floor.c").exists()

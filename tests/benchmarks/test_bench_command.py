@@ -70,21 +70,19 @@ def benchmarks(tmp_path, monkeypatch):
     return fake
 
 
-def test_benchmark_package_names_both_places_when_neither_imports(monkeypatch):
-    monkeypatch.setattr(bench, "PACKAGES", ("fastdecode_no_such_pkg", "no_such_benchmarks"))
-    with pytest.raises(ModuleNotFoundError,
-                       match="neither fastdecode_no_such_pkg nor no_such_benchmarks imports"):
-        bench.benchmark_package()
+def test_benchmark_module_names_the_package_when_it_does_not_import(monkeypatch):
+    monkeypatch.setattr(bench, "PACKAGE", "fastdecode_no_such_pkg")
+    with pytest.raises(ModuleNotFoundError, match=r"not installed \(fastdecode_no_such_pkg does not import"):
+        bench.benchmark_module("_common")
 
 
-def test_benchmark_package_prefers_the_first_that_imports(monkeypatch):
-    monkeypatch.setattr(bench, "PACKAGES", ("fastdecode_no_such_pkg", "json"))
-    assert bench.benchmark_package() == "json"
+def test_benchmark_module_imports_from_the_package(monkeypatch):
+    monkeypatch.setattr(bench, "PACKAGE", "json")
     assert bench.benchmark_module("decoder") is json.decoder
 
 
 def test_bench_without_the_benchmarks_exits_2(monkeypatch, capsys):
-    monkeypatch.setattr(bench, "PACKAGES", ("fastdecode_no_such_pkg",))
+    monkeypatch.setattr(bench, "PACKAGE", "fastdecode_no_such_pkg")
     assert main(["bench", "--sections", "decode"]) == 2
     assert "fastdecode bench: the benchmarks are not installed" in capsys.readouterr().err
 
