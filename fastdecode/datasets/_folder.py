@@ -34,7 +34,7 @@ from fastdecode.storage import _listing, _remote
 from fastdecode.storage._cache import SharedCache
 from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
 from fastdecode.storage._readahead import DatasetReads, ReadAheadOptions
-from fastdecode.storage._remote import is_url
+from fastdecode.storage._readers import is_remote, remote_paths, remote_root, scrub
 from fastdecode.storage._samples import SampleStore, SamplesView, shared_int_list
 
 __all__ = ["FastDatasetFolder", "FastImageFolder"]
@@ -111,7 +111,7 @@ class _FastDataset(VisionDataset):
         read-ahead window or the file, or through the dataset's remote
         filesystem (fetched ahead by :meth:`_prefetch` when batched)."""
         remote = self.__dict__.get("_remote")
-        if remote is None or not is_url(path):
+        if remote is None or not is_remote(path):
             return self._reads_here().read(index, path)
         return _remote.take_prefetched(remote, path)
 
@@ -127,7 +127,7 @@ class _FastDataset(VisionDataset):
         remote = self.__dict__.get("_remote")
         if remote is not None:
             paths = (os.fspath(self.samples[range(n)[i]][0]) for i in indices)
-            _remote.fetch_ahead(remote, [p for p in paths if is_url(p)])
+            _remote.fetch_ahead(remote, remote_paths(paths))
             return
         if not reads.reading_ahead():
             return
@@ -146,7 +146,7 @@ class _FastDataset(VisionDataset):
             return nullcontext()
         n = len(self)
         paths = [os.fspath(self.samples[range(n)[i]][0]) for i in indices]
-        return _remote.prefetched(remote, [p for p in paths if is_url(p)])
+        return _remote.prefetched(remote, remote_paths(paths))
 
     # -- the transform, fused and followed ---------------------------------
 
@@ -627,13 +627,14 @@ class FastDatasetFolder(_FastDataset, DatasetFolder):
         readahead: Union[int, ReadAheadOptions, None] = None,
         cache: Union[int, str, None] = None,
     ) -> None:
-        if is_url(root):
-            self._remote, _ = _remote.open_root(os.fspath(root), storage_options, refresh_index)
-            root = _remote.scrub_url(os.fspath(root))
+        remote = remote_root(root, storage_options, refresh_index)
+        if remote is not None:
+            self._remote = remote
+            root = scrub(os.fspath(root))
         self._setup_fast(root, loader, transform, target_transform, exact, on_error,
                          max_pixels, max_work_per_byte)
         listing = None
-        if (not is_url(self.root) and is_valid_file is None and extensions is not None
+        if (remote is None and is_valid_file is None and extensions is not None
                 and type(self).find_classes is FastDatasetFolder.find_classes
                 and type(self).make_dataset is FastDatasetFolder.make_dataset):
             # the same classes and samples, walked on bytes, or from the local index

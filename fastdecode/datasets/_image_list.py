@@ -14,7 +14,7 @@ from fastdecode.datasets._folder import _FastDataset
 from fastdecode.datasets._loading import default_loader
 from fastdecode.storage import _remote
 from fastdecode.storage._readahead import ReadAheadOptions
-from fastdecode.storage._remote import is_url
+from fastdecode.storage._readers import expand, join, parent, reader_for, remote_paths, scrub
 from fastdecode.storage._samples import SampleStore, SamplesView, shared_int_list
 
 __all__ = ["FastImageList"]
@@ -22,27 +22,11 @@ __all__ = ["FastImageList"]
 PathLike = Union[str, os.PathLike]
 
 
-def _join(root: Optional[str], path: str) -> str:
-    if root is None or is_url(path) or os.path.isabs(path):
-        return path
-    if is_url(root):
-        return root.rstrip("/") + "/" + path.lstrip("/")
-    return os.path.join(root, path)
-
-
-def _parent(manifest: str) -> str:
-    if is_url(manifest):
-        return manifest.rstrip("/").rsplit("/", 1)[0]
-    return os.path.dirname(os.path.abspath(manifest))
-
-
 def _read_text(manifest: PathLike, storage_options: Optional[dict]) -> str:
     name = os.fspath(manifest)
-    if is_url(name):
-        with _remote.Remote(name, storage_options).open_file(name) as f:
-            return io.TextIOWrapper(f, encoding="utf-8", newline="").read()
-    with open(name, encoding="utf-8", newline="") as f:
-        return f.read()
+    binary = reader_for(name, storage_options).open_file(name)
+    with io.TextIOWrapper(binary, encoding="utf-8", newline="") as text:
+        return text.read()
 
 
 class FastImageList(_FastDataset):
@@ -145,17 +129,17 @@ class FastImageList(_FastDataset):
                 raise ValueError(f"FastImageList: {len(path_list)} paths but "
                                  f"{len(target_list)} targets")
         base = None if root is None else os.fspath(root)
-        if base is not None and not is_url(base):
-            base = os.path.expanduser(base)
-        path_list = [_join(base, p) for p in path_list]
-        urls = [p for p in path_list if is_url(p)]
+        if base is not None:
+            base = expand(base)
+        path_list = [join(base, p) for p in path_list]
+        urls = remote_paths(path_list)
         if urls:
             protocols = {u.split("://", 1)[0] for u in urls}
             if len(protocols) > 1:
                 raise ValueError(f"FastImageList: one remote protocol per dataset, got "
                                  f"{sorted(protocols)}")
             self._remote = _remote.Remote(urls[0], storage_options)
-            path_list = [_remote.scrub_url(p) if is_url(p) else p for p in path_list]
+            path_list = [scrub(p) for p in path_list]
             base = None if base is None else _remote.scrub_url(base)
         self._setup_fast(base, loader, transform, target_transform, exact, on_error,
                          max_pixels, max_work_per_byte)
@@ -250,7 +234,7 @@ class FastImageList(_FastDataset):
             labels = [int(v) for v in raw] if all(_is_int(v) for v in raw) else raw
         return cls(paths=paths, targets=labels, transform=transform,
                    target_transform=target_transform,
-                   root=_parent(name) if root is None else root,
+                   root=parent(name) if root is None else root,
                    storage_options=storage_options, **kwargs)
 
     @classmethod
@@ -309,7 +293,7 @@ class FastImageList(_FastDataset):
         """
         name = os.fspath(manifest)
         data = json.loads(_read_text(name, storage_options))
-        base = _parent(name) if root is None else root
+        base = parent(name) if root is None else root
         if isinstance(data, dict) and "images" in data:
             images = data["images"]
             per_image: dict[Any, list] = {im["id"]: [] for im in images}

@@ -1,10 +1,11 @@
-"""Ray Data on fastdecode, the implementation behind the public ``fastdecode.ray``
-(whose docstring is the user's guide): the read datasource, the ``Decode`` map
-and the convert jobs on a cluster. Decision record: docs/decisions/ray.md.
+"""Ray Data reading and decoding images with fastdecode: ``read_images`` (a
+Datasource of read tasks, each decoding its rows into fixed-shape blocks),
+``Decode`` (a ``map_batches`` over an encoded-bytes column) and ``warm_up``.
+Rows are seeded by ``row_seed`` (``batching._seeding``), so a row's draws do
+not depend on the cluster's shape. The public face is ``fastdecode.ray``,
+whose docstring is the user's guide (the convert engine it also re-exports is
+``fastdecode.conversion.ray_jobs``). Decision record: docs/decisions/ray.md.
 """
-
-# Over ~400 lines on purpose: a fifth of it is the docstring above, the user's
-# guide to fastdecode.ray (reading, Decode, Ray Train, start-up, what it does not do).
 
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ from fastdecode.batching._rows import BatchDecoder
 from fastdecode.batching._seeding import random_seeds, row_seed, row_seeds
 from fastdecode.storage._listing import Listing, PathsLike, list_images
 from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions, open_window
-from fastdecode.storage._remote import Remote, is_url
+from fastdecode.storage._readers import remote_paths
+from fastdecode.storage._remote import Remote
 
-__all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
-           "run_convert_jobs", "warm_up"]
+__all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds", "warm_up"]
 
 BLOCK_ROWS = 64
 BLOCKS_PER_TASK = 8  # at most; fewer where the cluster's CPUs need more tasks
@@ -228,7 +229,7 @@ def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
         raise ValueError(f"block_rows must be at least 1, got {block_rows}")
     decoder = BatchDecoder(transform, exact=exact)
     items = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-    if filesystem is None and any(map(is_url, items)):
+    if filesystem is None and remote_paths(items):
         listing = _list_urls(items, storage_options, refresh_index)
     elif storage_options is not None:
         raise ValueError("storage_options= goes with fsspec URLs, not with filesystem= or "
@@ -256,7 +257,7 @@ def _list_urls(items: list[str], storage_options: Optional[dict] = None,
     from fastdecode.storage import _remote
     from fastdecode.storage._listing import _is_image
 
-    if not all(map(is_url, items)):
+    if len(remote_paths(items)) != len(items):
         raise ValueError("read_images: fsspec URLs and local paths cannot be mixed")
     remote = Remote(items[0], storage_options)
     if len(items) == 1 and remote.fs.isdir(_remote.scrub_url(items[0])):
@@ -448,37 +449,3 @@ def _import_decode_path() -> int:
     import fastdecode.transforms.detached  # noqa: F401  # the native decoder, the plan
 
     return os.getpid()
-
-
-# --------------------------------------------------------------------------
-# fastdecode convert --engine ray
-
-
-def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optional[int],
-                     chunk: int = 32, reader: Any = None) -> Iterator[Any]:
-    """``fastdecode convert``'s per-file conversion (``convert_one``) over a
-    Ray cluster, ``chunk`` files per task; yields each file's Outcome as its
-    task finishes (the same contract as the local ``run_jobs``). Connects to
-    the running cluster (``ray.init(address='auto')``) or starts a local one;
-    the destination must be a filesystem every node writes to. ``workers``
-    bounds the tasks in flight (default: twice the cluster's CPUs); ``reader``
-    reads the sources (None: local files; a ``Remote``: fsspec URLs)."""
-    from fastdecode.conversion.jobs import converted
-
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
-    convert = ray.remote(num_cpus=1, max_retries=3)(_convert_chunk)
-    limit = workers or max(1, int(2 * ray.cluster_resources().get("CPU", 1)))
-    pending = [jobs[i:i + chunk] for i in range(0, len(jobs), chunk)][::-1]
-    running: list[Any] = []
-    while pending or running:
-        while pending and len(running) < limit:
-            running.append(convert.remote(converted, options, pending.pop(), reader))
-        done, running = ray.wait(running, num_returns=1)
-        yield from ray.get(done[0])
-
-
-def _convert_chunk(converted: Any, options: Any, jobs: list[tuple[str, str]],
-                   reader: Any = None) -> list[Any]:
-    # read ahead, in order (conversion/jobs.py)
-    return list(converted(options, jobs, reader=reader))

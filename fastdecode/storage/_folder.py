@@ -8,15 +8,13 @@ import os
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+from fastdecode.storage._readers import expand, is_remote
+
 __all__ = ["IMG_EXTENSIONS", "find_classes", "has_file_allowed_extension", "is_image_file",
            "make_dataset"]
 
 # torchvision.datasets.folder.IMG_EXTENSIONS (a test keeps them equal).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
-
-
-def _is_url(path: object) -> bool:
-    return isinstance(path, str) and "://" in path and not path.startswith("file://")
 
 
 def has_file_allowed_extension(filename: str, extensions: Union[str, tuple[str, ...]]) -> bool:
@@ -81,7 +79,7 @@ def find_classes(directory: Union[str, Path]) -> tuple[list[str], dict[str, int]
     OSError
         ``directory`` cannot be listed.
     """
-    if _is_url(directory):
+    if is_remote(directory):
         from fastdecode.storage._remote import folder_classes
 
         return folder_classes(os.fspath(directory))
@@ -132,8 +130,7 @@ def make_dataset(
         A class has no valid file (unless ``allow_empty``), or
         ``class_to_idx`` is None and ``directory`` has no class folder.
     """
-    if not _is_url(directory):
-        directory = os.path.expanduser(directory)
+    directory = expand(directory)
     if class_to_idx is None:
         _, class_to_idx = find_classes(directory)
     elif not class_to_idx:
@@ -147,13 +144,29 @@ def make_dataset(
             return has_file_allowed_extension(path, extensions)
     assert is_valid_file is not None  # for the type checker: one of the two is set
 
-    instances: list[tuple[str, int]] = []
-    available: set[str] = set()
-    if _is_url(directory):
+    if is_remote(directory):
         from fastdecode.storage._remote import folder_samples
 
         instances, available = folder_samples(os.fspath(directory), class_to_idx, is_valid_file)
-    for target_class in () if _is_url(directory) else sorted(class_to_idx):
+    else:
+        instances, available = _walk(directory, class_to_idx, is_valid_file)
+    empty = set(class_to_idx) - available
+    if empty and not allow_empty:
+        msg = f"Found no valid file for the classes {', '.join(sorted(empty))}. "
+        if extensions is not None:
+            listed = extensions if isinstance(extensions, str) else ", ".join(extensions)
+            msg += f"Supported extensions are: {listed}"
+        raise FileNotFoundError(msg)
+    return instances
+
+
+def _walk(directory: str, class_to_idx: dict[str, int],
+          is_valid_file: Callable[[str], bool]) -> tuple[list[tuple[str, int]], set[str]]:
+    """The local walk of :func:`make_dataset`: (path, class_index) pairs and
+    the classes seen."""
+    instances: list[tuple[str, int]] = []
+    available: set[str] = set()
+    for target_class in sorted(class_to_idx):
         class_index = class_to_idx[target_class]
         target_dir = os.path.join(directory, target_class)
         if not os.path.isdir(target_dir):
@@ -164,11 +177,4 @@ def make_dataset(
                 if is_valid_file(path):
                     instances.append((path, class_index))
                     available.add(target_class)
-    empty = set(class_to_idx) - available
-    if empty and not allow_empty:
-        msg = f"Found no valid file for the classes {', '.join(sorted(empty))}. "
-        if extensions is not None:
-            listed = extensions if isinstance(extensions, str) else ", ".join(extensions)
-            msg += f"Supported extensions are: {listed}"
-        raise FileNotFoundError(msg)
-    return instances
+    return instances, available

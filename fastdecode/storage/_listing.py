@@ -35,6 +35,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
+from fastdecode.storage._readers import remote_paths
 from fastdecode.storage._samples import SampleStore
 
 __all__ = ["FolderListing", "INDEX_MIN_FILES", "Listing", "PathsLike", "folder_listing",
@@ -53,10 +54,6 @@ class Listing:
     labels: np.ndarray
     classes: list[str]
     filesystem: Optional[Any] = None
-
-
-def _is_uri(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
 
 
 def _local(path: str) -> str:
@@ -81,7 +78,7 @@ def list_images(paths: PathsLike, filesystem: Optional[Any] = None) -> Listing:
     items = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
     if not items:
         raise ValueError("read_images: no paths given")
-    if filesystem is None and not any(map(_is_uri, items)):
+    if filesystem is None and not remote_paths(items):
         roots = [_local(p) for p in items]
         if len(roots) == 1 and _has_subfolders(roots[0]):
             classes, class_to_idx = find_classes(roots[0])

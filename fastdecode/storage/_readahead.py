@@ -25,13 +25,9 @@ round trip) or a size given with the path;
 a single file larger than ``max_bytes`` is read only when nothing else is
 reserved. ``stats()`` exposes the peaks, so a test can prove them.
 
-The reader protocol (internal; ``fastdecode.storage._remote`` plugs in here):
-an object with ``open(path) -> opened``, where ``opened`` has ``size``
-(int, or None when unknown before reading), ``read() -> bytes`` (the
-whole file; it releases what ``open`` took, also on error) and optionally
-``close()`` (for a read dropped before it began). ``open`` and ``read`` raise
-OSError for a file that cannot be read. A plain callable ``path -> bytes``
-is accepted too (:func:`as_reader`); its size is unknown before it returns,
+The reader protocol (:class:`~fastdecode.storage._readers.Reader`, made by
+the reader factory, :mod:`fastdecode.storage._readers`): a plain callable
+``path -> bytes`` is accepted too; its size is unknown before it returns,
 so its bytes are reserved as the largest file seen so far (``max_bytes /
 depth`` before the first) and corrected when they arrive: the byte bound
 then holds for files no larger than those seen before.
@@ -112,14 +108,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Protocol, TypeVar, Union
+from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, TypeVar, Union
 
 from fastdecode import _native
 from fastdecode._options import parse_bytes
+from fastdecode.storage._readers import LocalReader, as_reader
 
 __all__ = ["DEFAULT_DEPTH", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "ENV", "DatasetReads",
-           "LocalReader", "Opened", "ReadAhead", "ReadAheadOptions", "Reader", "as_reader",
-           "open_window"]
+           "ReadAhead", "ReadAheadOptions", "open_window"]
 
 DEFAULT_DEPTH = 16
 DEFAULT_MAX_DEPTH = 128
@@ -266,76 +262,6 @@ class ReadAheadOptions:
             raise TypeError(f"readahead must be None, an int depth or ReadAheadOptions, "
                             f"got {value!r}")
         return cls(depth=value)
-
-
-# ---------------------------------------------------------------------------
-# readers
-
-
-class Opened(Protocol):
-    """An opened file of a :class:`Reader`."""
-
-    @property
-    def size(self) -> Optional[int]: ...
-
-    def read(self) -> bytes: ...
-
-
-class Reader(Protocol):
-    """What a window reads files with (see the module doc)."""
-
-    def open(self, path: str) -> Opened: ...
-
-
-class LocalReader:
-    """The local file system: a file opened with its size (for the byte
-    bound), then read whole, in C (``fastdecode._native.LocalFile``)."""
-
-    def open(self, path: str) -> _native.LocalFile:
-        return _native.LocalFile(path)
-
-    def __repr__(self) -> str:
-        return "LocalReader()"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is LocalReader
-
-    def __hash__(self) -> int:
-        return hash(LocalReader)
-
-
-class _CalledFile:
-    __slots__ = ("call", "path", "size")
-
-    def __init__(self, call: Callable[[str], bytes], path: str) -> None:
-        self.call, self.path = call, path
-        self.size: Optional[int] = None
-
-    def read(self) -> bytes:
-        return bytes(self.call(self.path))
-
-
-class _CallableReader:
-    """A plain ``path -> bytes`` callable as a :class:`Reader`."""
-
-    def __init__(self, call: Callable[[str], bytes]) -> None:
-        self.call = call
-
-    def open(self, path: str) -> _CalledFile:
-        return _CalledFile(self.call, path)
-
-
-def as_reader(reader: Any) -> Reader:
-    """``reader`` as a :class:`Reader`: None is the local file system, an
-    object with ``open`` is one, a callable ``path -> bytes`` is wrapped."""
-    if reader is None:
-        return LocalReader()
-    if callable(getattr(reader, "open", None)):
-        return reader
-    if callable(reader):
-        return _CallableReader(reader)
-    raise TypeError(f"a reader is an object with open(path) or a callable path -> bytes, "
-                    f"got {reader!r}")
 
 
 # ---------------------------------------------------------------------------

@@ -65,7 +65,7 @@ import numpy as np
 from fastdecode._options import max_file_bytes, over_file_limit
 from fastdecode.errors import ImageFileError
 
-__all__ = ["Remote", "TreeIndex", "cache_dir", "is_url", "refresh_index", "scrub_url"]
+__all__ = ["Remote", "TreeIndex", "cache_dir", "refresh_index", "scrub_url"]
 
 # Option names whose values are credentials (matched anywhere in the name,
 # case-insensitive, at any depth of the options).
@@ -89,11 +89,6 @@ _INDEX_VERSION = 2  # 2: the sizes
 _TRANSIENT_ERRNO = {_errno.ECONNRESET, _errno.ECONNREFUSED, _errno.ECONNABORTED, _errno.ETIMEDOUT,
                     _errno.EPIPE, _errno.EHOSTUNREACH, _errno.ENETUNREACH, _errno.EAGAIN,
                     _errno.EBUSY, _errno.EREMOTEIO}
-
-
-def is_url(path: Any) -> bool:
-    """True for an fsspec URL other than a local ``file://`` one."""
-    return isinstance(path, str) and "://" in path and not path.startswith("file://")
 
 
 def scrub_url(url: str) -> str:
@@ -411,7 +406,7 @@ class Remote:
         return self.fs.open(url, mode)
 
     def open(self, url: str) -> "_RemoteFile":
-        """The read-ahead Reader protocol (:mod:`fastdecode.storage._readahead`):
+        """The Reader protocol (:class:`~fastdecode.storage._readers.Reader`):
         an opened file whose ``read()`` is :meth:`read` (size unknown
         before); one listed over the per-file limit is refused here, as a
         local file is at its open."""
