@@ -1,6 +1,15 @@
 # Declarations of the plain-C core (src_c/) that the binding uses; the
-# format decoders are reached through fd_pipeline.h. Nothing here touches Python.
+# format decoders are reached through fd_pipeline.h, which dispatches on
+# fd_formats.h's rows. Nothing here touches Python.
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
+
+
+cdef extern from "fd_formats.h" nogil:
+    # FD_FORMAT_ROWS' members; the binding names one only in that format's .pxi
+    ctypedef enum fd_format:
+        FD_FORMAT_UNKNOWN
+        FD_FORMAT_JPEG
+        FD_FORMAT_BMP
 
 
 cdef extern from "fd_common.h" nogil:
@@ -15,11 +24,6 @@ cdef extern from "fd_common.h" nogil:
     ctypedef struct fd_error:
         fd_status status
         char message[240]
-
-    ctypedef enum fd_format:
-        FD_FORMAT_UNKNOWN
-        FD_FORMAT_JPEG
-        FD_FORMAT_BMP
 
     ctypedef enum fd_mode:
         FD_MODE_RGB
@@ -103,16 +107,10 @@ cdef extern from "fd_common.h" nogil:
     void fd_options_init(fd_options *opt)
     fd_status fd_check_work(uint64_t blocks, size_t size, uint32_t max_work_per_byte,
                             const char *what, fd_error *err)
-    fd_format fd_sniff(const uint8_t *data, size_t size)
 
 
 cdef extern from "fd_jpeg.h" nogil:
-    fd_status fd_jpeg_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
     void fd_jpeg_library_info(char *version, size_t version_len, int *simd)
-
-
-cdef extern from "fd_bmp.h" nogil:
-    fd_status fd_bmp_read_header(const uint8_t *data, size_t size, fd_info *info, fd_error *err)
 
 
 cdef extern from "fd_resample.h" nogil:
@@ -140,6 +138,11 @@ cdef extern from "fd_resample.h" nogil:
 
 
 cdef extern from "fd_pipeline.h" nogil:
+    fd_format fd_sniff(const uint8_t *data, size_t size)
+    const char *fd_format_name(fd_format fmt)
+    fd_format fd_format_at(size_t index)
+    fd_status fd_read_header(fd_format fmt, const uint8_t *data, size_t size, fd_info *info,
+                             fd_error *err)
     fd_status fd_plan(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
                       fd_shape *shape, fd_error *err)
     fd_status fd_plan_dims(uint32_t h, uint32_t w, const fd_options *opt, fd_geometry *geo,

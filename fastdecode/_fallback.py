@@ -1,7 +1,8 @@
 """Pillow for the formats the C core does not decode, with the same options.
 
 Pillow is imported lazily: it is only needed when a dataset mixes in such
-formats, or when a BMP is asked for at a reduced scale.
+formats, or when a native format without DCT scaling (BMP) is asked for at a
+reduced scale.
 
 What Pillow opens is not always a plain image; each case has one outcome:
 
@@ -33,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from fastdecode._native import check_work, decode_bmp, fill_out, plan_shape, resize
+from fastdecode import _formats
+from fastdecode._native import check_work, fill_out, plan_shape, resize
 from fastdecode._options import DEFAULTS, DecodeOptions
 from fastdecode._types import ImageInfo
 from fastdecode.errors import DecodeError, ImageTooLargeError, UnsupportedFormatError
@@ -52,13 +54,13 @@ def _open(data: Any):
         from PIL import Image, UnidentifiedImageError
     except ImportError as exc:  # pragma: no cover - exercised only without Pillow
         raise UnsupportedFormatError(
-            "not a JPEG or BMP, and Pillow (needed for other formats) is not installed"
+            f"not a {_formats.LISTED}, and Pillow (needed for other formats) is not installed"
         ) from exc
     try:
         im = Image.open(io.BytesIO(memoryview(data).cast("B").tobytes()))
     except UnidentifiedImageError:
         raise UnsupportedFormatError(
-            "unrecognized image format: not JPEG or BMP, and Pillow cannot identify it"
+            f"unrecognized image format: not {_formats.LISTED}, and Pillow cannot identify it"
         ) from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise ImageTooLargeError(str(exc)) from None
@@ -122,19 +124,21 @@ def read_header(data: Any) -> ImageInfo:
 
 
 def decode(data: Any, fmt: str | None, options: DecodeOptions) -> np.ndarray:
-    """Decodes `data` (not JPEG or BMP, or a BMP at a reduced scale: ``fmt``
-    'bmp') with every option of decode_image; ``fast`` and ``strict`` are
-    libjpeg's and do not apply. The geometry is the C planner's."""
+    """Decodes `data` (no native format; or, ``fmt`` naming one without DCT
+    scaling, at a reduced scale from its native pixels) with every option of
+    decode_image; ``fast`` and ``strict`` are libjpeg's and do not apply. The
+    geometry is the C planner's."""
     o: DecodeOptions = {**DEFAULTS, **options}
     mode = getattr(o["mode"], "value", o["mode"])
     crop, size, max_pixels = o["crop"], o["size"], o["max_pixels"]
     plan = functools.partial(plan_shape, mode=mode, scale=o["scale"], min_size=o["min_size"],
                              crop=crop, size=size, interpolation=o["interpolation"],
                              layout=o["layout"], max_pixels=max_pixels)
-    if fmt == "bmp":  # native pixels, Pillow only for the rescale
+    row = _formats.native(fmt)
+    if row is not None:  # native pixels, Pillow only for the rescale
         from PIL import Image
 
-        arr = decode_bmp(data, mode=mode, max_pixels=max_pixels,
+        arr = row.decode(data, mode=mode, max_pixels=max_pixels,
                          max_work_per_byte=o["max_work_per_byte"])
         im = Image.fromarray(arr[:, :, 0] if mode == "L" else arr)
     else:

@@ -14,6 +14,7 @@ from fastdecode._options import Interpolation, LayoutName, ModeName
 from fastdecode._types import ImageInfo, PlannedShape
 
 DEFAULT_MAX_PIXELS: int
+NATIVE_FORMATS: Tuple[str, ...]
 COLOR_BRIGHTNESS: int
 COLOR_CONTRAST: int
 COLOR_SATURATION: int

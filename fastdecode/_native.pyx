@@ -58,7 +58,25 @@ _SUBSAMPLINGS = {
     FD_SS_GRAY: "gray",
     FD_SS_OTHER: "other",
 }
-_FORMATS = {FD_FORMAT_JPEG: "jpeg", FD_FORMAT_BMP: "bmp"}
+
+
+cdef object format_name(fd_format fmt):
+    """The C core's name of `fmt` ('jpeg'); None for FD_FORMAT_UNKNOWN."""
+    cdef const char *name = fd_format_name(fmt)
+    return None if name == NULL else name.decode("ascii")
+
+
+cdef tuple native_formats():
+    cdef size_t i = 0
+    names = []
+    while fd_format_at(i) != FD_FORMAT_UNKNOWN:
+        names.append(format_name(fd_format_at(i)))
+        i += 1
+    return tuple(names)
+
+
+# The formats the C core decodes, in its sniff order (src_c/fd_formats.h).
+NATIVE_FORMATS = native_formats()
 
 
 # --------------------------------------------------------------------------
@@ -318,7 +336,7 @@ cdef object prepare_out(object out, const fd_shape *shape, fd_layout layout, Py_
 
 cdef object info_tuple(const fd_info *info):
     return ImageInfo(
-        _FORMATS.get(info.format, "unknown"),
+        format_name(info.format) or "unknown",
         info.width,
         info.height,
         info.channels,
@@ -368,13 +386,13 @@ cdef object run_decode(object data, object out, const fd_options *opt, fd_format
 # Format-independent entry points.
 
 def sniff(data):
-    """'jpeg', 'bmp' or None, from the magic bytes."""
+    """The native format's name (one of NATIVE_FORMATS) from the magic bytes, or None."""
     cdef Py_buffer view
     cdef fd_format fmt
     get_input(data, &view)
     fmt = fd_sniff(<const uint8_t *>view.buf, <size_t>view.len)
     PyBuffer_Release(&view)
-    return _FORMATS.get(fmt)
+    return format_name(fmt)
 
 
 def read_native_header(data):
@@ -387,14 +405,10 @@ def read_native_header(data):
     get_input(data, &view)
     try:
         fmt = fd_sniff(<const uint8_t *>view.buf, <size_t>view.len)
-        if fmt == FD_FORMAT_JPEG:
-            with nogil:
-                st = fd_jpeg_read_header(<const uint8_t *>view.buf, <size_t>view.len, &info, &err)
-        elif fmt == FD_FORMAT_BMP:
-            with nogil:
-                st = fd_bmp_read_header(<const uint8_t *>view.buf, <size_t>view.len, &info, &err)
-        else:
+        if fmt == FD_FORMAT_UNKNOWN:
             return None
+        with nogil:
+            st = fd_read_header(fmt, <const uint8_t *>view.buf, <size_t>view.len, &info, &err)
     finally:
         PyBuffer_Release(&view)
     if st != FD_OK:

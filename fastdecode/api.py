@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from fastdecode import _fallback, _native
+from fastdecode import _fallback, _formats, _native
 from fastdecode._native import DEFAULT_MAX_PIXELS, decode_bmp, decode_jpeg
-from fastdecode._options import BMP_OPTIONS, DecodeOptions, Interpolation, LayoutName, ModeName
 from fastdecode._options import DEFAULTS as _D
+from fastdecode._options import DecodeOptions, Interpolation, LayoutName, ModeName
 from fastdecode._types import ImageInfo
 from fastdecode._version import __version__
 from fastdecode.errors import DecodeError, FastDecodeError, UnsupportedFormatError
@@ -157,20 +157,30 @@ def decode_image(
                             interpolation=interpolation, flip=flip, layout=layout, out=out,
                             exif=exif, fast=fast, strict=strict, max_pixels=max_pixels,
                             max_work_per_byte=max_work_per_byte)
-    fmt = _native.sniff(data)
-    if fmt == "jpeg":
+    return decode_format(data, _native.sniff(data), options)
+
+
+def decode_format(data: Any, fmt: Optional[str], options: DecodeOptions) -> np.ndarray:
+    """decode_image of ``data`` whose format is known already (the sniff, or
+    the header's ``ImageInfo.format``): its native decoder (``_formats``), or
+    Pillow. ``options`` may leave keywords out (their defaults)."""
+    row = _formats.native(fmt)
+    if row is None:
+        return _fallback.decode(data, None, options)
+    if not row.dct_scaling and options.get("size") is None and (
+            options.get("scale") not in (None, 1) or options.get("min_size") is not None):
+        return _fallback.decode(data, row.name, options)  # Pillow's box filter of its pixels
+    try:
+        return row.decode(data, **row.keywords(options))
+    except UnsupportedFormatError as native_error:
+        # A variant the native decoder lacks (JPEG: lossless, 12-bit): Pillow's
+        # own decoder may have it, so a mixed dataset keeps loading.
+        if not row.pillow_variants:
+            raise
         try:
-            return decode_jpeg(data, **options)
-        except UnsupportedFormatError as native_error:
-            # A JPEG variant libjpeg-turbo was built without (lossless, 12-bit):
-            # Pillow's own libjpeg may have it, so a mixed dataset keeps loading.
-            try:
-                return _fallback.decode(data, None, options)
-            except DecodeError:
-                raise native_error from None
-    if fmt == "bmp" and (size is not None or (scale in (None, 1) and min_size is None)):
-        return decode_bmp(data, **{k: options[k] for k in BMP_OPTIONS})  # type: ignore[literal-required]
-    return _fallback.decode(data, fmt, options)
+            return _fallback.decode(data, None, options)
+        except DecodeError:
+            raise native_error from None
 
 
 def read_image(path: str | os.PathLike[str], **options: Unpack[DecodeOptions]) -> np.ndarray:

@@ -167,10 +167,16 @@ static int is_os2(uint32_t header_size)
 
 /* The file header and the info header's fields: size, bit depth,
  * compression, palette entries; then the dimensions against max_pixels. */
+/* The file header's "BM" (the other OS/2 types are not read). */
+static int sniff(const uint8_t *data, size_t size)
+{
+    return size >= 2 && data[0] == 'B' && data[1] == 'M';
+}
+
 static fd_status read_info_header(const uint8_t *data, size_t size, uint64_t max_pixels,
                                   bmp_header *h, fd_error *err)
 {
-    if (size < 2 || data[0] != 'B' || data[1] != 'M')
+    if (!sniff(data, size))
         return fd_fail(err, FD_ERR_UNSUPPORTED, "not a BMP file (no 'BM' signature)");
     if (size < 18)
         return fd_fail(err, FD_ERR_DECODE,
@@ -1054,3 +1060,5 @@ fd_status fd_bmp_decode(const uint8_t *data, size_t size, const fd_options *opt,
     free(o.rowbuf);
     return st;
 }
+
+const fd_codec fd_bmp_codec = {sniff, fd_bmp_read_header, fd_bmp_plan, fd_bmp_decode};

@@ -258,15 +258,6 @@ fd_status fd_geometry_shape(const fd_geometry *g, const fd_options *opt, fd_shap
     return FD_OK;
 }
 
-fd_format fd_sniff(const uint8_t *data, size_t size)
-{
-    if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)
-        return FD_FORMAT_JPEG;
-    if (size >= 2 && data[0] == 'B' && data[1] == 'M')
-        return FD_FORMAT_BMP;
-    return FD_FORMAT_UNKNOWN;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Per-thread scratch: grown on demand, reused by every call on the thread,
  * released when the thread exits (or trimmed when one call needed a lot). */

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fd_formats.h"
+
 typedef enum {
     FD_OK = 0,
     FD_ERR_DECODE,      /* corrupt, truncated or undecodable data */
@@ -27,7 +29,6 @@ typedef struct {
     char message[FD_MESSAGE_LEN];
 } fd_error;
 
-typedef enum { FD_FORMAT_UNKNOWN = 0, FD_FORMAT_JPEG = 1, FD_FORMAT_BMP = 2 } fd_format;
 typedef enum { FD_MODE_RGB = 0, FD_MODE_L = 1 } fd_mode;
 typedef enum { FD_LAYOUT_HWC = 0, FD_LAYOUT_CHW = 1 } fd_layout;
 
@@ -101,8 +102,23 @@ typedef struct {
 
 void fd_options_init(fd_options *opt);
 
-/* Format from the magic bytes (the same prefixes Pillow checks). */
-fd_format fd_sniff(const uint8_t *data, size_t size);
+/* A native format's entry points: what its row in fd_formats.h names, and
+ * all that fd_pipeline.c knows of it.
+ * sniff:       1 when `data` starts with the format's signature (the prefix
+ *              Pillow checks), else 0; never reads past `size`.
+ * read_header: the header's fd_info, without decoding pixels.
+ * plan:        the output shape for `opt` (crop, scale, mode, layout; never
+ *              a resize: fd_plan adds it), with every check made before
+ *              anything is allocated.
+ * decode:      the planned pixels into `out` (out_size = the planned nbytes). */
+typedef struct {
+    int (*sniff)(const uint8_t *data, size_t size);
+    fd_status (*read_header)(const uint8_t *data, size_t size, fd_info *info, fd_error *err);
+    fd_status (*plan)(const uint8_t *data, size_t size, const fd_options *opt,
+                      fd_shape *shape, fd_error *err);
+    fd_status (*decode)(const uint8_t *data, size_t size, const fd_options *opt,
+                        uint8_t *out, size_t out_size, fd_error *err);
+} fd_codec;
 
 /* Records a failure; always returns `status` so callers can `return fd_fail(...)`. */
 fd_status fd_fail(fd_error *err, fd_status status, const char *fmt, ...)

@@ -892,6 +892,14 @@ fd_status fd_jpeg_decode(const uint8_t *data, size_t size, const fd_options *opt
     return st;
 }
 
+/* The SOI marker and the first byte of the next marker. */
+static int sniff(const uint8_t *data, size_t size)
+{
+    return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+
+const fd_codec fd_jpeg_codec = {sniff, fd_jpeg_read_header, fd_jpeg_plan, fd_jpeg_decode};
+
 /* ------------------------------------------------------------------------ */
 /* Library facts                                                             */
 

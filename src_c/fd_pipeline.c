@@ -1,24 +1,83 @@
 #include "fd_pipeline.h"
 
+#include <ctype.h>
 #include <math.h>
 
-#include "fd_bmp.h"
-#include "fd_jpeg.h"
 #include "fd_resample.h"
 
 enum { SLOT_REGION = 3 }; /* fd_scratch slot of the decoded, unresized crop */
 
-typedef fd_status (*plan_fn)(const uint8_t *, size_t, const fd_options *, fd_shape *, fd_error *);
-typedef fd_status (*decode_fn)(const uint8_t *, size_t, const fd_options *, uint8_t *, size_t,
-                               fd_error *);
+/* fd_formats.h's rows: each format's codec, defined in its own C file. */
+#define DECLARE_CODEC(constant, name, codec) extern const fd_codec codec;
+FD_FORMAT_ROWS(DECLARE_CODEC)
+#undef DECLARE_CODEC
 
-static int pick(fd_format fmt, plan_fn *plan, decode_fn *decode)
+typedef struct {
+    fd_format format;
+    const char *name;
+    const fd_codec *codec;
+} format_row;
+
+#define TABLE_ROW(constant, name, codec) {constant, name, &codec},
+static const format_row FORMATS[] = {FD_FORMAT_ROWS(TABLE_ROW)};
+#undef TABLE_ROW
+
+enum { NFORMATS = sizeof(FORMATS) / sizeof(FORMATS[0]) };
+
+static const format_row *row_of(fd_format fmt)
 {
-    switch (fmt) {
-    case FD_FORMAT_JPEG: *plan = fd_jpeg_plan; *decode = fd_jpeg_decode; return 1;
-    case FD_FORMAT_BMP: *plan = fd_bmp_plan; *decode = fd_bmp_decode; return 1;
-    default: return 0;
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (FORMATS[i].format == fmt)
+            return &FORMATS[i];
+    return NULL;
+}
+
+static const fd_codec *codec_of(fd_format fmt)
+{
+    const format_row *row = row_of(fmt);
+    return row ? row->codec : NULL;
+}
+
+/* FD_ERR_UNSUPPORTED naming every format: "not a JPEG or BMP". */
+static fd_status not_native(fd_error *err)
+{
+    char list[FD_MESSAGE_LEN];
+    size_t n = 0;
+    for (size_t i = 0; i < NFORMATS; i++) {
+        const char *sep = i == 0 ? "" : i + 1 < NFORMATS ? ", " : " or ";
+        for (const char *c = sep; *c && n + 1 < sizeof(list); c++)
+            list[n++] = *c;
+        for (const char *c = FORMATS[i].name; *c && n + 1 < sizeof(list); c++)
+            list[n++] = (char)toupper((unsigned char)*c);
     }
+    list[n] = '\0';
+    return fd_fail(err, FD_ERR_UNSUPPORTED, "not a %s", list);
+}
+
+fd_format fd_sniff(const uint8_t *data, size_t size)
+{
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (FORMATS[i].codec->sniff(data, size))
+            return FORMATS[i].format;
+    return FD_FORMAT_UNKNOWN;
+}
+
+const char *fd_format_name(fd_format fmt)
+{
+    const format_row *row = row_of(fmt);
+    return row ? row->name : NULL;
+}
+
+fd_format fd_format_at(size_t index)
+{
+    return index < NFORMATS ? FORMATS[index].format : FD_FORMAT_UNKNOWN;
+}
+
+fd_status fd_read_header(fd_format fmt, const uint8_t *data, size_t size, fd_info *info,
+                         fd_error *err)
+{
+    const fd_codec *codec = codec_of(fmt);
+    return codec ? codec->read_header(data, size, info, err) : not_native(err);
 }
 
 /* The crop before resizing: unflipped, interleaved, exactly what the format
@@ -49,15 +108,14 @@ static fd_status resized_shape(const fd_options *opt, const fd_shape *region, fd
 fd_status fd_plan(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
                   fd_shape *shape, fd_error *err)
 {
-    plan_fn plan;
-    decode_fn decode;
-    if (!pick(fmt, &plan, &decode))
-        return fd_fail(err, FD_ERR_UNSUPPORTED, "not a JPEG or BMP");
+    const fd_codec *codec = codec_of(fmt);
+    if (!codec)
+        return not_native(err);
     if (!opt->size_height)
-        return plan(data, size, opt, shape, err);
+        return codec->plan(data, size, opt, shape, err);
     fd_options r = region_options(opt);
     fd_shape region;
-    fd_status st = plan(data, size, &r, &region, err);
+    fd_status st = codec->plan(data, size, &r, &region, err);
     return st == FD_OK ? resized_shape(opt, &region, shape, err) : st;
 }
 
@@ -97,16 +155,15 @@ static void crop_box(const fd_options *opt, int m, uint32_t region_h, uint32_t r
 fd_status fd_decode(fd_format fmt, const uint8_t *data, size_t size, const fd_options *opt,
                     uint8_t *out, size_t out_size, fd_error *err)
 {
-    plan_fn plan;
-    decode_fn decode;
-    if (!pick(fmt, &plan, &decode))
-        return fd_fail(err, FD_ERR_UNSUPPORTED, "not a JPEG or BMP");
+    const fd_codec *codec = codec_of(fmt);
+    if (!codec)
+        return not_native(err);
     if (!opt->size_height)
-        return decode(data, size, opt, out, out_size, err);
+        return codec->decode(data, size, opt, out, out_size, err);
 
     fd_options r = region_options(opt);
     fd_shape region;
-    fd_status st = plan(data, size, &r, &region, err);
+    fd_status st = codec->plan(data, size, &r, &region, err);
     if (st != FD_OK)
         return st;
     fd_shape final;
@@ -123,7 +180,7 @@ fd_status fd_decode(fd_format fmt, const uint8_t *data, size_t size, const fd_op
     /* The scale the plan chose is now fixed, so the decode cannot differ. */
     r.scale_num = region.scale_num ? region.scale_num : 8;
     r.min_height = r.min_width = 0;
-    st = decode(data, size, &r, pixels, region.nbytes, err);
+    st = codec->decode(data, size, &r, pixels, region.nbytes, err);
     if (st == FD_OK) {
         fd_box box;
         crop_box(opt, r.scale_num, region.height, region.width, &box);

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from fastdecode import _native
+from fastdecode import _formats, _native
 from fastdecode.api import decode_image, read_header
 from fastdecode.conversion.output import WRITERS, EncodeOptions, partial_path, write_atomically
 from fastdecode.storage._readahead import ReadAheadOptions, open_window
@@ -53,9 +53,9 @@ def load_pixels(data: bytes, max_side: int | None) -> np.ndarray:
     height, width = fit_within(header.height, header.width, max_side)
     if (height, width) == (header.height, header.width):
         return decode_image(data, mode="RGB")
-    # A JPEG shrinks by up to 8x for free in the decoder (DCT scaling), which
-    # then decodes faster too; other formats are resampled from full size.
-    min_size = (height, width) if header.format == "jpeg" else None
+    # A format with DCT scaling (JPEG) shrinks by up to 8x for free in the
+    # decoder, which then decodes faster too; others are resampled from full size.
+    min_size = (height, width) if _formats.dct_scaling(header.format) else None
     pixels = decode_image(data, mode="RGB", min_size=min_size)
     if pixels.shape[:2] != (height, width):
         pixels = shrink_pixels(pixels, height, width)

@@ -6,8 +6,9 @@ size=...)``, or ``_native.resize`` of a decoded crop for a sub-pixel box);
 box, hamming and lanczos decode the crop natively and resample with Pillow,
 exactly as torchvision would. With ``exact=True`` Pillow also runs every
 two-pass bilinear / bicubic resample (its pass order is its own), so exact
-results are torchvision's bit for bit. Formats other than JPEG and BMP are
-cropped first and then resampled, in torchvision's order.
+results are torchvision's bit for bit. Formats the C core does not decode
+(``fastdecode._formats``) are cropped first and then resampled, in
+torchvision's order.
 """
 
 from __future__ import annotations
@@ -18,20 +19,15 @@ from typing import Any, Optional
 import numpy as np
 import PIL.Image
 
-from fastdecode import _native, api
+from fastdecode import _formats, _native, api
 from fastdecode._options import DEFAULTS as _D
-from fastdecode.errors import UnsupportedFormatError
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.geometry import Geometry, round_box
 
-__all__ = ["DCT_MARGIN", "NATIVE_FORMATS", "REGION_MODES", "Renderer"]
+__all__ = ["DCT_MARGIN", "REGION_MODES", "Renderer"]
 
 REGION_MODES = ("box", "whole", "round")
 DCT_MARGIN = 2.0  # see fuse's docstring: the measured bound
-
-
-# Formats the native decoder resamples itself (crop first, then resample).
-NATIVE_FORMATS = frozenset({"jpeg", "bmp"})
 
 
 def _full(box, image_size) -> bool:
@@ -89,8 +85,9 @@ class Renderer:
 
     def scale_for(self, fmt: str, geo: Geometry):
         """The decoder scale for resampling ``geo.crop`` to ``geo.size``."""
-        if fmt != "jpeg" or self.exact:
-            return 1 if fmt == "jpeg" or not fmt else None  # None: no DCT scaling there
+        scales = _formats.dct_scaling(fmt)
+        if not scales or self.exact:
+            return 1 if scales or not fmt else None  # None: no DCT scaling there
         assert geo.size is not None
         want = (math.ceil(self.dct_margin * geo.size[0]), math.ceil(self.dct_margin * geo.size[1]))
         crop = None if _full(geo.crop, geo.image_size) else geo.crop
@@ -123,17 +120,11 @@ class Renderer:
         return canvas
 
     def _decode(self, data, fmt: str, **kw):
-        """decode_image(data, mode='RGB', **kw) under the renderer's limits; a
-        JPEG (the header said so) goes straight to the native decoder,
-        skipping the format dispatch (7 us a call), unless it is a variant
-        libjpeg-turbo lacks."""
+        """decode_image(data, mode='RGB', **kw) under the renderer's limits,
+        for data of format ``fmt`` (the header said so): no second sniff."""
         kw.update(self.limits)
-        if fmt == "jpeg":
-            try:
-                return _native.decode_jpeg(data, mode="RGB", **kw)
-            except UnsupportedFormatError:
-                pass  # decode_image's Pillow fallback
-        return api.decode_image(data, mode="RGB", **kw)
+        kw["mode"] = "RGB"
+        return api.decode_format(data, fmt, kw)  # type: ignore[arg-type]
 
     def _content(self, data, geo: Geometry, layout: str, out, fmt: str):
         if geo.size is None:
@@ -166,12 +157,13 @@ class Renderer:
     def _resample(self, data, crop, size, interpolation: str, flip: bool, layout: str, out,
                   fmt: str):
         """``crop`` of the full-resolution image resampled to ``size``: in one
-        decode call where the decoder resamples (JPEG, BMP), else decoded,
-        cropped, then resampled (torchvision's order: only the crop's pixels
-        are read)."""
-        if fmt in NATIVE_FORMATS:
+        decode call where the decoder resamples (the native formats), else
+        decoded, cropped, then resampled (torchvision's order: only the crop's
+        pixels are read)."""
+        row = _formats.native(fmt)
+        if row is not None:
             return self._decode(data, fmt, crop=crop, size=size, flip=flip, layout=layout, out=out,
-                                scale=1 if fmt == "jpeg" else None, interpolation=interpolation)
+                                scale=1 if row.dct_scaling else None, interpolation=interpolation)
         arr = self._decode(data, fmt, crop=crop)
         return _native.resize(arr, size, interpolation=interpolation, flip=flip, layout=layout,
                               out=out)

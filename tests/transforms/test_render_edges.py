@@ -8,6 +8,8 @@ seeded decode of a chain with colour steps."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,7 @@ pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 from torchvision.transforms import v2 as T2  # noqa: E402
 
-from fastdecode import errors  # noqa: E402
+from fastdecode import _formats, errors  # noqa: E402
 from fastdecode.transforms import fuse, render  # noqa: E402
 from fastdecode.transforms.detached import detach  # noqa: E402
 from fastdecode.transforms.geometry import Geometry  # noqa: E402
@@ -69,15 +71,11 @@ def test_a_jpeg_the_native_decoder_refuses_goes_through_decode_image(jpeg, monke
     want = render.Renderer().render(jpeg, geo, "HWC")
     calls = []
 
-    class Refusing:
-        def __getattr__(self, name):
-            return getattr(render._native, name)
-
-        @staticmethod
-        def decode_jpeg(data, **kw):
-            calls.append(kw)
-            raise errors.UnsupportedFormatError("a variant libjpeg-turbo lacks")
-    monkeypatch.setattr(render, "_native", Refusing())
+    def refusing(data, **kw):
+        calls.append(kw)
+        raise errors.UnsupportedFormatError("a variant libjpeg-turbo lacks")
+    monkeypatch.setitem(_formats.NATIVE, "jpeg",
+                        dataclasses.replace(_formats.NATIVE["jpeg"], decode=refusing))
     np.testing.assert_array_equal(render.Renderer().render(jpeg, geo, "HWC"), want)
     assert len(calls) == 1
 
