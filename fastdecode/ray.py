@@ -79,15 +79,18 @@ the file). ``iter_torch_batches`` cannot turn the ``path`` strings of
 install; ``fastdecode[ray]`` does.
 """
 
+# Ray Data first: where it is missing, that import's error names the extra to install.
 from fastdecode.integrations.ray import (
     Decode,
     ImageDatasource,
     read_images,
     row_seed,
     row_seeds,
-    run_convert_jobs,
     warm_up,
 )
+
+# isort: split
+from fastdecode.conversion.ray_jobs import run_convert_jobs
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds",
            "run_convert_jobs", "warm_up"]

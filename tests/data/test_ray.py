@@ -605,7 +605,7 @@ def test_warm_up_starts_one_spread_task_per_cluster_cpu(monkeypatch):
 def test_convert_jobs_chunk_bound_and_yield_every_outcome(small_tree, tmp_path, monkeypatch,
                                                           workers, chunk):
     pytest.importorskip("ray.data")
-    import fastdecode.integrations.ray as fray
+    import fastdecode.conversion.ray_jobs as fray
     from fastdecode.conversion.output import EncodeOptions
 
     ray = InProcessRay(cpus=1)
