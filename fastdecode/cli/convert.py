@@ -39,7 +39,7 @@ from fastdecode.conversion.summary import TIMING_REPEATS, Summary, format_summar
 from fastdecode.errors import FastDecodeError
 from fastdecode.storage import _remote
 from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
-from fastdecode.storage._remote import is_url
+from fastdecode.storage._readers import is_remote
 
 __all__ = ["ConvertError", "Summary", "convert_tree", "register"]
 # Re-exported: what tests and callers used from this module before _output.
@@ -61,8 +61,7 @@ def source_classes(root: Path | str) -> dict[str, int]:
     """The class folders of ``root`` (a folder, or an fsspec URL opened with
     ``_remote.open_root``) and their indices, as ImageFolder finds them."""
     try:
-        return (_remote.folder_classes(root) if isinstance(root, str) and is_url(root)
-                else find_classes(root))[1]
+        return find_classes(root)[1]
     except FileNotFoundError:
         raise ValueError(f"no class folders in {root} (an ImageFolder root holds one per "
                          "class)") from None
@@ -113,7 +112,7 @@ def plan_conversion(source: Path | str, destination: Path, to: str,
     of a URL: its listing, in the same order), in order."""
     plan = Plan(classes=sorted(classes))
     claimed: dict[Path, Any] = {}
-    if isinstance(source, str) and is_url(source):
+    if isinstance(source, str) and is_remote(source):
         base = len(_remote.scrub_url(source).rstrip("/")) + 1
         walk = _remote.folder_samples(source, classes, _is_image)[0]
         relative = [Path(path[base:]) for path, _ in walk]
@@ -228,10 +227,10 @@ def convert_tree(
     be converted is listed, not raised.
     """
     remote = None
-    if is_url(os.fspath(destination)):  # before Path() makes memory://x the folder memory:/x
+    if is_remote(os.fspath(destination)):  # before Path() makes memory://x the folder memory:/x
         raise ValueError(f"destination {_remote.scrub_url(os.fspath(destination))} is a URL: "
                          "convert writes to a local folder (the source may be a URL)")
-    if is_url(os.fspath(source)):
+    if is_remote(os.fspath(source)):
         if not isinstance(source, str):
             source = os.fspath(source)
         destination = Path(destination)
@@ -395,8 +394,8 @@ def storage_options(pairs: Optional[list[str]]) -> Optional[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if is_url(args.source) and (args.to == "wds" or args.shard_size is not None
-                                or args.shard_count is not None):
+    if is_remote(args.source) and (args.to == "wds" or args.shard_size is not None
+                                   or args.shard_count is not None):
         print("fastdecode convert: error: --to wds takes a local SRC (a URL SRC converts "
               "with --to bmp or jpeg)", file=sys.stderr)
         return 2

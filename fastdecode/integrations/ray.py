@@ -33,7 +33,8 @@ from fastdecode.batching._rows import BatchDecoder
 from fastdecode.batching._seeding import random_seeds, row_seed, row_seeds
 from fastdecode.storage._listing import Listing, PathsLike, list_images
 from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions, open_window
-from fastdecode.storage._remote import Remote, is_url
+from fastdecode.storage._readers import remote_paths
+from fastdecode.storage._remote import Remote
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds", "warm_up"]
 
@@ -228,7 +229,7 @@ def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
         raise ValueError(f"block_rows must be at least 1, got {block_rows}")
     decoder = BatchDecoder(transform, exact=exact)
     items = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-    if filesystem is None and any(map(is_url, items)):
+    if filesystem is None and remote_paths(items):
         listing = _list_urls(items, storage_options, refresh_index)
     elif storage_options is not None:
         raise ValueError("storage_options= goes with fsspec URLs, not with filesystem= or "
@@ -256,7 +257,7 @@ def _list_urls(items: list[str], storage_options: Optional[dict] = None,
     from fastdecode.storage import _remote
     from fastdecode.storage._listing import _is_image
 
-    if not all(map(is_url, items)):
+    if len(remote_paths(items)) != len(items):
         raise ValueError("read_images: fsspec URLs and local paths cannot be mixed")
     remote = Remote(items[0], storage_options)
     if len(items) == 1 and remote.fs.isdir(_remote.scrub_url(items[0])):
