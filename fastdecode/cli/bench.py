@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastdecode.cli._args import add_command
+from fastdecode.cli._args import subcommand
 
 SECTIONS = {
     "decode": "bench_decode",
@@ -239,16 +239,8 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds the ``bench`` subcommand to ``subparsers``: its parser, its
-    options and its ``run``.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The subcommands of the ``fastdecode`` parser.
-    """
-    parser = add_command(subparsers, "bench", description=__doc__, epilog=EPILOG)
+def _options(parser: argparse.ArgumentParser) -> None:
+    """The arguments and options of ``fastdecode bench``."""
     parser.add_argument("--data", type=Path,
                         help="an ImageFolder tree (default: a generated ImageNet-like set, "
                              "cached under ~/.cache/fastdecode)")
@@ -266,4 +258,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="PNG of the results: a panel per section, a bar per library with "
                              "its ratio to the baseline, the loaders' limit as a line "
                              "(default: %(default)s)")
-    parser.set_defaults(run=run)
+
+
+register = subcommand("bench", run, _options, description=__doc__, epilog=EPILOG)

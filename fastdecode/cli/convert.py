@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from fastdecode import _native, _system
 from fastdecode.api import decode_image
-from fastdecode.cli._args import add_command
+from fastdecode.cli._args import subcommand
 from fastdecode.conversion.jobs import fit_within, run_jobs
 from fastdecode.conversion.output import (
     OUTPUT_SUFFIXES,
@@ -440,16 +440,8 @@ def run_shards(args: argparse.Namespace) -> int:
     return 1 if args.strict and summary.failed else 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds the ``convert`` subcommand to ``subparsers``: its parser, its
-    options and its ``run``.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The subcommands of the ``fastdecode`` parser.
-    """
-    parser = add_command(subparsers, "convert", description=DESCRIPTION, epilog=EPILOG)
+def _options(parser: argparse.ArgumentParser) -> None:
+    """The arguments and options of ``fastdecode convert``."""
     parser.add_argument("source", metavar="SRC",
                         help="ImageFolder root: a folder or an fsspec URL (s3://bucket/train, "
                              "https://host/train; see --storage-option)")
@@ -487,4 +479,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 1 when some input could not be converted or "
                         "some class folder holds no converted image")
-    parser.set_defaults(run=run)
+
+
+register = subcommand("convert", run, _options, description=DESCRIPTION, epilog=EPILOG)

@@ -24,7 +24,7 @@ from typing import Any, Optional
 from fastdecode import _system
 from fastdecode.api import info
 from fastdecode.cli import _storage
-from fastdecode.cli._args import add_command, count
+from fastdecode.cli._args import count, subcommand
 
 __all__ = ["Check", "JobOptions", "Options", "diagnose", "recommended_num_workers", "register"]
 
@@ -407,6 +407,10 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+DESCRIPTION = """\
+Checks what makes a PyTorch data loader stall or crash on this machine
+and says, for each finding, what to set instead."""
+
 EPILOG = """\
 checks: usable CPUs (affinity, cgroup quota) and the num_workers they allow;
 /dev/shm against num_workers x prefetch_factor x batch bytes; thread
@@ -432,21 +436,8 @@ examples:
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds the ``doctor`` subcommand to ``subparsers``: its parser, its
-    options and its ``run``.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The subcommands of the ``fastdecode`` parser.
-    """
-    parser = add_command(
-        subparsers, "doctor",
-        description="Checks what makes a PyTorch data loader stall or crash on this machine\n"
-        "and says, for each finding, what to set instead.",
-        epilog=EPILOG,
-    )
+def _options(parser: argparse.ArgumentParser) -> None:
+    """The arguments and options of ``fastdecode doctor``."""
     parser.add_argument("root", nargs="?", type=Path, metavar="ROOT",
                         help="a dataset folder: also name and measure the storage under it")
     parser.add_argument("--sample", type=count(1), default=64, metavar="N",
@@ -463,4 +454,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="batches leave the workers as float32 (ToTensor/Normalize there), "
                         "not uint8")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(run=run)
+
+
+register = subcommand("doctor", run, _options, description=DESCRIPTION, epilog=EPILOG)

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from fastdecode.api import info
-from fastdecode.cli._args import add_command
+from fastdecode.cli._args import subcommand
 
 __all__ = ["register", "run"]
 
@@ -35,20 +35,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds the ``info`` subcommand to ``subparsers``: its parser, its
-    options and its ``run``.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The subcommands of the ``fastdecode`` parser.
-    """
-    parser = add_command(
-        subparsers, "info",
-        description="Prints the fastdecode version, the libjpeg-turbo it runs with and its "
-        "capabilities, as the running library reports them.",
-        epilog="examples:\n  fastdecode info\n  fastdecode info --json > fastdecode-info.json\n",
-    )
+def _options(parser: argparse.ArgumentParser) -> None:
+    """The arguments and options of ``fastdecode info``."""
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(run=run)
+
+
+DESCRIPTION = ("Prints the fastdecode version, the libjpeg-turbo it runs with and its "
+               "capabilities, as the running library reports them.")
+EPILOG = "examples:\n  fastdecode info\n  fastdecode info --json > fastdecode-info.json\n"
+register = subcommand("info", run, _options, description=DESCRIPTION, epilog=EPILOG)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from fastdecode import _system
-from fastdecode.cli._args import add_command, number
+from fastdecode.cli._args import number, subcommand
 from fastdecode.cli._tune_transform import UsageError, load_transform
 
 __all__ = ["UsageError", "load_transform", "recommend_prefetch", "register", "tune"]
@@ -456,6 +456,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+DESCRIPTION = """\
+Measures one worker's decode time per batch on your data with your
+transform chain, then FastLoader's images/s at each worker count, and
+recommends num_workers and prefetch_factor."""
+
 EPILOG = f"""\
 how it decides:
   num_workers     with --step-time S: ceil(D / S) (at least 1), D being one
@@ -490,22 +495,8 @@ examples:
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds the ``tune`` subcommand to ``subparsers``: its parser, its
-    options and its ``run``.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The subcommands of the ``fastdecode`` parser.
-    """
-    parser = add_command(
-        subparsers, "tune",
-        description="Measures one worker's decode time per batch on your data with your\n"
-        "transform chain, then FastLoader's images/s at each worker count, and\n"
-        "recommends num_workers and prefetch_factor.",
-        epilog=EPILOG,
-    )
+def _options(parser: argparse.ArgumentParser) -> None:
+    """The arguments and options of ``fastdecode tune``."""
     parser.add_argument("--data", type=Path, metavar="PATH",
                         help="an ImageFolder tree (default: the generated ImageNet-like set, "
                         "made on first use)")
@@ -522,4 +513,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batches", type=number(int, 1), default=8, metavar="N",
                         help="batches timed per measurement (default: 8)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(run=run)
+
+
+register = subcommand("tune", run, _options, description=DESCRIPTION, epilog=EPILOG)
