@@ -105,17 +105,18 @@ def format_summary(summary: Union[Summary, ShardSummary]) -> str:
 
 
 def summary_json(summary: Union[Summary, ShardSummary]) -> str:
-    """The ``--json`` file of a run: its summary's fields as one JSON object.
+    """The ``--json`` file of a run.
 
     Parameters
     ----------
     summary : Summary or ShardSummary
-        The run's summary.
+        What the run did; its fields are the file's keys, in their order.
 
     Returns
     -------
     str
-        ``asdict(summary)`` as JSON, indented by 2, with a final newline.
+        ``asdict(summary)`` as one JSON object, indented by 2, with a final
+        newline.
     """
     return json.dumps(asdict(summary), indent=2) + "\n"
 

@@ -125,7 +125,8 @@ def skip_first_batches(loader: FastLoader, num_batches: int = 0) -> FastLoader:
     Returns
     -------
     FastLoader
-        ``loader`` itself.
+        ``loader`` itself, its next epoch starting after ``num_batches``
+        batches.
 
     Raises
     ------
