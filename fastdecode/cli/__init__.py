@@ -1,6 +1,6 @@
 """The ``fastdecode`` command line: the table of subcommands (name, module,
 one-line help). Each module is imported only when its command runs; see
-``fastdecode.cli.__main__``."""
+``fastdecode.cli.__main__``. Decision record: docs/decisions/cli.md."""
 
 from __future__ import annotations
 

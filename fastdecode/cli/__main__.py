@@ -4,7 +4,7 @@ parser and runs the chosen subcommand.
 Only the module of the command that runs is imported: the others are
 registered by name and help line (``fastdecode.cli.COMMANDS``), which is all
 ``fastdecode --help`` shows. ``build_parser()`` with no argument builds every
-command's full parser.
+command's full parser. Decision record: docs/decisions/cli.md.
 """
 
 from __future__ import annotations

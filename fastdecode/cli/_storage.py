@@ -2,14 +2,11 @@
 (from /proc/self/mountinfo), how long an open and its first bytes take, how
 fast whole files read, and what to do about it.
 
-The probe reads a sample of the dataset's files, spread over the tree by a
-seeded shuffle of a bounded listing: each is opened and its first 4 KiB read
-(the open + first-byte latency: one round trip on network storage, a page
-cache hit on a warm local disk), then read whole (the throughput), each as
-the datasets read it (a FIFO, a device or a file over the per-file limit is
-named among the errors, not waited for or read). The decode cost of the same
-bytes gives the rate the usable CPUs could consume, and Little's law sizes
-the read-ahead: reads in flight = rate x latency.
+It reads a seeded sample of the files, each as the datasets read it (a FIFO,
+a device or a file over the per-file limit is named among the errors, never
+waited for or read), and advises the read-ahead depth the decode rate and
+the latency need. Decision record: docs/decisions/storage.md (Storage
+reports).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The transform ``fastdecode tune`` measures: the standard ImageNet train
 chain, or the user's own named ``module:attribute`` (an object, or a
-zero-argument callable returning one)."""
+zero-argument callable returning one). Decision record:
+docs/decisions/cli.md."""
 
 from __future__ import annotations
 

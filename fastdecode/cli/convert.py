@@ -3,6 +3,8 @@
 A BMP decodes several times faster than a JPEG at several times the size, so
 a decode-bound training job can convert its dataset once and trade disk for
 CPU every epoch; the summary measures that trade on a sample of the files.
+The engines are ``fastdecode.conversion``'s; this module plans the tree and
+reports. Decision record: docs/decisions/cli.md.
 """
 
 from __future__ import annotations

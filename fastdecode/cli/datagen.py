@@ -1,15 +1,9 @@
 """A synthetic ImageNet-like ImageFolder, for benchmarks that need no download.
 
-Decode speed depends on what the entropy decoder has to chew through, so the
-images copy what matters in ImageNet: the size distribution (median 500x375,
-a tail of small and of large images up to 2000 px), the compressed size
-(mean about 110 KB), the mix of JPEG flavours (mostly 4:2:0, some 4:4:4,
-a few percent grayscale, CMYK and progressive) and natural-image statistics:
-smooth 1/f^2 shading, flat-ish regions with hard edges, textured regions and
-sensor grain. Flat colour would decode unrealistically fast and white noise
-unrealistically slowly.
-
-Everything is drawn from ``seed``: the same call gives the same files.
+Its images decode as ImageNet's do: its sizes, compressed sizes, JPEG
+flavours and image statistics are ImageNet's. Everything is drawn from
+``seed``: the same call gives the same files. Decision record:
+docs/decisions/benchmarks.md.
 """
 
 from __future__ import annotations

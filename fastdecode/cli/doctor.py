@@ -5,7 +5,8 @@ concrete recommendation. ``fail`` is kept for what stops or stalls training
 outright; everything that only costs speed is a ``warn``. Torch is optional:
 without it the torch checks say so and the others still run. Given a dataset
 folder (``fastdecode doctor ROOT``) it also names the storage under it and
-measures it (``fastdecode.cli._storage``).
+measures it (``fastdecode.cli._storage``). Decision records:
+docs/decisions/cli.md, docs/decisions/storage.md (Storage reports).
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """``fastdecode tune``: the num_workers and prefetch_factor a job needs,
 measured on its own data with its own transforms.
 
-Two measurements: one worker's decode time per batch, in this process with
-every thread pool at one thread (what a worker runs under), split into the
-time it ran or waited for a CPU and the time it waited on storage (from the
-thread's schedstat), and then the real FastLoader at each worker count,
-which shows where the machine stops scaling. Workers are sized by the first
-part: the wait on storage is the read-ahead's to hide, not more processes'.
-
-A recommendation off one noisy pass is not trusted: the measurements run
-twice at the same size and, while the two last recommendations differ,
-again with twice the batches (``MAX_PASSES`` in all); the result says
-whether it settled. Everything is bounded: a fixed number of batches per
-measurement and a per-batch timeout on the workers, so it never hangs.
+One worker's time per batch (its CPU and its wait on storage apart), then
+FastLoader's rate at each worker count; workers are sized by the CPU part,
+the wait being the read-ahead's to hide. The measurements repeat until the
+recommendation settles (``MAX_PASSES`` at most, the result says whether it
+did), each bounded in batches and time: it never hangs. Decision records:
+docs/decisions/storage.md (Storage reports), docs/decisions/cli.md.
 """
 
 from __future__ import annotations

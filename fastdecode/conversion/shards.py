@@ -6,7 +6,7 @@ the converter's own functions) and ``<key>.cls``, its key the ImageFolder
 index; each shard is written atomically, so a rerun with the same plan skips
 the shards that exist and a different plan is refused. Standard library
 only (no webdataset). The user's guide is ``fastdecode.webdataset``'s
-docstring; decision record: docs/decisions/ray.md.
+docstring; decision record: docs/decisions/webdataset.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """``fastdecode.webdataset.WebDataset``: webdataset's ``WebDataset`` with its
 shard reader swapped for the bounded one (``tarfile_to_samples``'s); the
-module imports webdataset, so the package reaches it lazily."""
+module imports webdataset, so the package reaches it lazily. Decision
+record: docs/decisions/webdataset.md."""
 
 from __future__ import annotations
 

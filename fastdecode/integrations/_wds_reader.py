@@ -4,7 +4,7 @@ the header data tarfile reads before it, held to the per-file limit from the
 header, before its bytes are read; a broken header inside a shard an error
 naming its byte. Everything else (members skipped, grouping by key, the
 handler protocol) is webdataset's. ``fastdecode.webdataset`` re-exports it
-and its docstring is the user's guide; decision record: docs/decisions/ray.md.
+and its docstring is the user's guide; decision record: docs/decisions/webdataset.md.
 """
 
 from __future__ import annotations

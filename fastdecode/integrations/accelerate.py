@@ -27,7 +27,7 @@ too. :func:`prepare` keeps the FastLoader itself instead::
 (rank 0 writes its state, every rank loads it: the state is the same on every
 rank) and routes this accelerator's ``skip_first_batches`` through
 :func:`skip_first_batches` for FastLoaders (anything else still goes to
-Accelerate's).
+Accelerate's). Decision record: docs/decisions/loaders-resume.md.
 """
 
 from __future__ import annotations

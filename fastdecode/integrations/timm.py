@@ -24,6 +24,7 @@ indices are timm's; ``torch/image_folder`` becomes a FastImageFolder
 fused runs unfused, and the dataset says so once. Configurations fastdecode
 does not serve (``load_bytes``, an ``input_img_mode`` other than RGB, a .tar
 root, hfds/tfds/wds readers) stay timm's, with a warning for the folder cases.
+Decision record: docs/decisions/datasets.md (timm's scripts).
 """
 
 from __future__ import annotations

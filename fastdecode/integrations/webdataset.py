@@ -4,7 +4,7 @@ handler, one sample's image fields fused-decoded) and ``collate`` (a
 bounded shard reader is ``_wds_reader``, the ``WebDataset`` class
 ``_wds_dataset``, the shard writer ``fastdecode.conversion.shards``;
 ``fastdecode.webdataset`` re-exports them all and its docstring is the
-user's guide. Decision record: docs/decisions/ray.md.
+user's guide. Decision record: docs/decisions/webdataset.md.
 """
 
 from __future__ import annotations
