@@ -1,39 +1,29 @@
 """Geometry: a chain's geometric transforms walked over one image's size.
 
-A chain of torchvision geometric transforms (RandomResizedCrop, Resize,
-CenterCrop, RandomHorizontalFlip) applied to ``Image.open(f).convert('RGB')``
-is translated into one :class:`Geometry`: which pixels of the stored image are
-decoded (an integer box, full resolution), the size they are resampled to,
-which part of that resampled image is kept, where it sits on a zero canvas
-(CenterCrop pads when the crop is larger than the image) and whether the
-result is mirrored.
-
-Random parameters are drawn as torchvision draws them (RandomResizedCrop's
-box by :func:`sample_resized_crop`, torchvision's algorithm with the same
-torch RNG calls; the flip by the same ``torch.rand(1)``), so the global
-torch RNG is consumed exactly as torchvision consumes it: the same seed
-gives the same crop boxes and flips, and DataLoader's per-worker seeding
-works unchanged.
-
-An op that cannot join the geometry exactly (a second resample, a resample of
-a zero-padded canvas, an option torchvision would warn or fail on) *stops*
-it: that op and everything after it run unfused, in order, on the PIL image.
+The leading RandomResizedCrop / Resize / CenterCrop / RandomHorizontalFlip run
+of a chain, translated into ops (:class:`GeoOp`), becomes one
+:class:`Geometry` per image: the integer box of the stored image that is
+decoded, the size it is resampled to, the part kept, where that lands on a
+zero canvas (CenterCrop's padding) and the mirror. Random parameters are
+drawn as torchvision draws them (:mod:`.draws`). An op that cannot join the
+geometry exactly raises :class:`Stop`: it and everything after it run
+unfused, in order, on the PIL image. See docs/decisions/fused-transforms.md.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import numpy as np
 
+from fastdecode.transforms.draws import flip_draw, log_ratio, sample_resized_crop
 from fastdecode.transforms.filters import PIL_BILINEAR, PIL_FILTER_NAMES
 
 __all__ = ["CenterCropOp", "FlipOp", "GeoOp", "Geometry", "PilResize", "RandomResizedCropOp",
-           "ResizeOp", "Stop", "central_crop", "draw_geometry", "resized_output_size", "round_box",
-           "sample_resized_crop", "standin", "static_output_size"]
+           "ResizeOp", "Stop", "draw_geometry", "resized_output_size", "round_box",
+           "static_output_size"]
 
 
 def resized_output_size(height: int, width: int, size, max_size) -> tuple[int, int]:
@@ -226,74 +216,6 @@ class Geometry:
         self.flip = not self.flip
 
 
-if TYPE_CHECKING:
-    import torch
-
-# torch loads on first use (a draw, a stand-in): a Ray worker running a
-# detached plan's torch-free draws (fastdecode.transforms.torch_draws) needs
-# this module's Geometry and ops but never torch.
-
-_SCRATCH = threading.local()
-
-
-def _scratch() -> tuple[torch.Tensor, torch.Tensor]:
-    """This thread's 1-element tensors for the draws (default dtype, int64)."""
-    import torch
-
-    pair = getattr(_SCRATCH, "pair", None)
-    if pair is None or pair[0].dtype != torch.get_default_dtype():
-        pair = _SCRATCH.pair = (torch.empty(1), torch.empty(1, dtype=torch.int64))
-    return pair
-
-
-def sample_resized_crop(height: int, width: int, scale, log_ratio: tuple[float, float],
-                        ratio) -> tuple[int, int, int, int]:
-    """torchvision's RandomResizedCrop box draw (v1 ``get_params`` and v2
-    ``make_params`` run the same code), with the same torch RNG calls in the
-    same order on the same dtypes, so the same seed gives the same box and
-    RNG state. Written again on purpose: torchvision's costs ~3x as much per
-    image in tensor set-up (a stand-in image, ``torch.tensor(ratio)`` and its
-    log, fresh 1-element tensors, ``torch.randint``'s argument parsing);
-    ``tests/transforms/test_parity.py`` checks boxes and RNG states against
-    torchvision's own over many seeds, sizes, scales and ratios."""
-    uniform, integer = _scratch()
-    area = height * width
-    for _ in range(10):
-        target_area = area * uniform.uniform_(scale[0], scale[1]).item()
-        aspect_ratio = uniform.uniform_(log_ratio[0], log_ratio[1]).exp_().item()
-        w = int(round(math.sqrt(target_area * aspect_ratio)))
-        h = int(round(math.sqrt(target_area / aspect_ratio)))
-        if 0 < w <= width and 0 < h <= height:
-            # torch.randint(0, n, size=(1,)) is empty((1,), int64).random_(0, n)
-            i = integer.random_(0, height - h + 1).item()
-            j = integer.random_(0, width - w + 1).item()
-            return int(i), int(j), h, w
-    return central_crop(height, width, ratio)
-
-
-def central_crop(height: int, width: int, ratio) -> tuple[int, int, int, int]:
-    """RandomResizedCrop's fallback after ten rejected draws: the central crop
-    of the aspect ratio clamped to ``ratio`` (no draw; torch_draws uses it too)."""
-    in_ratio = float(width) / float(height)
-    if in_ratio < min(ratio):
-        w = width
-        h = int(round(w / min(ratio)))
-    elif in_ratio > max(ratio):
-        h = height
-        w = int(round(h * max(ratio)))
-    else:
-        w, h = width, height
-    return (height - h) // 2, (width - w) // 2, h, w
-
-
-def standin(canvas: tuple[int, int]) -> torch.Tensor:
-    """A zero-stride uint8 tensor of the canvas size: what torchvision's
-    get_params / make_params need to know the size, without any pixel."""
-    import torch
-
-    return torch.zeros(1, dtype=torch.uint8).expand(3, canvas[0], canvas[1])
-
-
 class GeoOp:
     """One geometric transform, translated. ``apply`` mutates the Geometry."""
 
@@ -321,21 +243,42 @@ class GeoOp:
         raise NotImplementedError
 
     def fixed_size(self, size):
-        """The canvas size after this op given the one before (None: unknown)."""
+        """The canvas size every image has after this op, given the one before.
+
+        Parameters
+        ----------
+        size : (int, int) or None
+            (h, w) before this op; None when it depends on the image.
+
+        Returns
+        -------
+        (int, int) or None
+            (h, w) after it, or None when it depends on the image (this op
+            keeps the size).
+        """
         return size
 
     def __repr__(self) -> str:
         return repr(self.transform)
 
 
-class RandomResizedCropOp(GeoOp):
+class _SizedOp(GeoOp):
+    """An op whose output is its own ``size`` (h, w), whatever the canvas before."""
+
+    size: tuple[int, int]
+
+    def fixed_size(self, size):
+        return tuple(self.size)
+
+
+class RandomResizedCropOp(_SizedOp):
     """RandomResizedCrop (v1 or v2): a box drawn as torchvision draws it,
     cropped and resampled to ``size``.
 
     Parameters
     ----------
     transform : Any
-        The torchvision transform.
+        The RandomResizedCrop (its ``scale`` and ``ratio`` are read per draw).
     size : (int, int)
         (h, w) of the output.
     pil_filter : int
@@ -369,11 +312,7 @@ class RandomResizedCropOp(GeoOp):
         ratio = tuple(t.ratio)
         cached = self._log_ratio
         if cached is None or cached[0] != ratio:
-            import torch
-
-            # torch.log(torch.tensor(ratio)) as torchvision computes it (float32)
-            log_ratio = torch.log(torch.tensor(ratio))
-            cached = self._log_ratio = (ratio, (float(log_ratio[0]), float(log_ratio[1])))
+            cached = self._log_ratio = (ratio, log_ratio(ratio))
         return sample_resized_crop(canvas[0], canvas[1], t.scale, cached[1], ratio)
 
     def pick_filter(self) -> int:
@@ -382,12 +321,8 @@ class RandomResizedCropOp(GeoOp):
         return self.filter
 
     def apply(self, geo: Geometry) -> None:
-        """Crops ``geo`` to a drawn box and resamples the crop to ``size``.
-
-        Parameters
-        ----------
-        geo : Geometry
-            The image's geometry so far; mutated.
+        """Crops ``geo`` to a drawn box and resamples the crop to ``size``
+        (as :meth:`GeoOp.apply`).
 
         Raises
         ------
@@ -406,21 +341,6 @@ class RandomResizedCropOp(GeoOp):
         except Stop as stop:
             raise Stop(stop.reason, steps=[PilResize(self.size, flt)]) from None
 
-    def fixed_size(self, size):
-        """The canvas size after this op: its own (h, w), whatever the size before.
-
-        Parameters
-        ----------
-        size : (int, int) or None
-            The canvas size before this op; not used.
-
-        Returns
-        -------
-        (int, int)
-            (h, w) of the output.
-        """
-        return tuple(self.size)
-
 
 class ResizeOp(GeoOp):
     """Resize (v1 or v2): the canvas resampled to the size torchvision
@@ -429,7 +349,7 @@ class ResizeOp(GeoOp):
     Parameters
     ----------
     transform : Any
-        The torchvision transform.
+        The Resize.
     size : list of int or None
         ``[s]`` (the shorter edge), ``[h, w]``, or None (v2, with
         ``max_size``).
@@ -446,12 +366,8 @@ class ResizeOp(GeoOp):
         self.filter = pil_filter
 
     def apply(self, geo: Geometry) -> None:
-        """Resamples ``geo``'s canvas to the size torchvision computes for it.
-
-        Parameters
-        ----------
-        geo : Geometry
-            The image's geometry so far; mutated.
+        """Resamples ``geo``'s canvas to the size torchvision computes for it
+        (as :meth:`GeoOp.apply`).
 
         Raises
         ------
@@ -469,32 +385,21 @@ class ResizeOp(GeoOp):
         geo.do_resize(new_h, new_w, self.filter)
 
     def fixed_size(self, size):
-        """The canvas size after this op, when the transform fixes it.
-
-        Parameters
-        ----------
-        size : (int, int) or None
-            The canvas size before this op; not used.
-
-        Returns
-        -------
-        (int, int) or None
-            ``self.size`` when it gives both (h, w); None when the output
-            depends on the image's size.
-        """
+        """``size`` when the transform gives both (h, w), else None: the output
+        depends on the image's size (as :meth:`GeoOp.fixed_size`)."""
         if self.size is not None and len(self.size) == 2:
             return (int(self.size[0]), int(self.size[1]))
         return None
 
 
-class CenterCropOp(GeoOp):
+class CenterCropOp(_SizedOp):
     """CenterCrop: a window of ``size`` around the canvas centre, zero-padded
     where it is larger than the canvas (as torchvision's ``F.center_crop``).
 
     Parameters
     ----------
     transform : Any
-        The torchvision transform.
+        The CenterCrop (or timm's CenterCropOrPad with a zero fill).
     size : (int, int)
         (h, w) of the crop.
     """
@@ -504,12 +409,8 @@ class CenterCropOp(GeoOp):
         self.size = size  # (h, w)
 
     def apply(self, geo: Geometry) -> None:
-        """Crops ``geo``'s canvas to ``size`` around its centre.
-
-        Parameters
-        ----------
-        geo : Geometry
-            The image's geometry so far; mutated.
+        """Crops ``geo``'s canvas to ``size`` around its centre (as
+        :meth:`GeoOp.apply`).
 
         Raises
         ------
@@ -531,21 +432,6 @@ class CenterCropOp(GeoOp):
         # do_crop mirrors the window when the canvas is flipped)
         geo.do_crop(top, left, crop_h, crop_w)
 
-    def fixed_size(self, size):
-        """The canvas size after this op: its own (h, w), whatever the size before.
-
-        Parameters
-        ----------
-        size : (int, int) or None
-            The canvas size before this op; not used.
-
-        Returns
-        -------
-        (int, int)
-            (h, w) of the crop.
-        """
-        return tuple(self.size)
-
 
 class FlipOp(GeoOp):
     """RandomHorizontalFlip (v1 or v2): the canvas mirrored with probability
@@ -554,7 +440,7 @@ class FlipOp(GeoOp):
     Parameters
     ----------
     transform : Any
-        The torchvision transform.
+        The RandomHorizontalFlip.
     p : float
         The probability of the mirror.
     """
@@ -567,26 +453,9 @@ class FlipOp(GeoOp):
 
     def apply(self, geo: Geometry) -> None:
         """Draws ``torch.rand(1)`` as the transform does and mirrors ``geo``'s
-        canvas when the draw is below ``p`` (compared as torch compares it).
-
-        Parameters
-        ----------
-        geo : Geometry
-            The image's geometry so far; mutated.
-        """
-        # v1: `if torch.rand(1) < p: flip`; v2: `if torch.rand(1) >= p: skip`.
-        # torch.rand(1) is empty(1).uniform_(0, 1): the same draw into this
-        # thread's scratch tensor, compared as torch compares it (6x cheaper).
-        import torch
-
-        uniform = _scratch()[0]
-        if uniform.dtype == torch.float32:
-            flip = uniform.uniform_(0, 1).item() < self.p32
-        elif uniform.dtype == torch.float64:
-            flip = uniform.uniform_(0, 1).item() < self.p
-        else:  # a half-precision default dtype: let torch compare
-            flip = bool(torch.rand(1) < self.p)
-        if flip:
+        canvas when the draw is below ``p`` (:func:`.draws.flip_draw`; as
+        :meth:`GeoOp.apply`)."""
+        if flip_draw(self.p, self.p32):
             geo.do_flip()
 
 

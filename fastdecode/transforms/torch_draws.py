@@ -17,8 +17,8 @@ rounded value): here the box size is taken from the correctly rounded exp
 monotonic in the ratio) that is torch's box, otherwise (about 1 draw in
 10,000) torch computes that exp, imported then.
 
-Written again on purpose: ``geometry.sample_resized_crop`` and
-``FlipOp.apply`` are the torch-drawing originals, which every other path
+Written again on purpose: ``draws.sample_resized_crop`` and
+``draws.flip_draw`` are the torch-drawing originals, which every other path
 keeps using; tests/transforms/test_torch_draws.py checks words, uniform and
 integer draws, every possible aspect-ratio draw of the default range and
 the boxes against torch.
@@ -31,13 +31,8 @@ from typing import Optional
 
 import numpy as np
 
-from fastdecode.transforms.geometry import (
-    FlipOp,
-    Geometry,
-    RandomResizedCropOp,
-    Stop,
-    central_crop,
-)
+from fastdecode.transforms.draws import central_crop
+from fastdecode.transforms.geometry import FlipOp, Geometry, RandomResizedCropOp, Stop
 
 __all__ = ["Draws", "RangeDraw", "draw_geometry", "exact_uniform", "range_draw"]
 
@@ -146,7 +141,7 @@ def _size(target_area: float, aspect_ratio: float) -> tuple[int, int]:
 
 def sample_resized_crop(draws: Draws, height: int, width: int, scale: RangeDraw,
                         log_ratio: RangeDraw, ratio) -> tuple[int, int, int, int]:
-    """``geometry.sample_resized_crop`` from :class:`Draws`: the same box."""
+    """``draws.sample_resized_crop`` from :class:`Draws`: the same box."""
     area = height * width
     for _ in range(10):
         target_area = area * draws.uniform(scale)

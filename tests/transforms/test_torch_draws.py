@@ -19,7 +19,8 @@ from torchvision import transforms as T  # noqa: E402
 
 from fastdecode.batching._rows import BatchDecoder  # noqa: E402
 from fastdecode.batching._seeding import row_seeds  # noqa: E402
-from fastdecode.transforms import geometry, torch_draws  # noqa: E402
+from fastdecode.transforms import draws as tv_draws  # noqa: E402
+from fastdecode.transforms import torch_draws  # noqa: E402
 
 from helpers.fusion import CHAINS, MEAN, SAMPLES, STD  # noqa: E402
 
@@ -83,7 +84,7 @@ def test_boxes_and_rng_state_are_geometry_s(height, width, scale, ratio):
     draws = torch_draws.Draws()
     for seed in range(300):
         torch.manual_seed(seed)
-        want = geometry.sample_resized_crop(height, width, scale, log_ratio, ratio)
+        want = tv_draws.sample_resized_crop(height, width, scale, log_ratio, ratio)
         after = torch.rand(1).item()
         draws.manual_seed(seed)
         got = torch_draws.sample_resized_crop(

@@ -1,7 +1,7 @@
 """How steps are translated for fuse, at the edges: kinds.py (a chain that
 contains itself, geometric steps whose parameters fuse cannot read, sizes
 it does not translate), tensor.py (what is not a per-pixel chain, the table
-written into an ``out``), recipes.py (what is not a pure wrapper, timm's
+written into an ``out``), kinds.py's recipes (what is not a pure wrapper, timm's
 ResizeKeepRatio and CenterCropOrPad as timm runs them)."""
 
 from __future__ import annotations
@@ -17,11 +17,7 @@ from torchvision import transforms as T  # noqa: E402
 from torchvision import tv_tensors  # noqa: E402
 from torchvision.transforms import v2 as T2  # noqa: E402
 
-from fastdecode.transforms import (  # noqa: E402
-    fuse,
-    kinds,
-    recipes,
-)
+from fastdecode.transforms import fuse, kinds  # noqa: E402
 from fastdecode.transforms.geometry import ResizeOp  # noqa: E402
 from fastdecode.transforms.tensor import TensorTail  # noqa: E402
 
@@ -164,13 +160,13 @@ class Wrapper:
 
 @pytest.mark.parametrize("obj", [Offset(), Indexed()], ids=["addition", "subscript"])
 def test_what_only_looks_like_a_wrapper_is_not_opened(obj):
-    assert recipes.unwrap(obj) is None
+    assert kinds.unwrap(obj) is None
     assert kinds.flatten(obj) == [obj]
 
 
 def test_a_pure_wrapper_is_opened():
     inner = T.CenterCrop(8)
-    assert recipes.unwrap(Wrapper(inner)) == ("inner", inner)
+    assert kinds.unwrap(Wrapper(inner)) == ("inner", inner)
     assert kinds.flatten(Wrapper(T.Compose([inner]))) == [inner]
 
 
