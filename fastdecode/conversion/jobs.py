@@ -1,6 +1,10 @@
-"""Converting the files of a plan: one image (read, decode as ImageFolder's
-loader does, shrink, write atomically) and the worker processes that run many;
-used by ``fastdecode convert``, ``fastdecode.ray`` and ``fastdecode.webdataset``."""
+"""The local convert engine: one file's conversion (read, decode as
+ImageFolder's loader does, shrink, write atomically: ``convert_one``) and the
+worker processes that run a plan's files (``run_jobs``), each removing its
+partial file when stopped. ``fastdecode convert`` runs it; the Ray engine
+(``ray_jobs``) and the shard writer (``shards``) reuse its pieces. Decision
+record: docs/decisions/cli.md.
+"""
 
 from __future__ import annotations
 

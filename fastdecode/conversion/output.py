@@ -1,6 +1,6 @@
 """The files ``fastdecode convert`` writes: the BMP and JPEG writers, the
 atomic write through a temporary name, and the completeness check a resumed
-run trusts instead of a decode."""
+run trusts instead of a decode. Decision record: docs/decisions/cli.md."""
 
 from __future__ import annotations
 

@@ -25,9 +25,34 @@ def run_convert_jobs(jobs: list[tuple[str, str]], options: Any, workers: Optiona
     Ray cluster, ``chunk`` files per task; yields each file's Outcome as its
     task finishes (the same contract as the local ``run_jobs``). Connects to
     the running cluster (``ray.init(address='auto')``) or starts a local one;
-    the destination must be a filesystem every node writes to. ``workers``
-    bounds the tasks in flight (default: twice the cluster's CPUs); ``reader``
-    reads the sources (None: local files; a ``Remote``: fsspec URLs)."""
+    the destination must be a filesystem every node writes to.
+
+    Parameters
+    ----------
+    jobs : list of (str, str)
+        (source, output) paths.
+    options : EncodeOptions
+        How each image is written (``fastdecode.conversion.output``).
+    workers : int or None
+        The bound on the tasks in flight (None: twice the cluster's CPUs).
+    chunk : int, default 32
+        Files per task.
+    reader : Any, optional
+        What reads the sources: None for local files, a remote root's
+        ``Remote`` for fsspec URLs.
+
+    Yields
+    ------
+    Outcome
+        One per job, in the order the tasks finish; a file that cannot be
+        converted is an Outcome with its error, not an exception.
+
+    Raises
+    ------
+    ray.exceptions.RayError
+        A task failed after Ray's retries (3), or Ray cannot start or reach
+        the cluster.
+    """
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
     convert = ray.remote(num_cpus=1, max_retries=3)(_convert_chunk)

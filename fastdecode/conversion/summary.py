@@ -19,7 +19,33 @@ TIMING_REPEATS = 3  # the decode timing of a sample: best of this many
 
 @dataclass
 class Summary:
-    """What a conversion did; ``asdict`` of it is the ``--json`` file."""
+    """What a conversion of a tree did; ``asdict`` of it is the ``--json`` file.
+
+    Parameters
+    ----------
+    source, destination : str
+        The source tree (a folder or a URL) and the destination folder.
+    to : str
+        The output format (``"bmp"`` or ``"jpeg"``).
+    converted, skipped, failed : int, default 0
+        Files written now, outputs an earlier run finished, inputs that failed.
+    failures : list of dict, default []
+        ``{"path", "error"}`` of each failed input, sorted by path.
+    bytes_before, bytes_after : int, default 0
+        The sizes of the sources that have an output, and of their outputs.
+    seconds : float, default 0.0
+        The run's wall time.
+    timed_images : int, default 0
+        The files whose decode was timed before and after.
+    decode_ms_before, decode_ms_after, decode_speedup : float or None
+        Their decode time per image, before and after, and its ratio.
+    timing_error : str or None
+        Why the decode was not timed.
+    classes : int, default 0
+        The class folders of the source, every one made in the destination.
+    empty_classes : list of str, default []
+        Those holding no converted image.
+    """
 
     source: str
     destination: str
@@ -42,7 +68,29 @@ class Summary:
 
 @dataclass
 class ShardSummary:
-    """What a shard conversion did; ``asdict`` of it is the ``--json`` file."""
+    """What a shard conversion did; ``asdict`` of it is the ``--json`` file.
+
+    Parameters
+    ----------
+    source, destination : str
+        The ImageFolder root and the folder of the shards.
+    to : str, default "wds"
+        The output format.
+    shards : int, default 0
+        The shards of the plan.
+    written, skipped : int, default 0
+        Shards written now, and shards an earlier run finished.
+    samples : int, default 0
+        The samples of the plan.
+    bytes_after : int, default 0
+        The size of the plan's shards on disk.
+    seconds : float, default 0.0
+        The run's wall time.
+    failed : int, default 0
+        Inputs left out of their shards.
+    failures : list of dict, default []
+        ``{"path", "error"}`` of each input left out, sorted by path.
+    """
 
     source: str
     destination: str

@@ -113,7 +113,23 @@ def _read_file_named(window: ReadAhead, path: str) -> bytes:
 
 class ImageDatasource(Datasource):
     """The Ray Datasource behind :func:`read_images`: each read task covers a
-    contiguous range of rows and yields blocks of ``block_rows`` decoded rows."""
+    contiguous range of rows and yields blocks of ``block_rows`` decoded rows.
+
+    Parameters
+    ----------
+    listing : Listing
+        The rows: their paths, labels, class names and the filesystem they
+        are read through (``storage._listing``).
+    decoder : BatchDecoder
+        The fused chain that decodes a block's rows into one batch.
+    seed : int or None
+        Row ``i`` is drawn from ``row_seed(seed, i)``; None: each row under a
+        seed from the OS.
+    include_paths : bool
+        Add a ``path`` column.
+    block_rows : int, default 64
+        Rows per block.
+    """
 
     def __init__(self, listing: Listing, decoder: BatchDecoder, *, seed: Optional[int],
                  include_paths: bool, block_rows: int = BLOCK_ROWS) -> None:
@@ -195,35 +211,60 @@ def read_images(paths: PathsLike, transform: Any, *, exact: bool = False,
     tensors) and ``label`` (the ImageFolder class index; -1 when ``paths`` is
     not one ImageFolder root), plus ``path`` with ``include_paths``.
 
-    paths: a file or directory, a list of them, or fsspec URLs (``s3://...``,
-      ``gs://...``, ``https://...``; one filesystem for all). One directory
-      holding class folders is read as ``FastImageFolder`` reads it: the same
-      files, order and class indices. URLs are listed and read as
-      ``FastImageFolder(url, storage_options=...)`` lists and reads them
-      (one listing kept as a local index file; each file one request,
-      retried within ``$FASTDECODE_RETRY_SECONDS``); with ``filesystem=`` (a
-      pyarrow filesystem) paths are read through it instead.
-    storage_options: the fsspec filesystem's options (``endpoint_url``,
-      ``key``/``secret``, ``anon``...), as pandas, datasets and Ray take them.
-      Secrets stay out of the read tasks' pickles: a task reads them from
-      its environment, which Ray's workers inherit from the driver's only
-      where the driver started them (``ray.init()`` after this call); give a
-      cluster its credentials as Ray's docs say (environment, instance roles).
-    refresh_index: list the URL again instead of reading its index file.
-    transform: a torchvision chain that fixes the output size (or a
-      :class:`~fastdecode.transforms.FusedTransform`); fused as
-      ``fuse(transform, exact=exact)``.
-    seed: None (fresh draws: each row seeded from the OS) or an int: row ``i`` is drawn from
-      ``row_seed(seed, i)`` (see the module docstring).
-    block_rows: rows per block (iterate with a batch size that divides it).
-    ray_read_args: for ``ray.data.read_datasource`` (``ray_remote_args``,
-      ``concurrency``, ``override_num_blocks``: the number of read tasks; by
-      default up to 8 blocks per task, and at least 2 tasks per cluster CPU
-      where there are enough blocks).
+    Parameters
+    ----------
+    paths : str, os.PathLike or list of them
+        A file or directory, a list of them, or fsspec URLs (``s3://...``,
+        ``gs://...``, ``https://...``; one filesystem for all). One directory
+        holding class folders is read as ``FastImageFolder`` reads it: the same
+        files, order and class indices. URLs are listed and read as
+        ``FastImageFolder(url, storage_options=...)`` lists and reads them
+        (one listing kept as a local index file; each file one request,
+        retried within ``$FASTDECODE_RETRY_SECONDS``); with ``filesystem=`` (a
+        pyarrow filesystem) paths are read through it instead.
+    transform : torchvision transform or FusedTransform
+        A chain that fixes the output size (or a
+        :class:`~fastdecode.transforms.FusedTransform`); fused as
+        ``fuse(transform, exact=exact)``.
+    exact : bool, default False
+        ``fuse``'s ``exact``: the results equal torchvision's to the pixel.
+    include_paths : bool, default False
+        Add a ``path`` column (strings).
+    seed : int or None, default None
+        None (fresh draws: each row seeded from the OS) or an int: row ``i`` is
+        drawn from ``row_seed(seed, i)`` (see ``fastdecode.ray``'s docstring).
+    block_rows : int, default 64
+        Rows per block (iterate with a batch size that divides it).
+    filesystem : pyarrow.fs.FileSystem, optional
+        Read ``paths`` through this filesystem.
+    storage_options : dict, optional
+        The fsspec filesystem's options (``endpoint_url``, ``key``/``secret``,
+        ``anon``...), as pandas, datasets and Ray take them. Secrets stay out
+        of the read tasks' pickles: a task reads them from its environment,
+        which Ray's workers inherit from the driver's only where the driver
+        started them (``ray.init()`` after this call); give a cluster its
+        credentials as Ray's docs say (environment, instance roles).
+    refresh_index : bool, default False
+        List the URL again instead of reading its index file.
+    **ray_read_args
+        For ``ray.data.read_datasource`` (``ray_remote_args``,
+        ``concurrency``, ``override_num_blocks``: the number of read tasks; by
+        default up to 8 blocks per task, and at least 2 tasks per cluster CPU
+        where there are enough blocks).
 
-    Raises ValueError when the chain does not fix the output size,
-    FileNotFoundError for a missing path; a file that cannot be decoded fails
-    its task with a DecodeError naming it.
+    Returns
+    -------
+    ray.data.Dataset
+        The rows, read and decoded lazily by Ray's read tasks.
+
+    Raises
+    ------
+    ValueError
+        ``block_rows`` under 1, a chain that does not fix the output size,
+        URLs mixed with local paths, or ``storage_options`` without URLs.
+    FileNotFoundError
+        A path or URL with nothing there. A file that cannot be decoded fails
+        its task with a DecodeError naming it.
     """
     if block_rows < 1:
         raise ValueError(f"block_rows must be at least 1, got {block_rows}")
@@ -317,6 +358,29 @@ class Decode:
     ``seed_column``: row draws from ``row_seed(seed, row[seed_column])``
     (an integer id column), reproducible on any cluster shape; otherwise each
     row under a seed taken from the OS.
+
+    Parameters
+    ----------
+    transform : torchvision transform or FusedTransform
+        A chain that fixes the output size; fused as ``fuse(transform,
+        exact=exact)``.
+    column : str, default "image"
+        The encoded-bytes column.
+    exact : bool, default False
+        ``fuse``'s ``exact``: the results equal torchvision's to the pixel.
+    output_column : str, optional
+        The column of the results (default: ``column``, replaced).
+    seed : int, optional
+        With ``seed_column``: the seed of every row's draws.
+    seed_column : str, optional
+        With ``seed``: an integer id column; row ``r`` is drawn from
+        ``row_seed(seed, r[seed_column])``.
+
+    Raises
+    ------
+    ValueError
+        ``seed`` without ``seed_column`` or the reverse, or a chain that does
+        not fix the output size.
     """
 
     def __init__(self, transform: Any, column: str = "image", *, exact: bool = False,
@@ -439,7 +503,23 @@ def warm_up(cpus: Optional[int] = None) -> list[Any]:
     the driver's own set-up (building the model, the trainer) and the read
     tasks run in the warmed workers (Ray reuses a job's idle workers). It
     moves that cost off the first batch; it does not remove it, and without
-    other work to overlap it gains nothing."""
+    other work to overlap it gains nothing.
+
+    Parameters
+    ----------
+    cpus : int, optional
+        The tasks to start (default: the cluster's CPUs, at least 1).
+
+    Returns
+    -------
+    list of ray.ObjectRef
+        One per task; each gives its worker's pid.
+
+    Raises
+    ------
+    ray.exceptions.RaySystemError
+        ``cpus`` not given and Ray not started (``ray.init()`` first).
+    """
     n = cpus if cpus is not None else max(1, int(ray.cluster_resources().get("CPU", 1)))
     task = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_import_decode_path)
     return [task.remote() for _ in range(n)]

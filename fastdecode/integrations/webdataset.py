@@ -24,7 +24,24 @@ IMAGE_KEYS = ("jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tif", "tiff", "webp")
 class handler:  # noqa: N801 - used like webdataset's own handler functions
     """``.decode(handler(transform))``: image keys (``jpg``, ``png``...)
     become ``fuse(transform, exact=exact)(data)``; other keys return None,
-    which hands them to the next handler. Picklable (DataLoader workers)."""
+    which hands them to the next handler. Picklable (DataLoader workers).
+
+    Parameters
+    ----------
+    transform : torchvision transform or FusedTransform
+        The chain each image goes through, fused as ``fuse(transform,
+        exact=exact)``.
+    exact : bool, default False
+        ``fuse``'s ``exact``: the results equal torchvision's to the pixel.
+    keys : sequence of str, default IMAGE_KEYS
+        The keys decoded (without case): ``jpg jpeg png bmp ppm pgm tif
+        tiff webp``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`~fastdecode.transforms.fuse` raises them for ``transform``.
+    """
 
     def __init__(self, transform: Any, *, exact: bool = False,
                  keys: Sequence[str] = IMAGE_KEYS) -> None:
@@ -61,7 +78,25 @@ class collate:  # noqa: N801 - used like a function: collation_fn=collate(t)
     ``image`` holds encoded bytes: that field becomes one (n, C, H, W) tensor
     decoded in place (the chain must fix the size); the other fields are
     collated as webdataset collates them (numbers as tensors), with undecoded
-    ``cls`` bytes (``b"3"``) read as ints."""
+    ``cls`` bytes (``b"3"``) read as ints.
+
+    Parameters
+    ----------
+    transform : torchvision transform or FusedTransform
+        The chain each image goes through; it must give every image the same
+        shape and end in tensor steps (``RandomResizedCrop(224), ToTensor(),
+        Normalize(...)``).
+    exact : bool, default False
+        ``fuse``'s ``exact``: the results equal torchvision's to the pixel.
+    image : int, default 0
+        The position of the encoded image in each sample's tuple.
+
+    Raises
+    ------
+    ValueError
+        The chain does not fix the output shape or does not end in tensor
+        steps.
+    """
 
     def __init__(self, transform: Any, *, exact: bool = False, image: int = 0) -> None:
         from fastdecode.batching._rows import BatchDecoder
