@@ -19,8 +19,10 @@ something no public name gives:
   decode and resize calls a fused chain makes and replays them;
 - ``fastdecode.conversion.output`` (``EncodeOptions``, ``write_bmp``):
   bench_decode's BMP files, written as ``fastdecode convert`` writes them;
-- ``fastdecode.storage._readahead`` (``ReadAhead``, its native window, and
-  the switch between the read pool and Python threads): bench_io_ways,
+- ``fastdecode.storage._window.ReadAhead``, ``fastdecode.storage._reads``
+  (the native window, and ``FASTDECODE_NATIVE_READS``, the switch between
+  the read pool and Python threads) and
+  ``fastdecode.storage._readahead.DEFAULT_DEPTH``: bench_io_ways,
   bench_image_list and bench_listing compare the ways a file is read;
 - ``fastdecode.storage._listing.list_images``: the files a Ray read covers
   (bench_ray);

@@ -14,8 +14,8 @@ turns (every other round in the reverse order); the ratio is the median of
 the per-round ratios (FastImageList / FastImageFolder), with their range.
 
 ``--reads heap,mapped`` runs FastImageFolder rows instead, one per way the
-read-ahead reads local files (fastdecode.storage._readahead.NATIVE_READS, set
-before the row's workers fork; heap: Python threads, into their malloc arenas,
+read-ahead reads local files (FASTDECODE_NATIVE_READS, fastdecode.storage._reads,
+set before the row's workers fork; heap: Python threads, into their malloc arenas,
 as before issue 29's fix; mapped: the read pool in C, into mappings copied out
 by the consumer), the ratio
 read against the first: the fix's cost in rate. Those rows read ahead at a
@@ -58,12 +58,14 @@ def make_loader(kind: str, root: Path, chain: Any, workers: int, batch: int,
     elif kind == FOLDER:
         ds = folder
     elif kind.startswith(READS) and kind[len(READS):] in ("heap", "mapped"):
-        from fastdecode.storage import _readahead
+        import os
+
+        from fastdecode.storage import _readahead, _reads
 
         # read by the workers, which fork at the row's first epoch (open_row);
         # at a fixed depth the threads read every file (the adaptive default
         # reads a local disk's files in the decoding thread)
-        _readahead.NATIVE_READS = kind[len(READS):] == "mapped"
+        os.environ[_reads.NATIVE_READS_ENV] = "1" if kind[len(READS):] == "mapped" else "0"
         ds = fd.FastImageFolder(root, chain, readahead=_readahead.DEFAULT_DEPTH)
     else:
         raise ValueError(f"bench_image_list: no row {kind!r}")

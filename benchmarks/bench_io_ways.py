@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 from fastdecode.datasets import ReadAheadOptions
-from fastdecode.storage._readahead import ReadAhead, _NativeWindow
+from fastdecode.storage._reads import _NativeWindow
+from fastdecode.storage._window import ReadAhead
 
 from . import _common as common
 from . import _latencyfs

@@ -31,7 +31,7 @@ imports never help the next):
   fit over the checkpoints after the first, in MiB per 10k samples per
   worker, and the gain from the first checkpoint to the last.
   --reads sets how the read-ahead's threads read files for the fast row
-  (fastdecode.storage._readahead.NATIVE_READS; heap: Python threads, into their
+  (FASTDECODE_NATIVE_READS, fastdecode.storage._reads; heap: Python threads, into their
   malloc arenas, as before issue 29's fix; mapped: the read pool in C, into
   mappings, the default): one fast
   row per value given, e.g. ``--reads heap,mapped``. Those rows read ahead
@@ -58,7 +58,7 @@ from typing import Any, Optional
 
 from . import _common as common
 
-READS = {"heap": 0, "mapped": 1}  # --reads -> the child's NATIVE_READS
+READS = {"heap": 0, "mapped": 1}  # --reads -> the child's FASTDECODE_NATIVE_READS
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
@@ -187,17 +187,17 @@ def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: in
                   seed: int, mapped: int = -1) -> dict[str, Any]:
     """Each of 2 forked workers' USS at checkpoints over ``window`` samples in
     a random order (a stock DataLoader). ``mapped`` 0 or 1: the read-ahead's
-    NATIVE_READS (the forked workers inherit it); -1: its default."""
+    FASTDECODE_NATIVE_READS (the forked workers inherit it); -1: its default."""
     import torch
     import torchvision.transforms as T
     from torch.utils.data import DataLoader
 
-    from fastdecode.storage import _readahead
+    from fastdecode.storage import _readahead, _reads
 
     readahead = None
     if mapped >= 0:  # the threads read every file: a fixed depth (the adaptive
         # default reads a local disk's files in the decoding thread)
-        _readahead.NATIVE_READS = bool(mapped)
+        os.environ[_reads.NATIVE_READS_ENV] = str(mapped)
         readahead = _readahead.DEFAULT_DEPTH
 
     transform = T.Compose([T.Resize(32), T.CenterCrop(32), T.PILToTensor()])
@@ -223,7 +223,7 @@ def child_workers(kind: str, tree: str, window: int, checkpoints: int, batch: in
     rows.append({"samples": seen, "seconds": round(time.perf_counter() - start, 2),
                  "uss_mib": [private_mib(p) for p in pids]})
     return {"kind": kind, "window": seen, "batch": batch, "checkpoints": rows,
-            "mapped_reads": None if kind == "ImageFolder" else _readahead.NATIVE_READS,
+            "mapped_reads": None if kind == "ImageFolder" else _reads.native_reads(),
             "readahead": None if kind == "ImageFolder" else repr(ds._reads.options),
             "seconds": rows[-1]["seconds"], **growth(rows)}
 

@@ -23,7 +23,8 @@ import numpy as np
 from fastdecode import _formats, _native
 from fastdecode.api import decode_image, read_header
 from fastdecode.conversion.output import WRITERS, EncodeOptions, partial_path, write_atomically
-from fastdecode.storage._readahead import ReadAheadOptions, open_window
+from fastdecode.storage._readahead import ReadAheadOptions
+from fastdecode.storage._reads import open_window
 
 __all__ = ["DESTINATION_ERRNOS", "Outcome", "convert_one", "converted", "fit_within",
            "load_pixels", "run_jobs", "shrink_pixels"]
@@ -183,7 +184,7 @@ def run_jobs(
         The number of worker processes; 1 converts in this process.
     reader : Any
         What reads the sources (the read-ahead reader protocol of
-        ``storage/_readahead.py``; picklable): None for local files, a remote
+        ``storage/_readers.py``; picklable): None for local files, a remote
         root's ``Remote`` for fsspec URLs.
 
     Yields
@@ -236,7 +237,7 @@ def converted(options: EncodeOptions, jobs: list[tuple[str, str]],
               convert: Callable[..., Outcome] = convert_one, reader: Any = None
               ) -> Iterator[Outcome]:
     """``convert(options, job, read)`` for each job in order, the sources
-    read ahead (``storage/_readahead.py``: many reads in flight on slow storage)
+    read ahead (``storage/_window.py``: many reads in flight on slow storage)
     through ``reader`` (None: local files)."""
     window = open_window(ReadAheadOptions.resolve(None), reader)
     try:

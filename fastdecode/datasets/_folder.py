@@ -33,8 +33,9 @@ from fastdecode.datasets._loading import _naming, _to_pil, default_loader
 from fastdecode.storage import _listing, _remote
 from fastdecode.storage._cache import SharedCache
 from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
-from fastdecode.storage._readahead import DatasetReads, ReadAheadOptions
+from fastdecode.storage._readahead import ReadAheadOptions
 from fastdecode.storage._readers import is_remote, remote_paths, remote_root, scrub
+from fastdecode.storage._reads import DatasetReads
 from fastdecode.storage._samples import SampleStore, SamplesView, shared_int_list
 
 __all__ = ["FastDatasetFolder", "FastImageFolder"]

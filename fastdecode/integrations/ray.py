@@ -32,9 +32,11 @@ from fastdecode import _native
 from fastdecode.batching._rows import BatchDecoder
 from fastdecode.batching._seeding import random_seeds, row_seed, row_seeds
 from fastdecode.storage._listing import Listing, PathsLike, list_images
-from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions, open_window
+from fastdecode.storage._readahead import ReadAheadOptions
 from fastdecode.storage._readers import remote_paths
+from fastdecode.storage._reads import open_window
 from fastdecode.storage._remote import Remote
+from fastdecode.storage._window import ReadAhead
 
 __all__ = ["Decode", "ImageDatasource", "read_images", "row_seed", "row_seeds", "warm_up"]
 
@@ -71,7 +73,7 @@ def _tensor_column(batch: np.ndarray) -> Any:
 def _read_rows(decoder: BatchDecoder, filesystem: Optional[Any], paths: list[str],
                labels: np.ndarray, indices: np.ndarray, seed: Optional[int],
                include_paths: bool, block_rows: int) -> Iterator[pa.Table]:
-    # the task's files read ahead, across its blocks (storage/_readahead.py)
+    # the task's files read ahead, across its blocks (storage/_window.py)
     window = open_window(ReadAheadOptions.resolve(None), _reader(filesystem))
     try:
         yield from _read_blocks(window, decoder, paths, labels, indices, seed, include_paths,

@@ -115,7 +115,7 @@ def test_main_runs_the_rows_it_is_asked_for(monkeypatch, tmp_path, fake_rounds):
 
 def test_the_loaders_read_the_same_files(tmp_path, monkeypatch):
     import fastdecode as fd
-    from fastdecode.storage import _readahead
+    from fastdecode.storage import _readahead, _reads
 
     root = make_tree(tmp_path / "tree", per_class=3)
     folder, sampler_f = bench.make_loader(bench.FOLDER, root, bench.train_chain(), 0, 4, 12)
@@ -127,12 +127,12 @@ def test_the_loaders_read_the_same_files(tmp_path, monkeypatch):
     batches = list(listed)
     assert len(batches) == 3 and batches[0][0].dtype == torch.uint8
     assert batches[0][0].shape == (4, 3, 224, 224)
-    monkeypatch.setattr(_readahead, "NATIVE_READS", True)
+    monkeypatch.setenv(_reads.NATIVE_READS_ENV, "1")
     heap, _ = bench.make_loader(bench.READS + "heap", root, None, 0, 4, 4)
-    assert _readahead.NATIVE_READS is False and type(heap.dataset) is fd.FastImageFolder
+    assert _reads.native_reads() is False and type(heap.dataset) is fd.FastImageFolder
     # a fixed depth: the threads read every file, on a local disk too
     assert heap.dataset._reads.options == _readahead.ReadAheadOptions(_readahead.DEFAULT_DEPTH)
     bench.make_loader(bench.READS + "mapped", root, None, 0, 4, 4)
-    assert _readahead.NATIVE_READS is True
+    assert _reads.native_reads() is True
     with pytest.raises(ValueError, match="no row"):
         bench.make_loader("ImageFolder", root, None, 0, 4, 4)

@@ -61,16 +61,16 @@ def test_main_passes_the_ways_of_reading(children, monkeypatch, tmp_path):
 
 
 def test_a_worker_child_sets_the_reads_its_workers_inherit(monkeypatch, tmp_path):
-    """The child sets NATIVE_READS before the DataLoader forks (a tiny tree,
-    in process)."""
-    from fastdecode.storage import _readahead
+    """The child sets FASTDECODE_NATIVE_READS before the DataLoader forks (a
+    tiny tree, in process)."""
+    from fastdecode.storage import _readahead, _reads
 
     from helpers.trees import make_tree
 
-    monkeypatch.setattr(_readahead, "NATIVE_READS", True)
+    monkeypatch.setenv(_reads.NATIVE_READS_ENV, "1")
     root = make_tree(tmp_path / "tree", per_class=4)
     out = bench.child_workers("FastImageFolder", str(root), 8, 2, 4, 0, 0)
-    assert _readahead.NATIVE_READS is False and out["mapped_reads"] is False
+    assert _reads.native_reads() is False and out["mapped_reads"] is False
     # a fixed depth: the threads read every file, on a local disk too
     assert out["readahead"] == repr(_readahead.ReadAheadOptions(_readahead.DEFAULT_DEPTH))
     assert out["window"] == 8

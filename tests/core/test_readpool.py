@@ -1,5 +1,5 @@
 """The read pool in C (src_c/fd_readahead.c, ``fastdecode._native.ReadPool``)
-and the window over it (``_readahead._NativeWindow``), on real local files:
+and the window over it (``_reads._NativeWindow``), on real local files:
 whole files in order at the mapping sizes' edges, the count and byte bounds
 never exceeded, drops and keys, a failed read raised at its own take naming
 its file, files that changed after their size was known, mappings reused,
@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from fastdecode import _native, _options
-from fastdecode.storage import _readahead
-from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions, open_window
+from fastdecode.storage import _readers, _reads
+from fastdecode.storage._readahead import ReadAheadOptions
+from fastdecode.storage._reads import open_window
+from fastdecode.storage._window import ReadAhead
 
 from helpers.trees import random_files
 
@@ -37,7 +39,7 @@ def _content(path):
 
 def _window(depth, cap=64 << 20, max_depth=None):
     window = open_window(ReadAheadOptions(depth, cap, max_depth))
-    assert type(window) is _readahead._NativeWindow
+    assert type(window) is _reads._NativeWindow
     return window
 
 
@@ -52,17 +54,17 @@ class _Callable:
 
 @pytest.mark.parametrize("reader,native", [
     pytest.param(None, True, id="local-files"),
-    pytest.param(_readahead.LocalReader(), True, id="local-reader"),
+    pytest.param(_readers.LocalReader(), True, id="local-reader"),
     pytest.param(_Callable(), False, id="a-callable"),
 ])
 def test_local_files_are_read_on_threads_in_c(reader, native):
     window = open_window(ReadAheadOptions(4), reader)
-    assert (type(window) is _readahead._NativeWindow) is native
+    assert (type(window) is _reads._NativeWindow) is native
     assert isinstance(window, ReadAhead)
 
 
 def test_the_switch_reads_local_files_on_python_threads(monkeypatch):
-    monkeypatch.setattr(_readahead, "NATIVE_READS", False)
+    monkeypatch.setenv(_reads.NATIVE_READS_ENV, "0")
     assert type(open_window(ReadAheadOptions(4))) is ReadAhead
 
 
@@ -166,7 +168,7 @@ def _break(path, how):
 @pytest.mark.parametrize("native", [True, False], ids=["c-threads", "python-threads"])
 def test_a_failed_read_is_raised_at_its_own_take_naming_its_file(tmp_path, how, native,
                                                                 monkeypatch):
-    monkeypatch.setattr(_readahead, "NATIVE_READS", native)
+    monkeypatch.setenv(_reads.NATIVE_READS_ENV, "1" if native else "0")
     paths = random_files(tmp_path, [5000] * 5)
     _break(paths[2], how)
     window = open_window(ReadAheadOptions(4))
@@ -220,7 +222,7 @@ def test_a_size_given_at_submit_that_is_not_the_file_s(tmp_path, given):
 @pytest.mark.parametrize("size", EDGES, ids=lambda n: f"{n}B")
 def test_a_local_file_is_read_whole_with_its_size(tmp_path, size):
     path, = random_files(tmp_path, [size])
-    opened = _readahead.LocalReader().open(path)
+    opened = _readers.LocalReader().open(path)
     assert opened.size == size and opened.path == path
     assert opened.read() == _content(path)
 
@@ -252,7 +254,7 @@ def test_a_local_file_that_cannot_be_read_names_itself(tmp_path, how, error, mat
     if how == "a-directory":
         os.mkdir(path)
     with pytest.raises(error, match=match) as caught:
-        _readahead.LocalReader().open(path).read()
+        _readers.LocalReader().open(path).read()
     assert caught.value.filename == path
 
 
@@ -305,7 +307,7 @@ def test_a_path_that_is_not_a_regular_file_is_refused_naming_it(odd_dirs, monkey
     path, error, match = _odd(odd_dirs, kind)
     with pytest.raises(error, match=f"{match}: '.*{os.path.basename(path)}'") as caught:
         if reader == "the-consumer":
-            _readahead.LocalReader().open(path).read()
+            _readers.LocalReader().open(path).read()
         else:
             pool = ReadPool(1 << 20)
             pool.configure(2, False)
@@ -329,7 +331,7 @@ def _read_by(reader, path, given=-1):
     """``path``'s bytes as ``reader`` reads it (the limit from the environment);
     a pool's OSError carries the pool's stats after it (``pool_stats``)."""
     if reader == "the-consumer":
-        return _readahead.LocalReader().open(path).read()
+        return _readers.LocalReader().open(path).read()
     pool = ReadPool(1 << 20)
     pool.configure(2, False)
     try:

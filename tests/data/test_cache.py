@@ -17,7 +17,7 @@ from torchvision import transforms as T  # noqa: E402
 
 from fastdecode import errors  # noqa: E402
 from fastdecode.datasets import FastImageFolder  # noqa: E402
-from fastdecode.storage import _readahead  # noqa: E402
+from fastdecode.storage import _readers  # noqa: E402
 from fastdecode.storage._cache import SharedCache  # noqa: E402
 
 from helpers.trees import make_tree  # noqa: E402
@@ -31,7 +31,7 @@ class LoggingReader:
 
     def __init__(self, log):
         self.log = str(log)
-        self.local = _readahead.LocalReader()
+        self.local = _readers.LocalReader()
 
     def open(self, path):
         with open(self.log, "a") as f:

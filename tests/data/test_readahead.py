@@ -1,4 +1,4 @@
-"""Read-ahead (fastdecode/storage/_readahead.py): the window's bounds (count and
+"""Read-ahead (fastdecode/storage/_window.py, its options _readahead.py): the window's bounds (count and
 bytes) never exceeded, reads taken in order whatever order they complete in,
 a failed read raised at its own take, fork safety; through the datasets: the
 same batches with it on and off (in-process, stock DataLoader workers forked
@@ -26,8 +26,9 @@ from torchvision import transforms as T  # noqa: E402
 from fastdecode import FastLoader, _options, errors  # noqa: E402
 from fastdecode.batching._buffers import RingSampler  # noqa: E402
 from fastdecode.datasets import FastImageFolder  # noqa: E402
-from fastdecode.storage import _readahead  # noqa: E402
-from fastdecode.storage._readahead import ReadAhead, ReadAheadOptions  # noqa: E402
+from fastdecode.storage import _readahead, _readers  # noqa: E402
+from fastdecode.storage._readahead import ReadAheadOptions  # noqa: E402
+from fastdecode.storage._window import ReadAhead  # noqa: E402
 
 from helpers.trees import make_tree  # noqa: E402
 
@@ -587,7 +588,7 @@ class FailingReader:
 
     def __init__(self, path, code):
         self.path, self.code = str(path), code
-        self.local = _readahead.LocalReader()
+        self.local = _readers.LocalReader()
 
     def open(self, path):
         if path == self.path:

@@ -95,11 +95,11 @@ def _fstat_then_read(path) -> bytes:
 
 
 def _read_ahead(native: bool):
-    from fastdecode.storage import _readahead
+    from fastdecode.storage import _readahead, _reads, _window
 
     def read_all(paths):
         options = _readahead.ReadAheadOptions(depth=4)  # explicit: never bypassed
-        window = (_readahead._NativeWindow if native else _readahead.ReadAhead)(options)
+        window = (_reads._NativeWindow if native else _window.ReadAhead)(options)
         try:
             window.submit(paths)
             return [window.take(p) for p in paths]
@@ -109,7 +109,7 @@ def _read_ahead(native: bool):
 
 
 def _consumer(paths):
-    from fastdecode.storage._readahead import LocalReader
+    from fastdecode.storage._readers import LocalReader
     return [LocalReader().open(p).read() for p in paths]
 
 
