@@ -1,9 +1,12 @@
 """MkDocs hook: the Reference pages, generated at build time.
 
 One page per public module, listing every name of its ``__all__`` (read from
-the source, statically) and rendering each through mkdocstrings, and one page
-for the command line, generated from its argparse parser. Nothing here is
-committed as Markdown, so the reference cannot fall behind the code.
+the source, statically) and rendering each through mkdocstrings under its
+public path, and one page for the command line, generated from its argparse
+parser. Nothing here is committed as Markdown, so the reference cannot fall
+behind the code. Every public path is a real module (a face that re-exports:
+docs/decisions/layout.md), so griffe follows each name from it to the module
+that defines it, and no table here maps one to the other.
 """
 
 from __future__ import annotations
@@ -16,30 +19,26 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# (public path, module whose source holds it, page, one-line description).
-# Four public paths are the same module object as a private one
-# (fastdecode/datasets.py replaces itself in sys.modules); the docs render
-# the names from the module that defines them.
+# (public module, page, one-line description).
 MODULES = (
-    ("fastdecode", "fastdecode", "reference/fastdecode.md",
+    ("fastdecode", "reference/fastdecode.md",
      "The decoders, the image facts and the names re-exported from the modules below."),
-    ("fastdecode.datasets", "fastdecode.datasets._loading", "reference/datasets.md",
+    ("fastdecode.datasets", "reference/datasets.md",
      "Drop-in replacements of torchvision's ImageFolder and DatasetFolder, and file lists."),
-    ("fastdecode.loader", "fastdecode.loader._loader", "reference/loader.md",
+    ("fastdecode.loader", "reference/loader.md",
      "FastLoader, a torch DataLoader with a shared batch ring, and its collate."),
-    ("fastdecode.transforms", "fastdecode.transforms", "reference/transforms.md",
+    ("fastdecode.transforms", "reference/transforms.md",
      "fuse: torchvision transform chains run inside the decode."),
-    ("fastdecode.errors", "fastdecode.errors", "reference/errors.md",
+    ("fastdecode.errors", "reference/errors.md",
      "The exceptions; every one is a FastDecodeError."),
-    ("fastdecode.ray", "fastdecode.integrations.ray", "reference/ray.md",
+    ("fastdecode.ray", "reference/ray.md",
      "Ray Data: a datasource and a map_batches decoder (pip install \"fastdecode[ray]\")."),
-    ("fastdecode.webdataset", "fastdecode.integrations.webdataset", "reference/webdataset.md",
+    ("fastdecode.webdataset", "reference/webdataset.md",
      "WebDataset: a decode handler, a batch collate and a shard writer "
      "(pip install \"fastdecode[webdataset]\")."),
-    ("fastdecode.integrations.timm", "fastdecode.integrations.timm", "reference/timm.md",
+    ("fastdecode.integrations.timm", "reference/timm.md",
      "timm: its training script and dataset factory loading through fastdecode."),
-    ("fastdecode.integrations.accelerate", "fastdecode.integrations.accelerate",
-     "reference/accelerate.md",
+    ("fastdecode.integrations.accelerate", "reference/accelerate.md",
      "Hugging Face Accelerate: a FastLoader kept through prepare(), its position in "
      "save_state/load_state, and skip_first_batches in O(1)."),
 )
@@ -81,15 +80,15 @@ def canonical_pages() -> dict[str, tuple[str, str]]:
     """name -> (page, identifier) of the submodule page that documents it in
     full; the top-level page links there instead of repeating it."""
     homes: dict[str, tuple[str, str]] = {}
-    for _public, source, page, _ in MODULES[1:]:
-        for name in public_names(source):
-            homes.setdefault(name, (page, f"{source}.{name}"))
+    for public, page, _ in MODULES[1:]:
+        for name in public_names(public):
+            homes.setdefault(name, (page, f"{public}.{name}"))
     return homes
 
 
-def module_page(public: str, source: str, description: str) -> str:
+def module_page(public: str, description: str) -> str:
     lines = [f"# `{public}`", "", description, ""]
-    names = public_names(source)
+    names = public_names(public)
     homes = canonical_pages() if public == "fastdecode" else {}
     here = [n for n in names if n not in homes]
     elsewhere = [n for n in names if n in homes]
@@ -98,11 +97,11 @@ def module_page(public: str, source: str, description: str) -> str:
                   "| name | documented in |", "|---|---|"]
         for name in sorted(elsewhere, key=str.lower):
             page, ident = homes[name]
-            module = next(m[0] for m in MODULES if m[2] == page)
+            module = next(m[0] for m in MODULES if m[1] == page)
             lines.append(f"| `{public}.{name}` | [`{module}.{name}`][{ident}] |")
         lines.append("")
     for name in here:
-        ident = f"{public if public == 'fastdecode' else source}.{name}"
+        ident = f"{public}.{name}"
         if f"{public}.{name}" in EXTERNAL:
             target, text = EXTERNAL[f"{public}.{name}"]
             lines += [f"## `{public}.{name}` {{#{public}.{name}}}", "", f"`{target}`: {text}", ""]
@@ -163,7 +162,7 @@ def cli_page() -> str:
 
 def pages() -> dict[str, str]:
     """Every generated page: its path under docs/ -> its Markdown."""
-    out = {page: module_page(public, source, text) for public, source, page, text in MODULES}
+    out = {page: module_page(public, text) for public, page, text in MODULES}
     out[CLI_PAGE] = cli_page()
     return out
 

@@ -36,7 +36,7 @@ from selenium.webdriver.common.by import By
 
 WAIT_S = 30.0  # the most any one check waits for the page to show what it looks for
 API_PAGE = "reference/loader.html"
-API_ID = "fastdecode.loader._loader.FastLoader"
+API_ID = "fastdecode.loader.FastLoader"
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
