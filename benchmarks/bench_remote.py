@@ -57,7 +57,7 @@ FAST = " FastLoader"  # a row kind "http FastLoader": FastLoader over the http s
 MODES: dict[str, dict[str, Any]] = {
     "quick": dict(limit=200, delays=[0, 5], batch=32, batches=4, rounds=3, round_cap_s=0.0),
     # 5 rounds: on this shared 2-core machine (load 8-10) 3 rounds gave http 0.85x where 5
-    # gave 1.03x (docs/decisions/datasets.md, "Remote roots over S3 and HTTP")
+    # gave 1.03x (docs/decisions/storage-remote.md, "Benchmark")
     "default": dict(limit=1000, delays=[0, 5], batch=64, batches=6, rounds=5, round_cap_s=6.0),
 }
 TARGET = 0.9  # 5 ms >= 0.9x of the same server at 0 ms

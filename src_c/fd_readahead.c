@@ -416,7 +416,7 @@ static fd_ra_job *startable(fd_ra *pool)
  * (sched(7)); a thread woken (its open or read returned) waits for the
  * running one's slice to end or for an idle CPU instead of taking the CPU
  * at once. On slow storage every read ends in such wake-ups, and each had
- * cut into a decode (docs/decisions/storage.md, "The read threads'
+ * cut into a decode (docs/decisions/storage-read-pool.md, "The read threads'
  * policy"). The nice value is kept; a caller that chose another policy
  * (idle, real time) keeps it for its threads too. Best effort: a refusal
  * changes nothing else. */

@@ -7,7 +7,7 @@ samples' positions in the epoch's global order, kept through every copy the
 loader makes (:func:`carry`); :func:`with_later` pairs each batch with the
 one its worker decodes next, so that worker can start that one's reads early.
 Datasets, the loader and the integrations all read these; the decision record
-is docs/decisions/loaders.md ("Exact resume").
+is docs/decisions/loaders-resume.md ("Exact resume").
 """
 
 from __future__ import annotations

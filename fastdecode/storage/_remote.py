@@ -81,7 +81,7 @@ _SECRETS: dict[str, dict] = {}  # token -> secret options, this process
 # aiohttp's default pool, 100). A batch's fetches start at once: at a 100 ms
 # round trip 10 connections served a process 80 GETs/s where 64 served 218,
 # and at 50 ms 8 threads of a sync client 76 where 64 served 411
-# (docs/decisions/datasets.md)
+# (docs/decisions/storage-remote.md)
 IN_FLIGHT = 64
 _CHUNK = 16 << 20  # the most one read of a sync filesystem asks for
 _INDEX_VERSION = 2  # 2: the sizes
