@@ -19,8 +19,7 @@ def decode_bmp(data, *, mode=_D["mode"], crop=_D["crop"], size=_D["size"],
     Parameters
     ----------
     data : bytes-like
-        The encoded file: bytes, bytearray, memoryview, mmap or a 1-D uint8
-        numpy array (any C-contiguous buffer), read in place without a copy.
+        The encoded file, any C-contiguous buffer, as for :func:`decode_jpeg`.
     mode : {'RGB', 'L'}, default 'RGB'
         'RGB' gives 3 channels; 'L' one channel of Pillow's luma
         (ITU-R 601-2), as ``convert('L')``. :class:`Mode` members work too.
@@ -57,9 +56,8 @@ def decode_bmp(data, *, mode=_D["mode"], crop=_D["crop"], size=_D["size"],
     Returns
     -------
     numpy.ndarray
-        uint8 pixels of shape (H, W, C) for 'HWC' or (C, H, W) for 'CHW', with
-        C = 3 for 'RGB' and 1 for 'L'. When ``out`` is given, ``out`` itself
-        (the same numpy array or tensor), filled.
+        uint8 pixels, as :func:`decode_jpeg` returns them: (H, W, C) or
+        (C, H, W), ``out`` itself when given.
 
     Raises
     ------

@@ -99,20 +99,22 @@ cdef int raise_error(const fd_error *err) except -1:
 # --------------------------------------------------------------------------
 # Options.
 
+cdef int parse_pair(object value, str what, str first, int first_code, str second,
+                    int second_code) except -1:
+    """The code of the name `value` equals (compared as `value == name`)."""
+    if value == first:
+        return first_code
+    if value == second:
+        return second_code
+    raise ValueError(f"{what} must be {first!r} or {second!r}, got {value!r}")
+
+
 cdef int parse_mode(object mode) except -1:
-    if mode == "RGB":
-        return FD_MODE_RGB
-    if mode == "L":
-        return FD_MODE_L
-    raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
+    return parse_pair(mode, "mode", "RGB", FD_MODE_RGB, "L", FD_MODE_L)
 
 
 cdef int parse_layout(object layout) except -1:
-    if layout == "HWC":
-        return FD_LAYOUT_HWC
-    if layout == "CHW":
-        return FD_LAYOUT_CHW
-    raise ValueError(f"layout must be 'HWC' or 'CHW', got {layout!r}")
+    return parse_pair(layout, "layout", "HWC", FD_LAYOUT_HWC, "CHW", FD_LAYOUT_CHW)
 
 
 cdef int parse_scale(object scale) except -1:
@@ -205,28 +207,27 @@ cdef int parse_crop(fd_options *opt, object crop) except -1:
     return 0
 
 
-cdef int parse_max_pixels(fd_options *opt, object max_pixels) except -1:
-    if max_pixels is None:
-        opt.max_pixels = 0
+cdef object parse_limit(object value, object lowest, object cap, str refusal):
+    """A limit option as C takes it: 0 (no limit) for None, else the int,
+    clipped to `cap`; ValueError(refusal.format(value)) below `lowest`."""
+    if value is None:
         return 0
-    value = operator.index(max_pixels)
-    if value < 0:
-        raise ValueError(f"max_pixels must be >= 0 or None, got {max_pixels!r}")
-    opt.max_pixels = <uint64_t>min(value, 2 ** 64 - 1)
+    n = operator.index(value)
+    if n < lowest:
+        raise ValueError(refusal.format(value))
+    return min(n, cap)
+
+
+cdef int parse_max_pixels(fd_options *opt, object max_pixels) except -1:
+    opt.max_pixels = <uint64_t>parse_limit(max_pixels, 0, 2 ** 64 - 1,
+                                           "max_pixels must be >= 0 or None, got {!r}")
     return 0
 
 
 cdef int parse_max_work(fd_options *opt, object max_work_per_byte) except -1:
-    if max_work_per_byte is None:
-        opt.max_work_per_byte = 0
-        return 0
-    value = operator.index(max_work_per_byte)
-    if value <= 0:
-        raise ValueError(
-            f"max_work_per_byte must be a positive int, or None for no limit, "
-            f"got {max_work_per_byte!r}"
-        )
-    opt.max_work_per_byte = <uint32_t>min(value, 0xFFFFFFFF)
+    opt.max_work_per_byte = <uint32_t>parse_limit(
+        max_work_per_byte, 1, 0xFFFFFFFF,
+        "max_work_per_byte must be a positive int, or None for no limit, got {!r}")
     return 0
 
 

@@ -74,10 +74,10 @@ class RandomResizedCrop(_AcceptsEncoded, _T.RandomResizedCrop):
     """torchvision's RandomResizedCrop (a subclass: the same draws), also on encoded bytes.
 
     Given encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
-    array or tensor) it returns what it returns on the decoded PIL image, the
-    decode and the transform done in one native call (see
-    :func:`fastdecode.transforms.fuse`); given a PIL image or a tensor it is
-    torchvision's transform unchanged.
+    array or tensor) it returns what it returns on the decoded PIL image: only
+    the drawn box is decoded, and resampled to ``size`` in the same native
+    call (see :func:`fastdecode.transforms.fuse`). Given a PIL image or a
+    tensor it is torchvision's transform unchanged.
 
     Parameters
     ----------
@@ -103,23 +103,21 @@ class RandomResizedCrop(_AcceptsEncoded, _T.RandomResizedCrop):
 class Resize(_AcceptsEncoded, _T.Resize):
     """torchvision's Resize (a subclass), also on encoded bytes.
 
-    Given encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
-    array or tensor) it returns what it returns on the decoded PIL image, the
-    decode and the transform done in one native call (see
-    :func:`fastdecode.transforms.fuse`); given a PIL image or a tensor it is
-    torchvision's transform unchanged.
+    Given encoded bytes (as :class:`RandomResizedCrop` takes them) it returns
+    what it returns on the decoded PIL image, decoded straight to the new
+    size in one native call; given a PIL image or a tensor, torchvision's
+    transform unchanged.
 
     Parameters
     ----------
     size : int or (int, int)
         The shorter edge's new length, or (height, width), as torchvision's.
     interpolation : InterpolationMode, str or int, default BILINEAR
-        torchvision's ``InterpolationMode``, a Pillow constant or a name
-        ('bilinear', 'bicubic', 'nearest', ...).
+        As for :class:`RandomResizedCrop`.
     max_size : int, optional
         The longest edge's maximum, as torchvision's.
     antialias : bool, default True
-        As torchvision's (PIL images are always resampled antialiased).
+        As for :class:`RandomResizedCrop`.
     """
 
     def __init__(self, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
@@ -131,10 +129,9 @@ class Resize(_AcceptsEncoded, _T.Resize):
 class CenterCrop(_AcceptsEncoded, _T.CenterCrop):
     """torchvision's CenterCrop (a subclass; zero padding included), also on encoded bytes.
 
-    Given encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
-    array or tensor) it returns what it returns on the decoded PIL image, the
-    decode and the transform done in one native call (see
-    :func:`fastdecode.transforms.fuse`); given a PIL image or a tensor it is
+    Given encoded bytes (as :class:`RandomResizedCrop` takes them), only the
+    window is decoded, zero-padded where it is larger than the image, as
+    torchvision crops the decoded PIL image; a PIL image or a tensor gets
     torchvision's transform unchanged.
 
     Parameters
@@ -148,11 +145,10 @@ class CenterCrop(_AcceptsEncoded, _T.CenterCrop):
 class RandomHorizontalFlip(_AcceptsEncoded, _T.RandomHorizontalFlip):
     """torchvision's RandomHorizontalFlip (a subclass: the same draw), also on encoded bytes.
 
-    Given encoded bytes (bytes, bytearray, memoryview, mmap, or a 1-D uint8
-    array or tensor) it returns what it returns on the decoded PIL image, the
-    decode and the transform done in one native call (see
-    :func:`fastdecode.transforms.fuse`); given a PIL image or a tensor it is
-    torchvision's transform unchanged.
+    Given encoded bytes (as :class:`RandomResizedCrop` takes them) it decodes
+    the image mirrored when the draw says so, writing the mirror as the rows
+    are decoded; a PIL image or a tensor gets torchvision's transform
+    unchanged.
 
     Parameters
     ----------

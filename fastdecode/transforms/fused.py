@@ -204,11 +204,8 @@ class FusedTransform:
 
     Raises
     ------
-    TypeError
-        A step of the chain is not callable.
-    ValueError
-        An unknown ``region``, a ``dct_margin`` below 1, or limits the
-        decoders refuse.
+    TypeError, ValueError
+        As :func:`fastdecode.transforms.fuse` raises them.
     """
 
     def __init__(self, transform: Any, *, exact: bool = False, region: str = "box",

@@ -150,7 +150,8 @@ def _cost(f: FusedTransform, index: int) -> str:
 
 
 def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
-    """The :class:`FusionReport` of ``f``, or None when nothing was lost.
+    """``f.fusion_report()`` (:meth:`FusedTransform.fusion_report`): the
+    :class:`FusionReport` of ``f``, or None when nothing was lost.
 
     A report when ``f`` fuses less than its leading geometric run (a
     geometric step left unfused, or a second resample every image stops at),
@@ -161,17 +162,6 @@ def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
     have it otherwise. None when the leading geometric run and the colour
     steps after it fused and the unfused rest costs no batch path (a chain
     that returns PIL images, or images of different sizes, has none).
-
-    Parameters
-    ----------
-    f : FusedTransform
-        The fused chain.
-
-    Returns
-    -------
-    FusionReport or None
-        The first step that stopped fusion or cost the batch path, why, and
-        what it costs.
     """
     steps = f.steps
     resampling = [i for op, i in zip(f.geo_ops, f.op_index) if type(op).__name__ in _RESAMPLING]
@@ -255,19 +245,8 @@ def _batches(f: FusedTransform, report: Optional[FusionReport]) -> str:
 
 
 def explain(f: FusedTransform) -> str:
-    """Each step of ``f``'s chain and how it runs, in words, then what that means.
-
-    Parameters
-    ----------
-    f : FusedTransform
-        The fused chain.
-
-    Returns
-    -------
-    str
-        One entry per step (fused into the decode, fused into the tensor
-        pass, or unfused and why), a line on the batch path and a summary.
-    """
+    """``f.explain()`` (:meth:`FusedTransform.explain`): each step of ``f``'s
+    chain and how it runs, in words, then what that means."""
     where = _fused_where(f)
     report = fusion_report(f)
     first_unfused = len(f.steps) - len(f.trailing)
