@@ -1,8 +1,8 @@
-"""Batch buffers: the memory a dataset decodes its batches into, reused when
-it is proven free, and the protocol by which a collate takes a batch whole.
+"""Batch buffers and collate: the memory a dataset decodes its batches into,
+reused when it is proven free, and the collate that takes a batch whole.
 
 The protocol, between a producer (``FastDatasetFolder.__getitems__``) and a
-consumer (a collate function, ``fastdecode.collate``):
+consumer (a collate function, :func:`collate`):
 
 - The producer asks its thread's :class:`BatchBuffers` for each output
   tensor with ``get(name, shape, dtype, leaves=...)``; ``leaves=True`` for a
@@ -13,11 +13,11 @@ consumer (a collate function, ``fastdecode.collate``):
   to what it was when the pool made it) and it was never moved to shared
   memory (pickling a tensor to another process does that in place).
 - The samples are :class:`BatchRow` views of the batch (in a worker, when
-  the batch is on a slot of the worker's pool, :class:`~fastdecode.data.
+  the batch is on a slot of the worker's pool, :class:`~fastdecode.batching.
   _shared_pool.SlotView`), registered in torch's ``default_collate_fn_map``
   at import: the stock ``default_collate`` reaches :func:`collate_rows`,
   which takes the rows whole when they are one batch in order (as
-  ``fastdecode.collate`` does) and otherwise stacks them as torch does.
+  :func:`collate` does) and otherwise stacks them as torch does.
   ``ds[i]`` (``__getitem__``) stays a plain tensor.
 - A consumer that hands the batch on as it is, without a copy, calls
   :func:`note_batch_taken_whole` in the producing thread, and hands on a view
@@ -30,37 +30,34 @@ consumer (a collate function, ``fastdecode.collate``):
 - In a DataLoader worker every batch that leaves is written into a slot of
   the worker's shared pool (``_shared_pool``: released by the main process
   when it drops what it received); none free, a fresh shared batch.
-- A loader that owns the memory the batch must land in (a slot of its
-  :class:`CpuRing`) wraps the producer's call in :func:`batches_into`: the
-  next batch handed out is that slot, when its shape and dtype are the ones
-  asked for, and the producer writes the result there once.
+- A loader that owns the memory the batch must land in (a slot of its CPU
+  ring, ``loader/_cpu_ring.py``) wraps the producer's call in
+  :func:`batches_into`: the next batch handed out is that slot, when its
+  shape and dtype are the ones asked for, and the producer writes the result
+  there once.
 
-The :class:`CpuRing` is FastLoader's: shared batch slots reserved once in the
-main process, each mapped by a worker (:func:`map_slot`) just before it
-first writes there (so a worker's start pays only its first slots), and
-handed to a batch only when proven free: not in flight, and no tensor
-outside the ring still views the slot (its storage's use count is back to
-what it was when the ring made it). A batch whose slot is not free (the
-consumer keeps many) is made fresh, as without the ring.
+Decision record: docs/decisions/datasets.md ("Batches in place", "A worker's
+batches live on its shared pool, released by the main process").
 """
 
 from __future__ import annotations
 
 import math
-import resource
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
-from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
+from torch.utils.data._utils.collate import (
+    collate_tensor_fn,
+    default_collate,
+    default_collate_fn_map,
+)
 
-from fastdecode.batching._seeding import carry, later_carried
 from fastdecode.batching._shared_pool import SlotView, worker_pool
 
-__all__ = ["POOL_DEPTH", "BatchBuffers", "BatchRow", "CpuRing", "RingFiller", "RingSampler",
-           "batches_into", "collate_rows", "holders", "map_slot", "note_batch_taken_whole",
-           "storage_use_count", "whole_batch"]
+__all__ = ["POOL_DEPTH", "BatchBuffers", "BatchRow", "batches_into", "collate", "collate_rows",
+           "holders", "note_batch_taken_whole", "shared_empty", "storage_use_count", "whole_batch"]
 
 # In-process batches taken whole: the one the consumer holds, the one being made.
 POOL_DEPTH = 2
@@ -70,7 +67,7 @@ def _in_worker() -> bool:
     return torch.utils.data.get_worker_info() is not None
 
 
-def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+def shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """A contiguous tensor born in shared memory, its storage's own (not a
     view: its rows' ``_base`` is this tensor)."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
@@ -143,6 +140,42 @@ default_collate_fn_map[BatchRow] = collate_rows
 default_collate_fn_map[SlotView] = collate_rows
 
 
+def collate(batch: Sequence[Any]) -> Any:
+    """default_collate, except that samples which are the slots of one batch
+    tensor (what FastImageFolder.__getitems__ returns) are handed on as that
+    tensor, with no copy (in a worker, on a slot of its shared pool: see
+    batching/_shared_pool.py). The stock ``default_collate`` now does the same
+    for FastImageFolder's samples (``collate_rows``).
+
+    Parameters
+    ----------
+    batch : sequence
+        The samples of one batch. When they are ``(image, target)`` pairs
+        whose images are the rows of one batch tensor, in order, that tensor
+        is the batch's images and the targets are collated by
+        ``default_collate``; anything else goes to ``default_collate`` whole.
+
+    Returns
+    -------
+    object
+        ``[images, targets]`` for such pairs (``images`` the batch tensor
+        itself, not a copy); else what ``default_collate(batch)`` returns.
+
+    Raises
+    ------
+    TypeError
+        ``default_collate``'s, for samples of a type it cannot collate.
+    RuntimeError
+        ``default_collate``'s, for tensors of different shapes.
+    """
+    if batch and isinstance(batch[0], tuple) and len(batch[0]) == 2:
+        base = whole_batch([b[0] for b in batch])
+        if base is not None:
+            note_batch_taken_whole()
+            return [base, default_collate([b[1] for b in batch])]
+    return default_collate(batch)
+
+
 _destination = threading.local()
 
 
@@ -194,7 +227,7 @@ class BatchBuffers(threading.local):
         if leaves and _in_worker():
             pooled = worker_pool().take(shape, dtype)
             self.row_type = BatchRow if pooled is None else SlotView
-            return _shared_empty(shape, dtype) if pooled is None else pooled
+            return shared_empty(shape, dtype) if pooled is None else pooled
         kept = self.kept.pop(name, None)
         if leaves:
             self.row_type = BatchRow
@@ -242,135 +275,3 @@ class BatchBuffers(threading.local):
             pool.append((buf, holders(buf)))
             return buf[:shape[0]]
         return buf
-
-
-class SlotBatch(list):
-    """A batch of indices and the ring slot it is decoded into (None: none
-    was free, the batch is made fresh); ``later``: the indices of the batch
-    the same worker gets next (its reads start first, ``storage/_readahead.py``),
-    None when unknown."""
-
-    def __init__(self, indices: list[int], slot: Optional[int],
-                 later: Optional[list[int]] = None) -> None:
-        super().__init__(indices)
-        self.slot = slot
-        self.later = later
-
-
-class CpuRing:
-    """Shared batch slots of one (batch, C, H, W) shape and dtype, for a
-    loader's workers to write each batch into once (see the module doc)."""
-
-    def __init__(self, slots: int, shape: tuple[int, ...], dtype: torch.dtype) -> None:
-        # born in shared memory and not touched here: torch reserves the
-        # pages (fallocate), the kernel zeroes each at its first touch, in
-        # the worker that first maps the slot (zeroed here, the 19 float
-        # slots of 8 workers, 2.9 GB, held the workers' start 2.1-4.7 s)
-        self.slots = [_shared_empty(shape, dtype) for _ in range(slots)]
-        self.baseline = [holders(s) for s in self.slots]
-        self.in_flight: set[int] = set()
-        self.reused = self.fresh = 0  # batches decoded into a slot / made fresh
-
-    def pick(self) -> Optional[int]:
-        """A free slot, now in flight; None when every slot is held."""
-        for i, slot in enumerate(self.slots):
-            if i not in self.in_flight and storage_use_count is not None \
-                    and holders(slot) == self.baseline[i]:
-                self.in_flight.add(i)
-                return i
-        return None
-
-    def take(self, slot: int, rows: int) -> torch.Tensor:
-        """The arrived batch of ``slot``: a view, which holds the slot until
-        the consumer drops it (and every view of it)."""
-        self.in_flight.discard(slot)
-        self.reused += 1
-        return self.slots[slot][:rows]
-
-
-class RingSampler:
-    """Gives each batch of ``batch_sampler`` a free slot of ``ring``, in the
-    main process, as the DataLoader dispatches it, and the batch its worker
-    (one of ``workers``, round-robin) gets next."""
-
-    def __init__(self, batch_sampler, ring: CpuRing, workers: int = 0) -> None:
-        self.batch_sampler = batch_sampler
-        self.ring = ring
-        self.workers = workers
-
-    def __iter__(self) -> Iterator[SlotBatch]:
-        return self._slotted(self.batch_sampler, fresh=True)
-
-    def ahead(self, batch_sampler) -> Iterator[SlotBatch]:
-        """The batches of ``batch_sampler`` (the next epoch's, predicted) with
-        their slots, drawn while this pass's batches are still in flight."""
-        return self._slotted(batch_sampler, fresh=False)
-
-    def hold_only(self, items) -> None:
-        """The slots in flight are those of ``items`` (the batches dispatched
-        and not yet taken), the others being dropped or taken."""
-        self.ring.in_flight = {i.slot for i in items if i.slot is not None}
-
-    def _slotted(self, batch_sampler, fresh: bool) -> Iterator[SlotBatch]:
-        if fresh:
-            # A new pass starts (at its first batch) after the previous one's
-            # workers were drained (persistent) or shut down: no slot of it
-            # is still being written.
-            self.ring.in_flight.clear()
-        for indices, later in later_carried(batch_sampler, self.workers):
-            yield carry(indices, SlotBatch(indices, self.ring.pick(), later))
-
-    def __len__(self) -> int:
-        return len(self.batch_sampler)
-
-
-def map_slot(slot: torch.Tensor) -> None:
-    """Maps every page of a shared ``slot`` into this process, reading one
-    byte per page. fork copies no page tables of a shared mapping, so a
-    worker's first write to a slot faulted once per page (one minor fault
-    per 4 KiB, ~1.2-1.6 us each on the 2-core VM: 45-60 ms for a float slot
-    of 256 x 3 x 224 x 224). A read fault maps the neighbouring pages too
-    (the kernel's fault-around, 64 KiB by default), writable in shared
-    memory, so this costs ~10 ms for such a slot (DESIGN.md, "FastLoader at
-    8 workers"). A page no process has touched yet is zeroed by the kernel
-    at this read instead (one fault a page, as a fresh batch's write)."""
-    whole = torch.empty(0, dtype=torch.uint8).set_(slot.untyped_storage())
-    whole[::resource.getpagesize()].max()
-
-
-class RingFiller(torch.utils.data.Dataset):
-    """Runs in the workers: the batch decoded into its ring slot, returned as
-    ("slot", slot, rows, [target, ...]); without a slot, or when the dataset did
-    not write the slot, ("batch", collate(samples))."""
-
-    def __init__(self, dataset, ring: CpuRing, collate: Callable[[Any], Any]) -> None:
-        self.dataset = dataset
-        self.slots = ring.slots
-        self.collate = collate
-        self.mapped: set[int] = set()  # slots map_slot mapped in this worker
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitems__(self, batch: SlotBatch):
-        indices = carry(batch, list(batch))  # FastLoader(resumable=True): seeded by position
-        read_ahead = getattr(self.dataset, "_read_ahead", None)
-        if read_ahead is not None and batch.later:  # this batch's reads, then the next's
-            read_ahead(indices)
-            read_ahead(batch.later)
-        if batch.slot is None:
-            return "batch", self.collate(self.dataset.__getitems__(indices))
-        if batch.slot not in self.mapped:  # its first write here: map it whole first
-            map_slot(self.slots[batch.slot])
-            self.mapped.add(batch.slot)
-        dest = self.slots[batch.slot][:len(indices)]
-        with batches_into(dest):
-            samples = self.dataset.__getitems__(indices)
-        images = [s[0] for s in samples]
-        if not all(isinstance(x, torch.Tensor) and x.data_ptr() == dest[k].data_ptr()
-                   for k, x in enumerate(images)):
-            return "batch", self.collate(samples)
-        # the targets travel as Python objects and are collated in the main
-        # process: a worker then creates no shared memory per batch (none
-        # to leak when it is killed, no descriptor to hand over)
-        return "slot", batch.slot, len(indices), [s[1] for s in samples]

@@ -13,6 +13,8 @@ normalization run on the GPU, and a slot is reused only after the CUDA event
 of its copy completed.
 """
 
-from fastdecode.loader._loader import FastLoader, collate, worker_init_fn
+from fastdecode.batching._buffers import collate
+from fastdecode.loader._loader import FastLoader
+from fastdecode.loader._setup import worker_init_fn
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import fastdecode as fd
-from fastdecode.loader import _loader as loader_mod
+from fastdecode.loader import _setup as loader_mod
 
 from helpers.fork_warning import ignore_fork_warning
 from helpers.shm import torch_shm_entries
@@ -413,7 +413,7 @@ def test_ring_is_not_touched_in_the_main_process(tree):
 def test_ring_filler_maps_each_slot_once_before_its_first_write(tree, monkeypatch):
     """RingFiller, the workers' side, run in-process: map_slot is called for a
     slot once, before the batch is written there."""
-    from fastdecode.batching import _buffers as _batches
+    from fastdecode.loader import _cpu_ring as _batches
 
     ring = _batches.CpuRing(2, (4, 3, 32, 32), torch.float32)
     for slot in ring.slots:

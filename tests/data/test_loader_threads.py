@@ -18,7 +18,7 @@ from torchvision import transforms as T  # noqa: E402
 from torchvision.transforms import v2  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
-from fastdecode.loader import _loader as loader_mod  # noqa: E402
+from fastdecode.loader import _setup as loader_mod  # noqa: E402
 
 from helpers.trees import corrupt_file, make_tree  # noqa: E402
 

@@ -24,8 +24,8 @@ pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 
 from fastdecode import FastLoader, _options, errors  # noqa: E402
-from fastdecode.batching._buffers import RingSampler  # noqa: E402
 from fastdecode.datasets import FastImageFolder  # noqa: E402
+from fastdecode.loader._cpu_ring import RingSampler  # noqa: E402
 from fastdecode.storage import _readahead, _readers  # noqa: E402
 from fastdecode.storage._readahead import ReadAheadOptions  # noqa: E402
 from fastdecode.storage._window import ReadAhead  # noqa: E402
@@ -704,7 +704,7 @@ def test_a_ring_worker_reads_each_sample_once_and_none_in_its_own_thread(tree):
     """The CPU ring's worker path, in-process: each batch's reads, then the
     next batch's (sharing files with it, as draws with replacement do), none
     read twice, none left to the decoding thread."""
-    from fastdecode.batching._buffers import CpuRing, RingFiller, SlotBatch
+    from fastdecode.loader._cpu_ring import CpuRing, RingFiller, SlotBatch
 
     ds = FastImageFolder(tree, transform=TRAIN, readahead=8)
     ring = CpuRing(1, (4, 3, 32, 32), torch.uint8)

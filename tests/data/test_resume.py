@@ -32,8 +32,7 @@ from torchvision import transforms as T
 
 import fastdecode as fd
 from fastdecode.errors import ResumeError
-from fastdecode.loader import _loader as loader_mod
-from fastdecode.loader import _resume
+from fastdecode.loader import _setup as loader_mod
 from fastdecode.loader._cuda_ring import RingWriter, SlottedSampler
 
 from helpers.resume_run import StatefulShuffle  # a user's sampler with its own state
@@ -64,7 +63,6 @@ def big_tree(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def fresh_warnings():
     loader_mod._warned.clear()
-    _resume._warned.clear()
     yield
 
 
@@ -421,7 +419,7 @@ def test_a_sampler_without_state_is_replayed_with_one_warning(tree):
     cases = [lambda: loader_of(ds, dict(sampler=GlobalShuffle(len(ds)))),
              lambda: loader_of(ds, dict(batch_size=None, batch_sampler=GlobalBatches(len(ds), 4)))]
     for make in cases:
-        _resume._warned.clear()
+        loader_mod._warned.clear()
         full = uninterrupted(make, nothing)
         with pytest.warns(RuntimeWarning, match=r"has no state_dict, by replaying its "
                                                 r"(indices|batches).*nothing is decoded.*Said once"

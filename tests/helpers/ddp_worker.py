@@ -152,7 +152,7 @@ def run_accelerate(rank: int, world: int, root: str, port: int, out: str) -> Non
         loader.set_epoch(epoch)
         for images, _targets in loader:
             seen.setdefault(epoch, []).extend(_digests(images))
-    from fastdecode.loader import _loader as loader_mod
+    from fastdecode.loader import _setup as loader_mod
 
     # the rebuilt DataLoader keeps the zero-copy collate and the thread pinning
     kinds = (loader.collate_fn is fd.collate,
