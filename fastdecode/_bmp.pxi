@@ -1,4 +1,4 @@
-# BMP entry points; included by _native.pyx.
+# BMP entry points; included by _native.pyx. See docs/decisions/bmp.md.
 
 
 def decode_bmp(data, *, mode=_D["mode"], crop=_D["crop"], size=_D["size"],

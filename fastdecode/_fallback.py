@@ -24,6 +24,8 @@ What Pillow opens is not always a plain image; each case has one outcome:
 - a decompression bomb Pillow refuses (``DecompressionBombError``, or its
   ``DecompressionBombWarning`` when the warnings filter makes it an error)
   is an :class:`ImageTooLargeError`, as are sizes above 32 bits.
+
+See docs/decisions/robustness.md and docs/decisions/datasets.md (issue 27).
 """
 
 from __future__ import annotations

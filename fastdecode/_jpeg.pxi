@@ -1,4 +1,4 @@
-# JPEG entry points; included by _native.pyx.
+# JPEG entry points; included by _native.pyx. See docs/decisions/jpeg.md.
 
 
 def decode_jpeg(data, *, mode=_D["mode"], scale=_D["scale"], min_size=_D["min_size"],

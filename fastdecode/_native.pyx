@@ -4,7 +4,9 @@
 This is the only module that holds the GIL-related and buffer-related
 knowledge; C never sees Python, and the Python layer never sees a pointer.
 Each decoder (_jpeg.pxi, _bmp.pxi) is included here so that they share one
-error translator and one option parser.
+error translator and one option parser; which formats the core decodes, and
+which format a buffer is, come from the C core (NATIVE_FORMATS, sniff). See
+docs/decisions/core.md.
 """
 # Over ~400 lines on purpose: the one extension's shared part (the error translator,
 # option parsing, buffer handling, probe-allocate-decode) that every .pxi uses.
@@ -162,7 +164,7 @@ cdef int parse_scaling(fd_options *opt, object scale, object min_size) except -1
     """scale or min_size; with neither, a requested size picks the scale."""
     if min_size is None and scale is None and opt.size_height:
         # The resampler finishes the job, so only the SIMD-accelerated scales
-        # are worth it: faster, and sharper than 3/8..7/8 (DESIGN.md).
+        # are worth it: faster, and sharper than 3/8..7/8 (docs/decisions/resampler.md).
         opt.min_height = opt.size_height
         opt.min_width = opt.size_width
         opt.simd_scales_only = 1

@@ -1,7 +1,9 @@
 """The public decode functions: format dispatch, files and the Pillow fallback.
 
-The native formats go straight to the C core through ``_native``; this module
-only decides *which* decoder runs and attaches file names to errors.
+A format the C core decodes goes to its native decoder (the row of
+``fastdecode._formats``), anything else to Pillow (``_fallback``); this
+module only decides *which* decoder runs and attaches file names to errors.
+See docs/decisions/core.md.
 """
 
 from __future__ import annotations

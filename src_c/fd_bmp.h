@@ -1,5 +1,6 @@
 /* Raw BMP reading: every header version and bit depth of the BMP Suite,
- * with all size arithmetic checked before anything is allocated or read. */
+ * with all size arithmetic checked before anything is allocated or read.
+ * See docs/decisions/bmp.md. */
 #ifndef FD_BMP_H
 #define FD_BMP_H
 

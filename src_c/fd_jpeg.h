@@ -2,7 +2,7 @@
  *
  * Each thread owns one reusable decompress object (created on first use,
  * destroyed when the thread exits), so calls from many threads never share
- * state and pay no per-call set-up.
+ * state and pay no per-call set-up. See docs/decisions/jpeg.md.
  */
 #ifndef FD_JPEG_H
 #define FD_JPEG_H

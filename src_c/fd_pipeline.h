@@ -3,7 +3,7 @@
  * buffer), each dispatched through the rows of fd_formats.h. When a size is
  * requested the decode goes to per-thread scratch first and the resampler
  * writes the final pixels, all in one call. A format the core lacks
- * (FD_FORMAT_UNKNOWN) is FD_ERR_UNSUPPORTED. */
+ * (FD_FORMAT_UNKNOWN) is FD_ERR_UNSUPPORTED. See docs/decisions/core.md. */
 #ifndef FD_PIPELINE_H
 #define FD_PIPELINE_H
 

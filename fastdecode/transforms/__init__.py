@@ -1,76 +1,21 @@
-"""Geometric transforms fused into the decoder (needs torch and torchvision).
+"""fastdecode.transforms: torchvision transform chains run inside the decode (needs torch and torchvision).
 
-Two ways in:
+:func:`fuse` takes a torchvision pipeline (``transforms.Compose`` or
+``transforms.v2.Compose``, or a single transform) and returns a callable on
+*encoded* bytes whose result is what the pipeline returns on
+``Image.open(f).convert('RGB')``: the same type, shape and dtype, the same
+random crop boxes and flips for the same ``torch.manual_seed``, values within
+fuse's documented bound, computed by decoding only the pixels the chain
+keeps, straight to the output size and layout::
 
-* :func:`fuse` takes an existing torchvision pipeline (``transforms.Compose``
-  or ``transforms.v2.Compose``, or a single transform) and returns a callable
-  on *encoded* bytes whose result is what the pipeline returns on
-  ``Image.open(f).convert('RGB')`` -- same type, shape and dtype, the same
-  random crop boxes and flips for the same ``torch.manual_seed``, near-identical
-  values -- computed by decoding only the pixels needed, straight to the output
-  size and layout::
+    train = fuse(T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                            T.ToTensor(), T.Normalize(mean, std)]))
+    x = train(open("cat.jpg", "rb").read())      # float32 (3, 224, 224)
 
-      train = fuse(T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
-                              T.ToTensor(), T.Normalize(mean, std)]))
-      x = train(open("cat.jpg", "rb").read())      # float32 (3, 224, 224)
-
-* The classes here (:class:`RandomResizedCrop`, :class:`Resize`,
-  :class:`CenterCrop`, :class:`RandomHorizontalFlip`, :class:`Compose`) are
-  torchvision's v1 classes (subclasses: same parameters, same random draws)
-  that also accept encoded bytes, in which case they return what they return
-  on the decoded PIL image (``Compose`` of them then returns tensors when it
-  ends with ToTensor). Given a PIL image or a tensor they are torchvision's
-  transforms unchanged, so they also work in a plain torchvision ``Compose``.
-  ``interpolation`` takes an ``InterpolationMode``, a Pillow constant or a
-  string ('bilinear', 'bicubic', 'nearest', ...).
-
-How a chain is split (``repr(fuse(t))`` and ``fuse(t).explain()`` show it;
-``fuse(t).fusion_report()`` says what stopped it): wrappers whose
-``__call__`` is just ``return self.<attr>(img)`` (torchvision's reference
-presets) are opened, the ImageClassification preset of pretrained weights is
-its Resize / CenterCrop / ToDtype / Normalize chain, and timm's
-RandomResizedCropAndInterpolation / ResizeKeepRatio / converters count as
-their torchvision kinds (drawing from Python's ``random`` as timm does). The
-leading run of
-RandomResizedCrop / Resize / CenterCrop / RandomHorizontalFlip becomes one
-native decode (crop box, resample size, zero padding, mirror); a following
-ToTensor / PILToTensor / v2.ToImage with the Normalize / v2.ToDtype /
-ConvertImageDtype / v2.ToPureTensor after it becomes one table pass writing
-the final tensor (bit-identical to torchvision's float arithmetic).
-ColorJitter (v1 or v2, without hue), RandomGrayscale and RandomApply of
-them right after the geometric run are drawn as torchvision draws them and
-computed natively on the decoded pixels with Pillow's own float32
-arithmetic (bit-identical to torchvision on the same pixels). v2
-geometric transforms right after v2.ToImage / PILToTensor (torchvision runs
-them on uint8 tensors, within a level of Pillow) join the decode too; if one
-cannot (say a second resample), the RNG state is restored and the whole chain
-runs unfused. Everything from the first other transform runs unfused, in
-order, on the type torchvision would give it (a PIL image before the tensor
-part, the tensor after it). Transforms are never reordered. The plan is
-made when ``fuse`` is called; ``f.is_current()`` / ``f.refreshed()`` notice
-a changed transform (an attribute set, a list edited, a step reassigned).
-EXIF orientation is not applied (torchvision's ImageFolder loader does not
-either).
-
-Exactness. ``exact=True``: bit-identical to torchvision for every fused
-chain and every format (full-resolution decode; the native resampler where
-it is Pillow's bit for bit, i.e. single-pass and nearest resamples, Pillow's
-own elsewhere; other formats cropped, then resampled, as torchvision does).
-Default (``exact=False``): the native resampler throughout, and a JPEG whose
-crop is at least ``2 * dct_margin`` times the output decodes at 1/2, 1/4 or
-1/8 scale first. Bound, measured on 250 ImageNet-style photos per op
-combination (train, eval, resize-only, v1/v2, bilinear/bicubic/nearest,
-antialias=False, padding CenterCrop, 64-224 px outputs; the script is
-``tests/transforms/bound_matrix.py``): minimum PSNR >= 42.1 dB against
-torchvision for every combination (>= 49 dB with 224 px outputs; 83-100 %
-of the 224 px results bit-identical), i.e. the documented floor is 40 dB
-(what the parity tests assert);
-nearest, padding and unfused steps are exact. Fused colour steps
-(ColorJitter, RandomGrayscale) are Pillow's arithmetic exactly on the pixels
-they get, but contrast and saturation scale the resample's difference (up to
-~1.4x each): with ColorJitter(0.4, 0.4, 0.4) the minimum is 50.6 dB after
-RandomResizedCrop(224), 48.9 dB after the eval crop, and 37.8 dB after
-RandomResizedCrop(64), so the floor there is 35 dB (``test_color_jitter.py``).
+:class:`RandomResizedCrop`, :class:`Resize`, :class:`CenterCrop`,
+:class:`RandomHorizontalFlip` and :class:`Compose` are torchvision's v1
+classes that also take encoded bytes. ``fuse(t).explain()`` says how a chain
+is split and what runs unfused. See docs/decisions/fused-transforms.md.
 """
 
 from __future__ import annotations
@@ -133,8 +78,8 @@ def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
     flips for the same ``torch.manual_seed``, values within the bound below),
     computed by decoding only the pixels the chain keeps, straight to the
     output size and layout. ``f`` is picklable, so it works in DataLoader
-    workers. How the chain is split, and what runs unfused, is in the module
-    documentation; ``f.explain()`` says it for a given chain.
+    workers. ``f.explain()`` says how the chain is split and what runs
+    unfused (the rules: docs/decisions/fused-transforms.md).
 
     Exactness: with ``exact=True`` every fused chain is bit-identical to
     torchvision for every format. By default a JPEG may decode at 1/2, 1/4 or

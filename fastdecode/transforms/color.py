@@ -1,18 +1,13 @@
 """Colour steps fused after the decode: ColorJitter, RandomGrayscale and RandomApply of them.
 
-torchvision runs ColorJitter on a PIL image as Pillow's ImageEnhance
-(brightness, contrast, saturation: each ``Image.blend(degenerate, image,
-factor)``), in the order of ``torch.randperm(4)``. Here the parameters are
-drawn as torchvision's ``ColorJitter.get_params`` draws them (the same RNG
-calls in the same order: :func:`jitter_params`, tested against it), so a plan
-unpickled without torchvision (``detached``) draws them too, and the blends run in one native call on the
-rendered uint8 pixels with Pillow's float32 arithmetic
-(``_native.adjust_colors``, src_c/fd_color.c): bit-identical to torchvision
-on the same pixels. Hue is Pillow's RGB -> HSV, torchvision's uint8 shift of
-H (``np.array(hue_factor * 255).astype(np.uint8)``, computed here with that
-very expression), Pillow's HSV -> RGB. RandomGrayscale is Pillow's
-``convert('L')`` in the three channels, i.e. a saturation step with factor
-0. Exact types only (kinds.py's rule): a subclass may override ``forward``.
+Their parameters are drawn with the RNG calls of torchvision's
+``ColorJitter.get_params`` (:func:`jitter_params`, tested against it), so a
+plan unpickled without torchvision (:mod:`.detached`) draws them too; the
+steps then run in one native call on the rendered uint8 pixels
+(``_native.adjust_colors``) with Pillow's float32 arithmetic: bit-identical
+to torchvision on the same pixels. RandomGrayscale is a saturation step of
+factor 0. Exact types only (a subclass may override ``forward``). See
+docs/decisions/fused-transforms.md ("Colour steps fuse, bit-exact").
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """DetachedPlan: a fully fused chain's batch decode without its source transforms.
 
 What a Ray read task (or any process that receives a ``BatchDecoder``)
-unpickles. A :class:`~fastdecode.transforms.FusedTransform` pickles its
-torchvision source and re-fuses on unpickling, so every fresh worker imported
-torchvision (1.2-1.8 CPU-s, most of it ``torch._dynamo`` through
-``torchvision.ops``) before its first row. When the whole chain fused (the
-geometry ops are the four plain kinds, a tensor table, nothing trailing),
-what a worker runs per row needs none of it: the geometry ops' parameters,
-the fused colour ops, the renderer's options and the table. :func:`detach`
-copies those, with each op's source transform replaced by a stand-in that
-carries only what the op reads at draw time (RandomResizedCrop's ``scale``
-and ``ratio``, a colour op's ``p``), and keeps
-the pickled FusedTransform as bytes for the rare image whose geometry stops
-(a second resample, a padded canvas): that image restores the RNG state and
-runs through the full transform, unpickled (and torchvision imported) then.
-
-Written again here on purpose: :meth:`DetachedPlan.decode_into` is the
-all-joined path of ``FusedTransform.decode_into`` (read the header, draw the
-geometry, then the colour steps, render into the slot, apply the colour) and
-:meth:`DetachedPlan.finish` its ``finish`` for numpy batches; :func:`detach`
-refuses (returns None, and the caller pickles the FusedTransform as before)
-any FusedTransform whose state is not the fields listed in ``_FUSED_STATE``
-and ``_COLOR_STATE`` (colour ops only of this package's kinds), so a plan
-that grows a new per-image step is never detached without being taught here
-(tests/transforms/test_detached.py checks the rows are the same).
+unpickles. When the whole chain fused (the four plain geometry ops, colour
+ops of this package's kinds, a tensor table, nothing trailing),
+:func:`detach` copies what a row needs (the ops, each with a stand-in for its
+torchvision transform carrying what it reads at draw time, the renderer's
+options, the table) and keeps the pickled FusedTransform as bytes for the
+rare image whose geometry stops, which then runs through it. :func:`detach`
+refuses (None: pickle the FusedTransform) any state it was not taught
+(``_FUSED_STATE``, ``_COLOR_STATE``). See docs/decisions/ray.md ("A fully
+fused chain reaches the workers without torchvision").
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""torchvision's v1 geometric classes and Compose, also taking encoded bytes (fused)."""
+"""torchvision's v1 geometric classes and Compose, also taking encoded bytes (fused).
+
+Each is a subclass of torchvision's (the same parameters and draws): on
+encoded bytes it runs :func:`~fastdecode.transforms.fuse` of itself, cached
+and re-fused when its parameters change; on anything else it is
+torchvision's transform unchanged. See docs/decisions/fused-transforms.md.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Every spelling (InterpolationMode, Pillow constant, string) maps to one
 :class:`Filter`: Pillow's filter id (named constants, never bare numbers), its
 support radius and which resampler runs it (native for nearest / bilinear /
-bicubic, Pillow for box / hamming / lanczos).
+bicubic, Pillow for box / hamming / lanczos). See
+docs/decisions/fused-transforms.md.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ of every object and function reached, and each tensor's identity and version
 counter (in-place edits bump it). Two fingerprints compare equal when nothing
 a fused plan depends on changed: attributes set (``rrc.size = 160``), list
 contents edited (``compose.transforms.append(...)``), objects reassigned.
+See docs/decisions/fused-transforms.md ("Live transforms").
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def fingerprint(transform: Any) -> list:
     Per object reached: its identity and a shallow tuple of its attribute
     values (or list items), compared by value for numbers, strings and
     tuples and by identity for objects, which are then walked themselves;
-    a tensor adds its version counter. Cost: ~122k instructions for a
-    3-step train chain, 0.75 % of a fused call (DESIGN.md, "Live transforms").
+    a tensor adds its version counter. Its cost is measured in
+    docs/decisions/fused-transforms.md ("Live transforms").
     """
     out: list = []
     seen: set[int] = set()

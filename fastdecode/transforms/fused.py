@@ -1,25 +1,13 @@
-"""FusedTransform: a chain split into geometry, tensor table and trailing steps, on bytes.
+"""FusedTransform: a chain split into geometry, colour, tensor table and trailing steps, run on bytes.
 
-:func:`split_chain` cuts the flat list of steps, in order, never reordered:
-
-1. ``geometric``: the leading run of RandomResizedCrop / Resize / CenterCrop /
-   RandomHorizontalFlip (:mod:`.kinds`), walked per image by
-   :mod:`.geometry` and rendered by one native decode (:mod:`.render`);
-   v2 geometric steps right after ToImage / PILToTensor join at the tensor
-   stage (not after colour steps: the draws would change order);
-2. ``color``: the ColorJitter / RandomGrayscale steps right after that run,
-   drawn with the geometry and applied to the rendered pixels in one native
-   call (:mod:`.color`);
-3. ``tensor``: the converter and the per-pixel steps after it, one table
-   (:mod:`.tensor`);
-4. ``trailing``: everything from the first step not understood, run
-   unfused on the type torchvision would have given it there.
-
-When an image's geometry stops at an op (a second resample, a padded
-canvas...), :meth:`FusedTransform._unfused` runs the rest unfused: the one
-stop-and-replay routine for ``__call__`` and ``decode_into`` alike. Each image
-is drawn, rendered and completed in three private steps (see the internals),
-which FastLoader(threads=N) runs in different threads.
+:func:`split_chain` cuts the flat list of steps, in order and never
+reordered, into the parts that fuse and the trailing rest, which runs
+unfused on the type torchvision would have given it. Each image is drawn,
+rendered and completed in three private steps, which FastLoader(threads=N)
+runs in different threads; when an image's geometry stops at an op (a second
+resample, a padded canvas...), one stop-and-replay routine
+(:meth:`FusedTransform._unfused`) runs the rest unfused, for ``__call__`` and
+``decode_into`` alike. See docs/decisions/fused-transforms.md.
 """
 
 # Over ~400 lines on purpose: one image's three parts (draw, render, complete) and
@@ -92,10 +80,23 @@ class ChainSplit:
 
 
 def split_chain(steps: list, exact: bool = False) -> ChainSplit:
-    """Splits a flat list of steps into geometry, tensor table and trailing
-    steps; reads the steps, changes nothing. ``exact``: only crops and flips
-    join after the converter (torch's uint8 resample is Pillow's within a
-    level, not bit for bit)."""
+    """Splits a flat list of steps, in order, never reordered; reads the
+    steps, changes nothing:
+
+    1. ``geometric``: the leading run of RandomResizedCrop / Resize /
+       CenterCrop / RandomHorizontalFlip (:mod:`.kinds`), walked per image by
+       :mod:`.geometry` and rendered by one native decode (:mod:`.render`);
+       v2 geometric steps right after ToImage / PILToTensor join at the
+       tensor stage (not after colour steps: the draws would change order);
+    2. ``color``: the ColorJitter / RandomGrayscale steps right after that
+       run, drawn with the geometry and applied to the rendered pixels in one
+       native call (:mod:`.color`);
+    3. ``tensor``: the converter and the per-pixel steps after it, one table
+       (:mod:`.tensor`);
+    4. ``trailing``: everything from the first step not understood.
+
+    ``exact``: only crops and flips join after the converter (torch's uint8
+    resample is Pillow's within a level, not bit for bit)."""
     ops: list[GeoOp] = []
     index: list[int] = []
     i = 0

@@ -1,14 +1,12 @@
 """The renderer: one image's :class:`~.geometry.Geometry` turned into pixels by the decoder.
 
-The resampler is chosen per filter, explicitly (:mod:`.filters`): nearest,
-bilinear and bicubic run in the native decoder (``decode_image(crop=...,
-size=...)``, or ``_native.resize`` of a decoded crop for a sub-pixel box);
-box, hamming and lanczos decode the crop natively and resample with Pillow,
-exactly as torchvision would. With ``exact=True`` Pillow also runs every
-two-pass bilinear / bicubic resample (its pass order is its own), so exact
-results are torchvision's bit for bit. Formats the C core does not decode
-(``fastdecode._formats``) are cropped first and then resampled, in
-torchvision's order.
+The resampler is chosen per filter (:mod:`.filters`): nearest, bilinear and
+bicubic run in the native decoder, box, hamming and lanczos in Pillow on the
+natively decoded crop; with ``exact=True`` Pillow also runs every two-pass
+bilinear / bicubic resample, so exact results are torchvision's bit for bit.
+Formats the C core does not decode (``fastdecode._formats``) are cropped
+first and then resampled, in torchvision's order. See
+docs/decisions/fused-transforms.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Saying what fuse did: ``explain()`` text and the structured :class:`FusionReport`."""
+"""Saying what fuse did: ``explain()`` text and the structured :class:`FusionReport`.
+
+See docs/decisions/fused-transforms.md ("Saying what happened").
+"""
 
 from __future__ import annotations
 

@@ -2,10 +2,9 @@
 
 ToTensor / PILToTensor / v2.ToImage followed by Normalize / v2.ToDtype /
 ConvertImageDtype / v2.ToPureTensor map each uint8 value of a channel to one
-output value, so the whole run is a (C, 256) table, built by running the
-user's real transforms on a 256-pixel ramp: the values and the result type
-are torchvision's own. Applied in one pass (``_native.lut_to_float`` for
-float32, numpy indexing otherwise).
+output value: a (C, 256) table, built by running the user's real transforms
+on a 256-pixel ramp (the values and the result type are torchvision's own),
+applied in one pass. See docs/decisions/fused-transforms.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
-"""torch's CPU random draws for the plain geometry ops, without torch: what a
-detached plan (``transforms.detached``) draws from in a process that never
-imports torch (a Ray read task), seeded per row.
+"""torch's CPU random draws for the plain geometry ops, without torch, seeded per row.
 
-torch's CPU generator is a 32-bit Mersenne Twister initialised from the low
-32 bits of ``torch.manual_seed``'s seed; numpy's legacy ``RandomState`` with
-that seed gives the same words (both ``init_genrand``). A float32
-``uniform_(a, b)`` takes one word ``w`` and is ``fmaf((w & 0xFFFFFF) * 2**-24,
-b - a, a)`` in float32 (here in float64, then rounded once: exact when the
-sum fits 53 bits, which :func:`exact_uniform` checks for a range);
-``random_(0, n)`` (``torch.randint``) takes one word: ``w % n`` (for n below
-2**28, checked; a canvas that large leaves for the full transform).
-RandomResizedCrop's aspect ratio is ``exp`` of a float32 draw, which torch
-computes with its own vectorised exp (within 1 ulp, not always the correctly
-rounded value): here the box size is taken from the correctly rounded exp
-2 ulps either side; when both give the same width and height (both are
-monotonic in the ratio) that is torch's box, otherwise (about 1 draw in
-10,000) torch computes that exp, imported then.
-
-Written again on purpose: ``draws.sample_resized_crop`` and
-``draws.flip_draw`` are the torch-drawing originals, which every other path
-keeps using; tests/transforms/test_torch_draws.py checks words, uniform and
-integer draws, every possible aspect-ratio draw of the default range and
-the boxes against torch.
+What a detached plan (:mod:`.detached`) draws from in a process that never
+imports torch (a Ray read task): :class:`Draws` gives the words, float32
+uniform and integer draws torch's CPU generator gives after
+``torch.manual_seed``, and :func:`sample_resized_crop` RandomResizedCrop's
+box from them, equal to the torch-drawing originals (:mod:`.draws`) that
+every other path keeps using. A range whose draw would not be exact
+(:func:`exact_uniform`) or a canvas side from 2**28 up leaves for the full
+transform. See docs/decisions/ray.md ("A read task imports no torch").
 """
 
 from __future__ import annotations
