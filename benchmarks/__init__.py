@@ -26,7 +26,7 @@ something no public name gives:
   bench_image_list and bench_listing compare the ways a file is read;
 - ``fastdecode.storage._listing.list_images``: the files a Ray read covers
   (bench_ray);
-- ``fastdecode.storage._remote.cache_dir``: where bench_listing keeps its
+- ``fastdecode.storage._remote_index.cache_dir``: where bench_listing keeps its
   generated tree;
 - ``fastdecode.loader._cuda_ring.CudaRing``: gpu_check times the ring's copies.
 """

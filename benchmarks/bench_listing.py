@@ -393,7 +393,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.quick:
         args.files, args.rounds, args.window = 20_000, 2, 8_000
     if args.tree is None:
-        from fastdecode.storage._remote import cache_dir
+        from fastdecode.storage._remote_index import cache_dir
 
         args.tree = Path(cache_dir()) / f"listing-tree-{args.files}"
         args.make = True

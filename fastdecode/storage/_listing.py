@@ -36,6 +36,7 @@ import numpy as np
 
 from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
 from fastdecode.storage._readers import remote_paths
+from fastdecode.storage._remote_index import cache_dir
 from fastdecode.storage._samples import SampleStore
 
 __all__ = ["FolderListing", "INDEX_MIN_FILES", "Listing", "PathsLike", "folder_listing",
@@ -162,8 +163,6 @@ class FolderListing:
 
 def index_path(root: Union[str, os.PathLike], extensions: Sequence[str]) -> str:
     """The index file of the local tree ``root`` listed with ``extensions``."""
-    from fastdecode.storage._remote import cache_dir
-
     text = json.dumps([_INDEX_VERSION, "local", os.fspath(root),
                        os.path.abspath(os.fspath(root)), list(extensions)])
     key = hashlib.sha256(text.encode()).hexdigest()[:32]

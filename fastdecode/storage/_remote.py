@@ -1,43 +1,27 @@
-"""Remote roots through fsspec: one listing kept as a local index, files read
-in batches with bounded retries, credentials kept out of errors, logs and pickles.
+"""Remote roots through fsspec: :class:`Remote`, a root's filesystem by
+protocol and options, reading its files a batch at a time, its credentials
+kept out of errors, logs, pickles and index files.
 
-A root such as ``s3://bucket/train`` (any fsspec URL, with ``storage_options=``
-as pandas, datasets and Ray take them) is listed once with ``fs.find(detail=
-True)``; the listing is written as an index file under :func:`cache_dir`
-(``$FASTDECODE_CACHE``, else ``~/.cache/fastdecode``), keyed by the URL and
-the public storage options, and it records a fingerprint of the listing's
-etags/mtimes/sizes. Re-opening the root reads that file and lists nothing;
-``refresh_index=True`` (or :func:`refresh_index`) lists again. A stale index
-shows as a missing key: an :class:`~fastdecode.errors.ImageFileError` naming
-the URL, which ``on_error`` handles.
+A root such as ``s3://bucket/train`` (any fsspec URL, with
+``storage_options=`` as pandas, datasets and Ray take them) is listed once,
+into a local index file (:mod:`fastdecode.storage._remote_index`). A Remote
+keeps the protocol and the public options; its client is made lazily in each
+process (fsspec instances are not fork-safe) and never pickled. Secrets
+(option keys that name a key, secret, token, password, credential...; a
+URL's user:password) stay in a process-local registry, which forked workers
+inherit, and in an environment variable (``FASTDECODE_FS_<token>``), which
+spawned workers inherit, as they inherit ``AWS_SECRET_ACCESS_KEY``.
 
-:class:`Remote` is what a dataset keeps: the protocol and the public options;
-the filesystem client is made lazily in each process (fsspec instances are not
-fork-safe) and is never pickled. Secrets (option keys that name a key, secret,
-token, password, credential...; a URL's user:password) never enter a pickle, a
-message or the index: they stay in a process-local registry, which forked
-workers inherit, and in an environment variable (``FASTDECODE_FS_<token>``),
-which spawned workers inherit, as they inherit ``AWS_SECRET_ACCESS_KEY``.
-
-Reads are bounded by the per-file limit (``FASTDECODE_MAX_FILE_BYTES``,
-1 GiB): an object whose size in a listing this process opened is over it is
-refused unfetched, and every fetch stops one byte past it, so an object no
-listing sized (a URL of a file list, an HTTP page of links) or one that grew
-after its listing is refused too, having cost at most that many bytes; each
-is an ImageFileError (``errno.EFBIG``) naming the URL.
-
-:meth:`Remote.submit` starts a batch's fetches at once, one future per URL,
-so a worker decodes each file as soon as its bytes arrive while the rest are
-in flight (:class:`prefetched`, :func:`take_prefetched`); :meth:`Remote.
-read_many` waits for them all. HTTP(S): one GET each, refused from its
-Content-Length or read to the limit; other async filesystems (s3, gcs, ...):
-a ranged ``cat_file`` of the limit's range (a range from byte 0 that the
-store cannot satisfy is an empty object: its 0 bytes), both on fsspec's
-event loop; sync ones: read threads (blocking in the kernel, GIL released),
-each reading to the limit. Transient failures (timeouts, connection resets
-or refusals, HTTP 5xx/408/429) are retried per URL with exponential backoff
-within ``$FASTDECODE_RETRY_SECONDS`` (default 10 s) in all; then, or for a
-permanent failure, an ImageFileError naming the URL.
+Reads are bounded by the per-file limit (``FASTDECODE_MAX_FILE_BYTES``): an
+object listed over it is refused unfetched, and every fetch stops one byte
+past it (:mod:`fastdecode.storage._remote_fetch`); each refusal is an
+ImageFileError (``errno.EFBIG``) naming the URL. :meth:`Remote.submit`
+starts a batch's fetches at once, one future per URL; within
+:class:`prefetched` a worker takes each file as it arrives
+(:func:`take_prefetched`), and :func:`fetch_ahead` starts the next batch's.
+Transient failures are retried per URL within ``$FASTDECODE_RETRY_SECONDS``;
+then, or for a permanent failure, an ImageFileError naming the URL. Decision
+record: docs/decisions/storage-remote.md.
 """
 
 from __future__ import annotations
@@ -45,27 +29,42 @@ from __future__ import annotations
 import asyncio
 import base64
 import errno as _errno
-import hashlib
-import json
 import os
 import pickle
 import re
 import secrets as _secrets
-import tempfile
 import threading
 import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import numpy as np
-
 from fastdecode._options import max_file_bytes, over_file_limit
 from fastdecode.errors import ImageFileError
+from fastdecode.storage._remote_fetch import (
+    _attempt,
+    _cat_to,
+    _done,
+    _http_get,
+    _OverLimit,
+    _read_to,
+    _retry_seconds,
+    _transient,
+    _Tries,
+)
+from fastdecode.storage._remote_index import (
+    _TREES,
+    TreeIndex,
+    _index_key,
+    _load_index,
+    _save_index,
+    index_file,
+    list_tree,
+)
 
-__all__ = ["Remote", "TreeIndex", "cache_dir", "refresh_index", "scrub_url"]
+__all__ = ["Remote", "fetch_ahead", "folder_classes", "folder_samples", "open_root",
+           "prefetched", "refresh_index", "scrub_url", "take_prefetched"]
 
 # Option names whose values are credentials (matched anywhere in the name,
 # case-insensitive, at any depth of the options).
@@ -83,12 +82,6 @@ _SECRETS: dict[str, dict] = {}  # token -> secret options, this process
 # and at 50 ms 8 threads of a sync client 76 where 64 served 411
 # (docs/decisions/storage-remote.md)
 IN_FLIGHT = 64
-_CHUNK = 16 << 20  # the most one read of a sync filesystem asks for
-_INDEX_VERSION = 2  # 2: the sizes
-# EBUSY and EREMOTEIO: how s3fs translates S3's 503 (SlowDown, ServiceUnavailable) and 500
-_TRANSIENT_ERRNO = {_errno.ECONNRESET, _errno.ECONNREFUSED, _errno.ECONNABORTED, _errno.ETIMEDOUT,
-                    _errno.EPIPE, _errno.EHOSTUNREACH, _errno.ENETUNREACH, _errno.EAGAIN,
-                    _errno.EBUSY, _errno.EREMOTEIO}
 
 
 def scrub_url(url: str) -> str:
@@ -136,76 +129,6 @@ def _secret_strings(secret: Any) -> list[str]:
         return [text] if len(text) >= 3 else []
     return [s for v in getattr(secret, "_asdict", lambda: {})().values()
             for s in _secret_strings(v)]
-
-
-def cache_dir() -> str:
-    """Where listing indexes are kept: ``$FASTDECODE_CACHE``, else
-    ``~/.cache/fastdecode`` (``$XDG_CACHE_HOME/fastdecode`` when set)."""
-    explicit = os.environ.get("FASTDECODE_CACHE")
-    if explicit:
-        return os.path.expanduser(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "fastdecode")
-
-
-def _retry_seconds() -> float:
-    return float(os.environ.get("FASTDECODE_RETRY_SECONDS", "10"))
-
-
-def _transient(exc: BaseException) -> bool:
-    """A failure worth another attempt (the server or the network, not the key)."""
-    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError,
-                        NotADirectoryError)):
-        return False
-    if isinstance(exc, (TimeoutError, ConnectionError)):
-        return True
-    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNO:
-        return True
-    status = getattr(exc, "status", None)
-    if status is None:
-        status = getattr(exc, "code", None)
-    if isinstance(status, int) and status >= 400:
-        return status >= 500 or status in (408, 429)
-    name = type(exc).__name__
-    module = type(exc).__module__ or ""
-    if module.startswith(("aiohttp", "asyncio", "botocore", "urllib3", "requests")):
-        return any(w in name for w in ("Connection", "Disconnected", "Timeout", "Payload",
-                                       "Reset", "ClientOSError", "EndpointConnection"))
-    return False
-
-
-@dataclass
-class TreeIndex:
-    """A root's listing: its files (paths relative to the root, sorted) in one
-    bytes blob, each ended by a newline, path i from ``offsets[i]`` to
-    ``offsets[i + 1] - 1``, the top-level folders, the fingerprint of the
-    listing's etags/mtimes/sizes, and each file's size (-1: not listed)."""
-
-    root: str
-    blob: np.ndarray
-    offsets: np.ndarray
-    folders: list[str]
-    fingerprint: str
-    sizes: np.ndarray
-    _over: dict[int, dict[str, int]] = field(default_factory=dict, repr=False, compare=False)
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def relpath(self, i: int) -> str:
-        return self.blob[self.offsets[i]:self.offsets[i + 1] - 1].tobytes().decode("utf-8")
-
-    def relpaths(self) -> list[str]:
-        return self.blob.tobytes().decode("utf-8").split("\n")[:len(self)] if len(self) else []
-
-    def over(self, limit: int) -> dict[str, int]:
-        """The files listed larger than ``limit`` bytes, with their sizes
-        (usually none; made once per limit, then a lookup per read)."""
-        found = self._over.get(limit)
-        if found is None:
-            found = self._over[limit] = {self.relpath(int(i)): int(self.sizes[i])
-                                         for i in np.flatnonzero(self.sizes > limit)}
-        return found
 
 
 class Remote:
@@ -420,15 +343,15 @@ class Remote:
     def tree(self, url: str, refresh: bool = False) -> TreeIndex:
         """The listing of ``url`` from its index file, made (one ``find``) when
         absent or when ``refresh``."""
-        key = _index_key(self.protocol, url, self.options)
         root = scrub_url(url).rstrip("/")
+        key = _index_key(self.protocol, root, self.options)
         if root not in self._roots:
             self._roots.append(root)
         cached = _TREES.get(key)
         if cached is not None and not refresh:
             return cached
-        path = os.path.join(cache_dir(), "index", key + ".npz")
-        index = None if refresh else _load_index(path, url)
+        path = index_file(key)
+        index = None if refresh else _load_index(path, scrub_url(url))
         if index is None:
             index = self._list(url)
             _save_index(path, index)
@@ -436,44 +359,8 @@ class Remote:
         return index
 
     def _list(self, url: str) -> TreeIndex:
-        url = scrub_url(url)
-        fs = self.fs
-        root = fs._strip_protocol(url).rstrip("/")
-        try:
-            found = fs.find(url, withdirs=True, detail=True)
-        except Exception as exc:  # noqa: BLE001 - any client error, named and scrubbed
-            raise FileNotFoundError(self.scrub(f"cannot list {scrub_url(url)}: "
-                                               f"{type(exc).__name__}: {exc}")) from None
-        prefix = root + "/"
-        files, folders, stamp = [], set(), hashlib.sha256()
-        for name, info in found.items():
-            stripped = fs._strip_protocol(name).rstrip("/")
-            if not stripped.startswith(prefix):
-                continue
-            rel = stripped[len(prefix):]
-            if info.get("type") == "directory":
-                if "/" not in rel:
-                    folders.add(rel)
-                continue
-            files.append(rel)
-            if "/" in rel:
-                folders.add(rel.split("/", 1)[0])
-        files.sort()
-        sizes = np.full(len(files), -1, np.int64)
-        for i, rel in enumerate(files):
-            info = found.get(prefix + rel) or found.get(fs.unstrip_protocol(prefix + rel)) or {}
-            version = (info.get("ETag") or info.get("etag") or info.get("mtime")
-                       or info.get("LastModified") or info.get("updated") or info.get("created"))
-            stamp.update(f"{rel}\0{info.get('size')}\0{version}\n".encode())
-            if isinstance(info.get("size"), int) and info["size"] >= 0:
-                sizes[i] = info["size"]
-        if not files and not folders:
-            raise FileNotFoundError(f"no file under {scrub_url(url)}")
-        blob = np.frombuffer("".join(f"{rel}\n" for rel in files).encode("utf-8"), np.uint8)
-        offsets = np.zeros(len(files) + 1, np.int64)
-        np.cumsum(np.fromiter((len(r.encode("utf-8")) + 1 for r in files), np.int64,
-                              count=len(files)), out=offsets[1:])
-        return TreeIndex(scrub_url(url), blob, offsets, sorted(folders), stamp.hexdigest(), sizes)
+        """``url`` listed now (one ``find``), secrets kept out of its errors."""
+        return list_tree(self.fs, scrub_url(url), self.scrub)
 
 
 def _client_defaults(protocol: str, options: dict) -> dict:
@@ -498,101 +385,12 @@ def _client_defaults(protocol: str, options: dict) -> dict:
     return options
 
 
-class _Tries:
-    """One URL's retry policy: another attempt after a transient failure,
-    after 50 ms doubling to 2 s, while the time since the first attempt
-    stays within ``$FASTDECODE_RETRY_SECONDS``."""
-
-    def __init__(self) -> None:
-        self.start, self.delay, self.count = time.monotonic(), 0.05, 0
-        self.bound = _retry_seconds()
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.start
-
-    def wait_after(self, value: Any) -> Optional[float]:
-        """The seconds to wait before the next attempt after an attempt that
-        gave ``value``, or None: no other attempt (``value`` stands)."""
-        self.count += 1
-        if not (isinstance(value, BaseException) and _transient(value)):
-            return None
-        if self.elapsed() + self.delay > self.bound:
-            return None
-        wait, self.delay = self.delay, min(self.delay * 2, 2.0)
-        return wait
-
-
-def _done(value: Any) -> Future:
-    future: Future = Future()
-    future.set_result(value)
-    return future
-
-
 def _too_large(url: str, limit: int, how: str) -> ImageFileError:
     """The error of ``url``, larger than the per-file limit ``limit`` (``how``
     it was seen to be: its listed size, its Content-Length, the fetch)."""
     reason = over_file_limit(url, limit).strerror
     return ImageFileError(f"cannot read {scrub_url(url)}: {reason} ({how})",
                           path=scrub_url(url), errno=_errno.EFBIG)
-
-
-class _OverLimit(Exception):
-    """A fetch stopped as over the per-file limit; its text says how it was seen."""
-
-
-def _range_of_nothing(exc: BaseException) -> bool:
-    """``exc`` is the store's "range not satisfiable" (HTTP 416; s3fs's EINVAL)
-    for a range from byte 0: the object is empty."""
-    status = getattr(exc, "status", None) or getattr(exc, "code", None)
-    if status == 416:
-        return True
-    return (isinstance(exc, OSError) and exc.errno == _errno.EINVAL
-            and "range" in str(exc).lower())
-
-
-def _read_to(fs: Any, url: str, limit: int) -> bytes:
-    """``url``'s bytes on the sync filesystem ``fs``, read to at most ``limit``
-    + 1 (in reads of at most ``_CHUNK``: no allocation past what arrived)."""
-    chunks, total = [], 0
-    with fs.open(url, "rb") as f:
-        while total <= limit:
-            chunk = f.read(min(limit + 1 - total, _CHUNK))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-async def _cat_to(fs: Any, url: str, limit: int) -> bytes:
-    """``url``'s first ``limit`` + 1 bytes on the async filesystem ``fs`` (a
-    ranged GET); an empty object, whose range from byte 0 the store cannot
-    satisfy (a 416), is its 0 bytes."""
-    try:
-        return await fs._cat_file(url, start=0, end=limit + 1)
-    except Exception as exc:
-        if _range_of_nothing(exc):
-            return b""
-        raise
-
-
-async def _http_get(fs: Any, url: str, limit: int) -> bytes:
-    """One GET of ``url`` with fsspec's HTTP client ``fs`` (its session,
-    headers and errors, as its ``cat_file``): refused unread when its
-    Content-Length is over ``limit``, else its body read to at most ``limit``
-    + 1 bytes (a chunked or endless body, a decompressing one)."""
-    session = await fs.set_session()
-    async with session.get(fs.encode_url(url), **fs.kwargs) as r:
-        fs._raise_not_found_for_status(r, url)  # fsspec's errors: 404 FileNotFoundError...
-        if r.content_length is not None and r.content_length > limit:
-            raise _OverLimit(f"Content-Length {r.content_length:,}")
-        chunks, total = [], 0
-        async for chunk in r.content.iter_any():
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise _OverLimit(f"sent more than {limit:,} bytes")
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class _RemoteFile:
@@ -603,49 +401,6 @@ class _RemoteFile:
 
     def read(self) -> bytes:
         return self.remote.read(self.url)
-
-
-_TREES: dict[str, TreeIndex] = {}  # this process's open indexes, by key
-
-
-def _attempt(fn: Any, *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except Exception as exc:  # noqa: BLE001 - returned, classified by the caller
-        return exc
-
-
-def _index_key(protocol: str, url: str, options: dict) -> str:
-    text = json.dumps([_INDEX_VERSION, protocol, scrub_url(url).rstrip("/"), options],
-                      sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _save_index(path: str, index: TreeIndex) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, blob=index.blob, offsets=index.offsets, sizes=index.sizes,
-                     meta=np.frombuffer(json.dumps(
-                         {"root": index.root, "folders": index.folders,
-                          "fingerprint": index.fingerprint}).encode(), np.uint8))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _load_index(path: str, url: str) -> Optional[TreeIndex]:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(data["meta"].tobytes())
-            if meta["root"] != scrub_url(url):
-                return None
-            return TreeIndex(meta["root"], data["blob"], data["offsets"], meta["folders"],
-                             meta["fingerprint"], data["sizes"])
-    except (OSError, KeyError, ValueError):
-        return None
 
 
 def refresh_index(url: str, storage_options: Optional[dict] = None) -> TreeIndex:

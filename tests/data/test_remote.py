@@ -34,7 +34,7 @@ from torchvision.datasets import ImageFolder  # noqa: E402
 from fastdecode import FastLoader  # noqa: E402
 from fastdecode.datasets import FastDatasetFolder, FastImageFolder, FastImageList  # noqa: E402
 from fastdecode.errors import ImageFileError, UnsupportedImageFileError  # noqa: E402
-from fastdecode.storage import _remote  # noqa: E402
+from fastdecode.storage import _remote, _remote_fetch, _remote_index  # noqa: E402
 
 from helpers import netns, s3_server  # noqa: E402
 from helpers.http_tree import HttpProcess, HttpTree  # noqa: E402
@@ -49,7 +49,7 @@ TF = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTDECODE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("FASTDECODE_RETRY_SECONDS", "2")
-    _remote._TREES.clear()
+    _remote_index._TREES.clear()
     _remote._ROOTS.clear()
 
 
@@ -420,7 +420,7 @@ def test_s3_clients_get_the_retry_bound(protocol, given, want):
     (PermissionError(13, "AccessDenied"), False),
 ], ids=["s3-503", "s3-500", "no-such-key", "access-denied"])
 def test_s3s_translated_errors_are_transient_or_not(exc, transient):
-    assert _remote._transient(exc) is transient
+    assert _remote_fetch._transient(exc) is transient
 
 
 # -- the listing index -------------------------------------------------------
@@ -438,10 +438,10 @@ def count_lists(monkeypatch):
 def test_reopening_a_root_lists_nothing(root, monkeypatch):
     lists = count_lists(monkeypatch)
     first = open_root(root)
-    _remote._TREES.clear()  # a new process: only the index file is left
+    _remote_index._TREES.clear()  # a new process: only the index file is left
     again = open_root(root)
     assert len(lists) == 1 and again.samples == first.samples
-    assert list((Path(_remote.cache_dir()) / "index").glob("*.npz"))
+    assert list((Path(_remote_index.cache_dir()) / "index").glob("*.npz"))
 
 
 def test_a_stale_index_is_refreshed_on_request(root, monkeypatch):
@@ -450,7 +450,7 @@ def test_a_stale_index_is_refreshed_on_request(root, monkeypatch):
     stale = _remote.Remote(root.url, root.options).tree(root.url).fingerprint
     new = f"{root.url}/cat/zz-new.jpg"
     root.put(new, (root.tree / "cat" / "img0.jpg").read_bytes())
-    _remote._TREES.clear()
+    _remote_index._TREES.clear()
     assert len(open_root(root)) == len(before)  # the index, as it was
     fresh = open_root(root, refresh_index=True)
     assert len(fresh) == len(before) + 1 and len(lists) == 2
@@ -553,7 +553,7 @@ def test_an_object_over_the_per_file_limit_is_refused(root, monkeypatch):
     assert len(skipping.__getitems__(list(range(len(ds))))) == len(ds)
     assert skipping.skipped == len(over)
     refused = {fetched.by_url.get(ds.samples[i][0], "unfetched").__class__ for i in over}
-    assert refused == ({str} if listed else {_remote._OverLimit})
+    assert refused == ({str} if listed else {_remote_fetch._OverLimit})
 
 
 @pytest.mark.parametrize("case", ["file-list", "grown-after-listing"])
@@ -581,7 +581,7 @@ def test_an_object_no_listing_bounds_is_refused_from_its_fetch(root, case, monke
         ds[i]
     assert info.value.errno == errno.EFBIG
     got = fetched.by_url[url]
-    assert (isinstance(got, _remote._OverLimit) if root.kind == "http"
+    assert (isinstance(got, _remote_fetch._OverLimit) if root.kind == "http"
             else len(got) == limit + 1)
 
 
@@ -620,7 +620,7 @@ def test_listed_sizes_survive_the_index_file_and_a_pickle(memory_root, monkeypat
     url = f"{memory_root}/{index.relpath(0)}"
     want = MemoryFileSystem().size(url)
     lists = count_lists(monkeypatch)
-    _remote._TREES.clear()  # a new process: only the index file is left
+    _remote_index._TREES.clear()  # a new process: only the index file is left
     again = pickle.loads(pickle.dumps(remote))
     assert again.listed_over(url, want - 1) == want and not lists
     assert again.listed_over(url, want) is None and again.open(url).url == url
@@ -861,7 +861,7 @@ def test_secret_options_stay_out_of_pickles_messages_logs_and_reprs(secret_root,
             clone[0]
     assert SECRET not in str(info.value) and SECRET not in repr(info.value)
     assert SECRET not in caplog.text
-    for index in (Path(_remote.cache_dir()) / "index").glob("*.npz"):
+    for index in (Path(_remote_index.cache_dir()) / "index").glob("*.npz"):
         assert SECRET.encode() not in index.read_bytes()
 
 
