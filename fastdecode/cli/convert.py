@@ -24,17 +24,14 @@ from tqdm import tqdm
 from fastdecode import _native, _system
 from fastdecode.api import decode_image
 from fastdecode.cli._args import subcommand
-from fastdecode.conversion.jobs import fit_within, run_jobs
+from fastdecode.conversion.jobs import run_jobs
 from fastdecode.conversion.output import (
     OUTPUT_SUFFIXES,
-    PARTIAL_SUFFIX,
     SUBSAMPLINGS,
     WRITERS,
     EncodeOptions,
     is_complete,
     is_partial,
-    write_atomically,
-    write_bmp,
 )
 from fastdecode.conversion.shards import write_shards
 from fastdecode.conversion.summary import TIMING_REPEATS, Summary, format_summary, summary_json
@@ -44,9 +41,6 @@ from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_datase
 from fastdecode.storage._readers import is_remote
 
 __all__ = ["ConvertError", "Summary", "convert_tree", "register"]
-# Re-exported: what tests and callers used from this module before _output.
-__all__ += ["EncodeOptions", "OUTPUT_SUFFIXES", "PARTIAL_SUFFIX", "WRITERS", "fit_within",
-            "is_complete", "write_atomically", "write_bmp"]
 
 PROBE_NAME = ".fastdecode-convert-probe"
 

@@ -16,6 +16,7 @@ from PIL import Image
 import fastdecode
 from fastdecode.cli import convert
 from fastdecode.cli.__main__ import main
+from fastdecode.conversion import jobs, output
 
 PACKAGE_PARENT = Path(fastdecode.__file__).resolve().parent.parent
 # (class-relative stem, suffix, height, width, Pillow mode); odd widths make BMP rows padded.
@@ -102,7 +103,7 @@ def test_max_side_bounds_the_longer_side(tree, tmp_path, to):
     summary = convert.convert_tree(tree, destination, to=to, max_side=32, workers=1, time_sample=0)
     assert summary.converted == 5
     for stem, _, height, width, _ in SOURCES:
-        with Image.open(destination / f"{stem}{convert.OUTPUT_SUFFIXES[to]}") as written:
+        with Image.open(destination / f"{stem}{output.OUTPUT_SUFFIXES[to]}") as written:
             out_width, out_height = written.size
             pixels = np.asarray(written.convert("RGB"), dtype=np.float32)
         if max(height, width) <= 32:
@@ -147,15 +148,15 @@ def test_second_run_skips_and_redoes_a_truncated_output(tree, tmp_path, to):
     assert (second.converted, second.skipped) == (0, 5)
     assert second.bytes_after == first.bytes_after  # skipped outputs still count in the totals
 
-    truncated = destination / f"cat/a{convert.OUTPUT_SUFFIXES[to]}"
+    truncated = destination / f"cat/a{output.OUTPUT_SUFFIXES[to]}"
     truncated.write_bytes(truncated.read_bytes()[:-10])
     third = convert.convert_tree(tree, destination, to=to, workers=1, time_sample=0)
     assert (third.converted, third.skipped) == (1, 4)
-    assert convert.is_complete(truncated, to)
+    assert output.is_complete(truncated, to)
 
 
 def no_partial_files(destination: Path) -> bool:
-    return not any(path.name.endswith(convert.PARTIAL_SUFFIX) for path in destination.rglob("*"))
+    return not any(path.name.endswith(output.PARTIAL_SUFFIX) for path in destination.rglob("*"))
 
 
 def test_interrupt_leaves_only_complete_outputs(tree, tmp_path, capsys, monkeypatch):
@@ -167,14 +168,14 @@ def test_interrupt_leaves_only_complete_outputs(tree, tmp_path, capsys, monkeypa
         if len(calls) == 3:
             file.write(b"BM half an image")
             raise KeyboardInterrupt
-        convert.write_bmp(file, pixels, options)
+        output.write_bmp(file, pixels, options)
 
-    monkeypatch.setitem(convert.WRITERS, "bmp", interrupted_on_third_image)
+    monkeypatch.setitem(output.WRITERS, "bmp", interrupted_on_third_image)
     code, _, err = run_main(capsys, "convert", tree, destination, "--to", "bmp", "--workers", "1")
     assert code == 130 and "run the same command again" in err
     assert no_partial_files(destination)
     assert len(outputs(destination)) == 2
-    assert all(convert.is_complete(path, "bmp") for path in destination.rglob("*.bmp"))
+    assert all(output.is_complete(path, "bmp") for path in destination.rglob("*.bmp"))
 
     monkeypatch.undo()
     resumed = convert.convert_tree(tree, destination, to="bmp", workers=1, time_sample=0)
@@ -201,7 +202,7 @@ def failing_writer(code: int):
 
 
 def test_write_error_is_listed_and_leaves_no_partial_file(tree, tmp_path, monkeypatch):
-    monkeypatch.setitem(convert.WRITERS, "bmp", failing_writer(errno.EIO))
+    monkeypatch.setitem(output.WRITERS, "bmp", failing_writer(errno.EIO))
     summary = convert.convert_tree(tree, tmp_path / "dst", to="bmp", workers=1)
     assert (summary.converted, summary.failed) == (0, 6)
     assert all("Input/output error" in failure["error"] for failure in summary.failures
@@ -213,7 +214,7 @@ def test_write_error_is_listed_and_leaves_no_partial_file(tree, tmp_path, monkey
                                   pytest.param(errno.EDQUOT, id="EDQUOT"),
                                   pytest.param(errno.EROFS, id="EROFS")])
 def test_destination_error_stops_the_run_naming_the_file(tree, tmp_path, monkeypatch, code):
-    monkeypatch.setitem(convert.WRITERS, "bmp", failing_writer(code))
+    monkeypatch.setitem(output.WRITERS, "bmp", failing_writer(code))
     first = tmp_path / "dst" / "cat" / "a.bmp"  # the first file in ImageFolder's order
     with pytest.raises(convert.ConvertError, match=f"cannot write {first}: {os.strerror(code)}"):
         convert.convert_tree(tree, tmp_path / "dst", to="bmp", workers=1)
@@ -264,17 +265,17 @@ def test_python_m_fastdecode_in_a_subprocess(tree, tmp_path):
 
 @pytest.mark.parametrize("to", [pytest.param("bmp", id="bmp"), pytest.param("jpeg", id="jpeg")])
 def test_completeness_check(tmp_path, to):
-    path = tmp_path / f"image{convert.OUTPUT_SUFFIXES[to]}"
+    path = tmp_path / f"image{output.OUTPUT_SUFFIXES[to]}"
     pixels = np.asarray(smooth_image(5, 7, "RGB", 0))
-    write = convert.WRITERS[to]
-    convert.write_atomically(path, lambda file: write(file, pixels, convert.EncodeOptions(to)))
+    write = output.WRITERS[to]
+    output.write_atomically(path, lambda file: write(file, pixels, output.EncodeOptions(to)))
     data = path.read_bytes()
-    assert convert.is_complete(path, to)
+    assert output.is_complete(path, to)
     for damaged in (data[:-1], data[:20], b""):
         path.write_bytes(damaged)
-        assert not convert.is_complete(path, to)
+        assert not output.is_complete(path, to)
     path.unlink()
-    assert not convert.is_complete(path, to)
+    assert not output.is_complete(path, to)
 
 
 @pytest.mark.parametrize("height, width, max_side, expected", [
@@ -285,7 +286,7 @@ def test_completeness_check(tmp_path, to):
     pytest.param(3, 1000, 10, (1, 10), id="at-least-one-pixel"),
 ])
 def test_fit_within(height, width, max_side, expected):
-    assert convert.fit_within(height, width, max_side) == expected
+    assert jobs.fit_within(height, width, max_side) == expected
 
 
 @pytest.mark.parametrize("arguments, message", [

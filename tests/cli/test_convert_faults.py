@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fastdecode.cli import convert
+from fastdecode.conversion import output
 
 from helpers.trees import make_tree
 
@@ -49,7 +50,7 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 def partials(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if p.name.endswith(convert.PARTIAL_SUFFIX)]
+    return [p for p in root.rglob("*") if p.name.endswith(output.PARTIAL_SUFFIX)]
 
 
 def command(source: Path, destination: Path, workers: int) -> list[str]:
@@ -180,7 +181,7 @@ def test_full_destination_names_the_file_and_a_rerun_completes(source, expected,
         convert.convert_tree(source, destination, to="bmp", workers=workers, time_sample=0)
     assert partials(destination) == []
     written = [p for p in destination.rglob("*.bmp")]
-    assert written and all(convert.is_complete(p, "bmp") for p in written)
+    assert written and all(output.is_complete(p, "bmp") for p in written)
     tmpfs("size=16m")  # space freed
     summary = convert.convert_tree(source, destination, to="bmp", workers=workers,
                                    time_sample=0)
