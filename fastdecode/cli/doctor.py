@@ -30,8 +30,6 @@ from fastdecode.cli._args import count, subcommand
 __all__ = ["Check", "JobOptions", "Options", "diagnose", "recommended_num_workers", "register"]
 
 STATUSES = ("ok", "warn", "fail")
-# Read by _system.cpu_budget; a module attribute so tests can point it at a fake.
-CGROUP_ROOT = _system.CGROUP_ROOT
 # More workers than this many times the usable CPUs is a fail: each batch
 # then waits on several others sharing its CPU, and memory grows with no gain.
 OVERSUBSCRIPTION_FAIL = 2
@@ -313,7 +311,7 @@ def check_storage(facts: dict, opts: JobOptions, workers: int) -> Check:
 
 
 def gather(torch) -> dict[str, Any]:
-    cpus = _system.cpu_budget(CGROUP_ROOT)
+    cpus = _system.cpu_budget(_system.CGROUP_ROOT)
     library = info()
     cv2 = "loaded" if "cv2" in sys.modules else (
         "installed, not loaded" if importlib.util.find_spec("cv2") else "not installed")

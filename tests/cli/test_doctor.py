@@ -28,7 +28,7 @@ def healthy(tmp_path, monkeypatch):
     monkeypatch.setattr(_system, "shm_free_bytes", lambda path="/dev/shm": 64 * GiB)
     cgroup = tmp_path / "cgroup"
     cgroup.mkdir()
-    monkeypatch.setattr(doctor, "CGROUP_ROOT", cgroup)
+    monkeypatch.setattr(_system, "CGROUP_ROOT", cgroup)
     for var in _system.THREAD_ENV_VARS:
         monkeypatch.setenv(var, "1")
     monkeypatch.delenv("JSIMD_FORCENONE", raising=False)
