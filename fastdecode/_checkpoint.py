@@ -13,9 +13,10 @@ fastdecode`` stays light.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Any, Union
+
+from fastdecode._atomic import AtomicFile
 
 __all__ = ["load_state", "save_state"]
 
@@ -58,24 +59,8 @@ def save_state(state: Any, path: PathLike) -> None:
     """
     import torch
 
-    path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    fd = os.open(tmp, flags, 0o666)  # the umask applies, as to any new file
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_directory(directory)
+    with AtomicFile(path, durable=True) as f:  # mode 0o666: the umask applies, as to any new file
+        torch.save(state, f)
 
 
 def load_state(path: PathLike, map_location: Any = None) -> Any:
@@ -108,19 +93,3 @@ def load_state(path: PathLike, map_location: Any = None) -> Any:
     import torch
 
     return torch.load(os.fspath(path), map_location=map_location, weights_only=True)
-
-
-def _fsync_directory(directory: str) -> None:
-    """The rename made durable: the directory's entry synced. Not on Windows
-    (a directory cannot be opened there), nor where the filesystem says it
-    cannot sync a directory."""
-    if os.name == "nt":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)

@@ -12,6 +12,8 @@ from typing import BinaryIO, Callable
 
 import numpy as np
 
+from fastdecode._atomic import AtomicFile
+
 __all__ = ["COMPLETENESS_CHECKS", "OUTPUT_SUFFIXES", "PARTIAL_SUFFIX", "SUBSAMPLINGS", "WRITERS",
            "EncodeOptions", "is_complete", "is_partial", "partial_path", "write_atomically",
            "write_bmp", "write_jpeg"]
@@ -101,15 +103,10 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> int:
     of the next run catches that at a fraction of the cost of a sync per file.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = partial_path(path)
-    try:
-        with open(partial, "wb") as file:
-            write(file)
-            size = file.tell()
-        os.replace(partial, path)
-    except BaseException:  # interrupts too: never leave a half-written file
-        partial.unlink(missing_ok=True)
-        raise
+    # the temporary file removed on any failure, interrupts too: never a half-written file
+    with AtomicFile(path, temp=partial_path(path)) as file:
+        write(file)
+        size = file.tell()
     return size
 
 

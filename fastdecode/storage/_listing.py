@@ -27,13 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from fastdecode._atomic import AtomicFile
 from fastdecode.storage._folder import IMG_EXTENSIONS, find_classes, make_dataset
 from fastdecode.storage._readers import remote_paths
 from fastdecode.storage._remote_index import cache_dir
@@ -301,16 +301,11 @@ def _save_local(path: str, root: Union[str, os.PathLike], classes: list[str],
               "meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        index = AtomicFile(path, mode=0o600)  # a private file, as mkstemp made it
     except OSError:
         return None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with index as f:
+        np.savez(f, **arrays)  # type: ignore[arg-type]
     return path
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import numpy as np
+
+from fastdecode._atomic import AtomicFile
 
 __all__ = ["TreeIndex", "cache_dir", "index_file", "list_tree"]
 
@@ -131,17 +132,11 @@ def _index_key(protocol: str, root: str, options: dict) -> str:
 
 def _save_index(path: str, index: TreeIndex) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, blob=index.blob, offsets=index.offsets, sizes=index.sizes,
-                     meta=np.frombuffer(json.dumps(
-                         {"root": index.root, "folders": index.folders,
-                          "fingerprint": index.fingerprint}).encode(), np.uint8))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with AtomicFile(path, mode=0o600) as f:  # a private file, as mkstemp made it
+        np.savez(f, blob=index.blob, offsets=index.offsets, sizes=index.sizes,
+                 meta=np.frombuffer(json.dumps(
+                     {"root": index.root, "folders": index.folders,
+                      "fingerprint": index.fingerprint}).encode(), np.uint8))
 
 
 def _load_index(path: str, url: str) -> Optional[TreeIndex]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 import fastdecode as fd
-from fastdecode import _checkpoint
+from fastdecode import _atomic
 
 POINTS = ("mid-write", "before-fsync", "before-rename", "after-rename")
 STEP = 2  # the new state's step (the previous state's is 1)
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     elif point == "before-rename":
         os.replace = lambda src, dst: stop_here(marker)  # type: ignore[assignment]
     else:
-        _checkpoint._fsync_directory = lambda directory: stop_here(marker)  # type: ignore[assignment]
+        _atomic.fsync_directory = lambda directory: stop_here(marker)  # type: ignore[assignment]
     fd.save_state({"step": STEP, "weights": torch.full((4 << 20,), 7.0)}, path)
     return 1  # the kill never came
 
