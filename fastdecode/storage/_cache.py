@@ -1,39 +1,20 @@
 """The shared RAM cache of a dataset's encoded file bytes, one for all workers and epochs.
 
-``cache=`` of the datasets: a byte budget. The cache is one file in
-/dev/shm, created in the process that builds the dataset and unlinked at
-once (so nothing is ever left in /dev/shm, whatever kills the processes;
-its memory is freed when the last process holding it closes it). Forked
-DataLoader workers inherit its descriptor and mapping; spawned ones get the
-descriptor with the pickled dataset. So every worker fills and reads the
-same cache: under shuffling a per-worker cache would hit 1/num_workers of
-the time, this one hits every sample stored, from the epoch after its first
-read on.
-
-Layout: a header (the fill pointer and the shared counters), a table of one
-entry per sample (state, offset, length, a hash of its path), then the
-bytes. A sample is stored once, never evicted: the first process to claim
-its entry (under a POSIX record lock on the file's first byte, which
-processes hold apart, plus a thread lock) reserves its bytes at the fill
-pointer, writes them and then publishes the entry (state FILLED, under the
-lock again). A reader takes an entry only once FILLED; two workers that
-miss the same sample both read the file, one stores it, both decode the
-same bytes. A process killed mid-fill leaves its entry FILLING: that sample
-is read from the file from then on. The path's hash is checked at every
-hit, so a sample whose path changed (``samples`` edited) is not served.
-Once the budget is spent, further samples are read from their files
-(``cache_stats()['rejected']`` counts them).
-
-The budget (plus the table) is checked against the free space of /dev/shm
-and against the available RAM when the cache is made, before anything is
-filled: :class:`~fastdecode.errors.CacheSpaceError` says what is missing.
-Space is reserved with ``posix_fallocate`` before each write, so /dev/shm
-filling up later (another program) stops the filling (said once), never a
-bus error.
-
-Publication relies on the lock's system calls ordering the writes (x86-64
-and the kernel's lock are enough; a reader on a weakly ordered CPU reads
-the entry without a barrier: not verified there).
+``cache=`` of the datasets is its byte budget. The cache is one unlinked file
+in /dev/shm (nothing is ever left there, whatever kills the processes) that
+forked workers inherit and spawned ones receive with the pickled dataset: a
+header (the fill pointer, the shared counters), one table entry per sample
+(state, offset, length, a hash of its path), then the bytes. A sample is
+stored once, never evicted: claimed under a POSIX record lock (and a thread
+lock), written, then published (FILLED); an entry a killed process left
+FILLING is read from its file from then on; a hit checks the path's hash.
+Past the budget, samples are read from their files (``rejected``). The budget
+is checked against /dev/shm's free space and the available RAM before
+anything is filled (:class:`~fastdecode.errors.CacheSpaceError`); space is
+reserved with ``posix_fallocate`` before each write, so a full /dev/shm stops
+the filling, never a bus error. Publication relies on the lock's system calls
+ordering the writes (x86-64; a weakly ordered CPU is not verified). Decision
+record: docs/decisions/storage.md, "The RAM cache of encoded bytes".
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """The ImageFolder walk: which files torchvision's ImageFolder loads, in its
-order, with its class indices. Shared by the datasets and ``fastdecode
-convert``; torchvision is not needed to import it."""
+order, with its class indices; a remote root (the reader factory's
+:func:`~fastdecode.storage._readers.is_remote`) is walked from its listing
+index. Shared by the datasets and ``fastdecode convert``; torchvision is not
+needed to import it. Decision record: docs/decisions/listing.md.
+"""
 
 from __future__ import annotations
 

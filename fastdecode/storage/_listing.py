@@ -1,25 +1,19 @@
 """Which files a read covers, in which order, with which labels.
 
-:func:`list_images`: a local ImageFolder tree as FastImageFolder walks it,
-other paths and URIs (through pyarrow's filesystems) as sorted image files.
-Used by ``fastdecode.ray``.
-
-:func:`folder_listing`: FastDatasetFolder's own listing of a local tree, the
-files torchvision's ``make_dataset`` gives, in its order, walked on bytes (no
-str, tuple or joined path per file; each folder's names sorted, filtered and
-joined in C) into a :class:`~fastdecode.storage._samples.SampleStore`, and kept
-as a local index file: a tree of :data:`INDEX_MIN_FILES` files or more (or
-any tree listed with ``refresh_index=True``) is written to
-``cache_dir()/index/local-<key>.npz``, keyed by the root as given, its
-absolute path and the extensions, with the (mtime, inode) of every folder
-walked. Re-opening the root stats those folders (one ``stat`` each: 1,001 on
-ImageNet) and reads the file; any folder that changed (a file or folder
-added, removed or renamed changes its folder's mtime) makes the index stale
-and the tree is walked again and the index rewritten. A folder whose mtime
-is within :data:`RACY_NS` of the walk is not trusted (a change in the same
-clock tick would not show: git's "racily clean" entries). ``refresh_index=
-True`` walks again whatever the mtimes say (a filesystem whose folder mtimes
-are not kept, an NFS client's attribute cache).
+:func:`list_images` (``fastdecode.ray``): a local ImageFolder tree as
+FastImageFolder walks it, other paths and URIs (through pyarrow's
+filesystems) as sorted image files. :func:`folder_listing`:
+FastDatasetFolder's own listing of a local tree, the files torchvision's
+``make_dataset`` gives, in its order, walked on bytes into a
+:class:`~fastdecode.storage._samples.SampleStore`; a tree of
+:data:`INDEX_MIN_FILES` files or more (or any listed with
+``refresh_index=True``) is kept as an index file,
+``cache_dir()/index/local-<key>.npz``, with the (mtime, inode) of every
+folder walked. Re-opening the root stats those folders and reads the file;
+a folder changed, or changed within :data:`RACY_NS` of the walk, makes the
+index stale: the tree is walked again and the index rewritten.
+``refresh_index=True`` walks again whatever the mtimes say. Decision record:
+docs/decisions/listing.md.
 """
 
 from __future__ import annotations

@@ -6,11 +6,12 @@ A path is remote when it is an fsspec URL other than a local ``file://``
 one (``s3://``, ``gs://``, ``http(s)://``, ``memory://``...): a string with
 ``://``; a path-like object, bytes or a ``file://`` URL is local. Remote paths
 are read by a :class:`~fastdecode.storage._remote.Remote`, local ones by
-:class:`LocalReader`; both are :class:`Reader`\\ s, what the read-ahead
-window (:mod:`fastdecode.storage._readahead`) reads with. Every other module
+:class:`LocalReader`; both meet the :class:`Reader` protocol, what the
+read-ahead window (:mod:`fastdecode.storage._window`) reads with. Every other module
 asks here (:func:`is_remote`, :func:`reader_for` and the path helpers below)
-rather than looking at the path itself. Decision record:
-docs/decisions/storage.md.
+rather than looking at the path itself. Decision records:
+docs/decisions/layout.md (where a new storage backend goes) and
+docs/decisions/storage-remote.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
 """The dataset's file list: compact while nobody changes it, a list in every way.
 
-A list of (str, int) tuples is millions of Python objects; every forked
-DataLoader worker that touches one bumps its reference count and so copies its
-page. :class:`SampleStore` keeps each folder's prefix once, the file names in
-one uint8 array with an offsets array, and the targets in a small int array: a
-few objects, read-only, shared copy-on-write for free.
-
-``dataset.samples`` (and ``imgs``, the same object, as in torchvision) is a
-:class:`SamplesView`: every list operation works on it (indexing, slices,
-iteration, ``+``, ``==``, ``in``, ``append``, ``x[i] = ...``, ``del``,
-``sort``...). Reads come from the store; the first operation that changes it
-turns it into a real list it then owns (the memory torchvision's list costs:
-about 150 bytes per sample plus the path's length), so code that mutates it
-sees exactly what a list would do. It is not a ``list`` instance
-(``isinstance(ds.samples, list)`` is False); ``list(ds.samples)`` is one.
-
-``dataset.targets`` needs no store: it is a plain ``list`` whose entries are
-the ints of ``class_to_idx`` (one object per class, as torchvision builds it),
-so it costs 8 bytes per sample, what an int64 array costs.
+:class:`SampleStore` packs (path, target) pairs into a few read-only numpy
+arrays (each folder's prefix once, the names in one uint8 array with
+offsets, the targets in a small int array), which forked workers share
+copy-on-write, where a list of tuples is millions of objects whose reference
+counts copy their pages. ``dataset.samples`` (and ``imgs``, the same object)
+is a :class:`SamplesView`: every list operation works on it; reads come from
+the store and the first change turns it into a real list it then owns. It
+is not a ``list`` instance; ``list(ds.samples)`` is one. ``dataset.targets``
+is a plain list of ``class_to_idx``'s int objects (:func:`shared_int_list`).
+Decision record: docs/decisions/listing.md.
 """
 
 from __future__ import annotations

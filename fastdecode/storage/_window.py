@@ -21,8 +21,9 @@ the consumer's median time per file, until it takes over ``BYPASS_ABOVE``. An
 explicit depth is fixed, never bypassed. A window belongs to the process that
 made it: first used in a forked child, it starts empty, with threads of its
 own. Readers: :mod:`fastdecode.storage._readers`; the window for local
-files, in C: :mod:`fastdecode.storage._reads`. Decision record:
-docs/decisions/storage.md, "Slow storage: read-ahead".
+files, in C: :mod:`fastdecode.storage._reads`. Decision records:
+docs/decisions/storage.md ("Slow storage: read-ahead") and
+docs/decisions/storage-bypass.md.
 """
 
 from __future__ import annotations
@@ -184,12 +185,7 @@ class ReadAhead:
                 while entry.state == _QUEUED and self._started >= self._depth:
                     self._done.wait()
                 if entry.state == _QUEUED:
-                    self._claim(entry)
-                    self._lock.release()
-                    try:
-                        self._read(entry)
-                    finally:
-                        self._lock.acquire()
+                    self._claim_and_read(entry)
                 else:  # at the front, so its bytes are reserved first
                     self._wake_first()
                     while entry.state != _DONE:
@@ -453,13 +449,18 @@ class ReadAhead:
                     self._work.wait()
                     continue
                 self._idle -= 1
-                self._claim(entry)
-                self._lock.release()
-                try:
-                    self._read(entry)
-                finally:
-                    self._lock.acquire()
+                self._claim_and_read(entry)
                 self._idle += 1
+
+    def _claim_and_read(self, entry: _Entry) -> None:
+        """Claims ``entry`` and reads it, the lock released meanwhile (called
+        and returning under the lock)."""
+        self._claim(entry)
+        self._lock.release()
+        try:
+            self._read(entry)
+        finally:
+            self._lock.acquire()
 
     def _read(self, entry: _Entry) -> None:
         """Reads ``entry`` (in a read thread, or the consumer's)."""
