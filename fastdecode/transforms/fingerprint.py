@@ -7,12 +7,17 @@ of every object and function reached, and each tensor's identity and version
 counter (in-place edits bump it). Two fingerprints compare equal when nothing
 a fused plan depends on changed: attributes set (``rrc.size = 160``), list
 contents edited (``compose.transforms.append(...)``), objects reassigned.
+A call of the chain changes nothing it records: the walk builds no object
+whose identity it would record (a dict's keys and values are recorded
+flat), classes are leaves (their identity, not their methods), and a dict
+subclass (a ``defaultdict`` that grows on lookup) is compared by identity.
 See docs/decisions/fused-transforms.md ("Live transforms").
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import types
 from typing import Any
 
@@ -30,6 +35,8 @@ _SKIP = frozenset({
     "_load_state_dict_post_hooks", "_fd_fused",
 })
 _ATOMS = frozenset({bool, int, float, str, bytes, type(None)})
+# identity only: a class (a v2 fill dict may be keyed by tv_tensors classes), a module
+_LEAVES = (type, types.ModuleType)
 _MAX_OBJECTS = 512  # bounds the walk (deeper than any chain; past it, identity only)
 
 
@@ -37,10 +44,10 @@ def fingerprint(transform: Any) -> list:
     """A flat list; equal lists (``==``) mean an unchanged chain.
 
     Per object reached: its identity and a shallow tuple of its attribute
-    values (or list items), compared by value for numbers, strings and
-    tuples and by identity for objects, which are then walked themselves;
-    a tensor adds its version counter. Its cost is measured in
-    docs/decisions/fused-transforms.md ("Live transforms").
+    values (or list items, or a dict's keys and values), compared by value
+    for numbers, strings and tuples and by identity for objects, which are
+    then walked themselves; a tensor adds its version counter. Its cost is
+    measured in docs/decisions/fused-transforms.md ("Live transforms").
     """
     out: list = []
     seen: set[int] = set()
@@ -55,13 +62,14 @@ def fingerprint(transform: Any) -> list:
         if cls is list or cls is tuple:
             values: Any = tuple(obj)
         elif cls is dict:
-            values = tuple(obj.items())
+            # flat: an items() tuple is new per walk, and its identity would differ
+            values = tuple(itertools.chain.from_iterable(obj.items()))
         elif isinstance(obj, torch.Tensor):
             out.append((key, obj._version))
             continue
         else:
             state = getattr(obj, "__dict__", None)
-            if state is None or cls is types.FunctionType:
+            if state is None or cls is types.FunctionType or isinstance(obj, _LEAVES):
                 out.append(key)
                 continue
             values = tuple(state.values())
