@@ -11,7 +11,8 @@ Importing this package is light (no torchvision, no PIL): the dataset classes
 are imported on first access of their names here, because with torchvision
 installed they subclass its classes and ``torchvision.datasets`` imports PIL
 and tqdm. The package's modules and the direction of their imports are in
-docs/architecture.md.
+docs/architecture.md; one batch's path through them is ``datasets/_batch.py``'s
+docstring. Decision record: docs/decisions/datasets.md.
 """
 
 from typing import TYPE_CHECKING

@@ -13,17 +13,23 @@ fusion, why, and what it costs).
 
 A FusedTransform given as the transform is used as such; when its source chain
 changes, ``refreshed()`` rebuilds it with its own options (exact, region,
-dct_margin).
+dct_margin). :class:`FusedChain` is the fast datasets' side of it: the
+``transform`` property, the limits, ``explain``, and the batch shape and
+per-pixel table the plan fixes. Decision record: docs/decisions/datasets.md
+("Exact on request, the plan follows the chain, no silent fallbacks").
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: inspect.signature shows the public
+# methods' annotations as objects.
 import warnings
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+import torch
 
 from fastdecode.datasets._base import HAVE_TORCHVISION
+from fastdecode.datasets._reading import SampleReads
 
-__all__ = ["LiveFused"]
+__all__ = ["FusedChain", "LiveFused"]
 
 
 def _fused_type() -> Optional[type]:
@@ -114,3 +120,97 @@ class LiveFused:
         fused = self.get(transform)
         explain = getattr(fused, "explain", None)
         return explain() if callable(explain) else repr(fused)
+
+
+class FusedChain(SampleReads):
+    """A fast dataset's side of its transform: the ``transform`` property
+    (followed live), the decode limits, :meth:`explain`, and the batch shape
+    and per-pixel table the fused plan fixes."""
+
+    _live: LiveFused
+
+    @property
+    def transform(self) -> Optional[Callable]:
+        """The sample transform chain (None: the decoded PIL image). Followed
+        live: a chain set here (or changed in place) is fused again and used
+        from the next item on; with the fast loader, setting it fuses it at
+        once, so a chain that cannot be fused warns once, here."""
+        return self.__dict__.get("_transform")
+
+    @transform.setter
+    def transform(self, value: Optional[Callable]) -> None:
+        self.__dict__["_transform"] = value
+        if self._fast_loader():
+            self._live.get(value)  # fuse now, here: a bad chain warns once, in this process
+
+    @property
+    def exact(self) -> bool:
+        """The constructor's ``exact``: True when decodes are bit-identical
+        to ImageFolder's (no reduced DCT scale)."""
+        return self._live.exact
+
+    @property
+    def max_pixels(self) -> Optional[int]:
+        """The constructor's ``max_pixels``: the most pixels a decode of the
+        dataset accepts (None: no limit)."""
+        return self._live.limits["max_pixels"]
+
+    @property
+    def max_work_per_byte(self) -> Optional[int]:
+        """The constructor's ``max_work_per_byte``: the most decoding work
+        per byte of file a decode of the dataset accepts (None: no limit)."""
+        return self._live.limits["max_work_per_byte"]
+
+    def explain(self) -> str:
+        """How each item is loaded: the fused plan of ``transform`` (what joins
+        the decode, what runs unfused), as text.
+
+        Returns
+        -------
+        str
+            The plan; for a custom ``loader``, a line saying it is called as
+            torchvision calls it, nothing fused.
+        """
+        if not self._fast_loader():
+            return f"custom loader {self.loader!r}: called as torchvision calls it, nothing fused"
+        return self._live.explain(self.transform)
+
+    def _batch_fused(self) -> Any:
+        """The fused transform when batches can be decoded in place."""
+        if not self._fast_loader():
+            return None
+        fused = self._live.get(self.transform)
+        return fused if fused is not None and fused.output_shape is not None else None
+
+    def fixed_sample_shape(self) -> Optional[tuple[int, int, int]]:
+        """(C, H, W) of the uint8 geometric result when every sample has it
+        (the leading transforms fix the size), else None.
+
+        Returns
+        -------
+        tuple of int or None
+            The shape every sample's pixels have before the chain's tensor
+            step; None with a custom ``loader`` or a chain whose output size
+            varies. FastLoader uses it to size its batch rings.
+        """
+        fused = self._batch_fused()
+        return None if fused is None else tuple(fused.output_shape)
+
+    def pixel_table(self) -> Optional[torch.Tensor]:
+        """The per-channel table (C, 256) that turns the uint8 result into
+        the chain's float result (ToTensor, Normalize, ToDtype...), or None
+        when the chain's result is the uint8 pixels themselves. Lets a loader
+        defer that step to the GPU.
+
+        Returns
+        -------
+        torch.Tensor or None
+            The (C, 256) table, entry ``[c, v]`` the result for value ``v``
+            of channel ``c``; None also when :meth:`fixed_sample_shape` is
+            None.
+        """
+        fused = self._batch_fused()
+        if fused is None or fused.tensor_table is None:
+            return None
+        return torch.from_numpy(fused.tensor_table)
+

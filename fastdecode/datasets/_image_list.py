@@ -1,8 +1,14 @@
 """FastImageList: a dataset over a list of files (paths and targets, a CSV or
 JSON manifest, a COCO image list), local or remote, with FastImageFolder's
-fast path, contract and options (public through :mod:`fastdecode.datasets`)."""
+fast path, contract and options (public through :mod:`fastdecode.datasets`).
 
-# No `from __future__ import annotations`: as _fast_folder, signatures show objects.
+Its constructor and manifest readers list the samples (the "list" step of a
+batch's path); everything an item or a batch does after that is the fast
+datasets' common parts (``datasets/_dataset.py``). Decision record:
+docs/decisions/datasets.md.
+"""
+
+# No `from __future__ import annotations`: as _folder, signatures show objects.
 import csv
 import io
 import json
@@ -10,7 +16,8 @@ import os
 from typing import Any, Callable, Optional, Sequence, Union
 
 from fastdecode._options import DEFAULTS as _D
-from fastdecode.datasets._folder import _FastDataset
+from fastdecode.batching._buffers import collate as _collate
+from fastdecode.datasets._dataset import _FastDataset
 from fastdecode.datasets._loading import default_loader
 from fastdecode.storage import _remote
 from fastdecode.storage._readahead import ReadAheadOptions
@@ -258,21 +265,16 @@ class FastImageList(_FastDataset):
         ----------
         manifest : str or path-like
             The JSON file (UTF-8), local or an fsspec URL.
-        transform, target_transform : callable, optional
-            As the constructor's.
-        root : str or path-like, optional
-            The folder (or URL) relative paths are under; None: the
-            manifest's folder.
         path_key : str, default 'path'
             The key of each object's path (list manifests).
         label_key : str, default 'label'
             The key of each object's label (list manifests); unless every
             object has it, every target is -1.
-        storage_options : dict, optional
-            The fsspec options, for the manifest and the files.
-        **kwargs
-            The constructor's other keywords (``exact``, ``on_error``,
-            ``readahead``, ...).
+        transform, target_transform, root, storage_options, **kwargs
+            As :meth:`from_csv`'s: the constructor's transforms, the folder
+            (or URL) relative paths are under (None: the manifest's folder),
+            the fsspec options for the manifest and the files, and the
+            constructor's other keywords.
 
         Returns
         -------
@@ -341,8 +343,6 @@ class FastImageList(_FastDataset):
             tensor itself when the samples are its rows), the targets as a
             list in sample order.
         """
-        from fastdecode.loader._loader import collate as _collate
-
         images = _collate([(image, 0) for image, _ in batch])[0]
         return [images, [target for _, target in batch]]
 

@@ -14,10 +14,11 @@ batches. So nothing that draws runs in a pool thread:
   are saved before and restored after, so the consumer's streams are as if no
   loader ran. A sample whose later steps may draw keeps its RNG states as
   they were after its draws.
-- :func:`render` (pool thread): the native decode (GIL-free) and the tensor
-  table; nothing draws. A fixed-shape batch goes through the dataset's own
-  ``__getitems__`` (its batch buffers), whose ``decode_batch_into`` renders
-  the plan (:func:`planned_here`).
+- render (pool thread): the native decode (GIL-free) and the tensor table;
+  nothing draws. A fixed-shape batch with nothing to draw after its render
+  is rendered into the dataset's batch buffers (:func:`into_buffers`,
+  :func:`render_planned`, called by ``datasets/_batch.py``); any other
+  into a batch of its own (:func:`render`).
 - :func:`complete` (iterating thread), only when a sample needs it: a step
   that did not fuse (a stop, a trailing RandomErasing...) runs from its
   sample's saved RNG states; a sample that failed (its file, or any step of
@@ -26,14 +27,16 @@ batches. So nothing that draws runs in a pool thread:
   table.
 
 A sample's result depends only on (base seed, batch index, slot, attempt),
-never on which thread rendered it or when.
+never on which thread rendered it or when. These functions call only the
+steps below the batch path (``OneSample`` and its bases, ``storage/``,
+``transforms/``), never back into it. Decision record:
+docs/decisions/loaders.md ("threads=N is reproducible").
 """
 
 from __future__ import annotations
 
 import os
 import random
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -43,8 +46,10 @@ import torch
 
 from fastdecode.batching._seeding import row_seed
 from fastdecode.datasets._loading import _naming
+from fastdecode.datasets._sample import OneSample
 
-__all__ = ["Plan", "complete", "plan", "planned_here", "render", "render_into", "render_planned"]
+__all__ = ["Plan", "RenderFailed", "complete", "into_buffers", "plan", "render", "render_into",
+           "render_planned"]
 
 # seeds per slot: one per attempt at it (on_error's MAX_SKIPS + 1 at most)
 SPAN = 64
@@ -115,7 +120,7 @@ class Plan:
     keys: Optional[list[int]] = None  # slot k's seed key (its position in the epoch); None: k
 
 
-def plan(ds: Any, indices: list[int], seed: int,
+def plan(ds: OneSample, indices: list[int], seed: int,
          keys: Optional[list[int]] = None) -> Optional[Plan]:
     """The draws of batch ``indices`` under ``seed`` (slot ``k`` keyed by
     ``keys[k]``, its position in the epoch, or by ``k``); None when the
@@ -134,7 +139,7 @@ def plan(ds: Any, indices: list[int], seed: int,
     return Plan(seed, fused, batched, slots, keys=keys)
 
 
-def _draw_slot(ds: Any, fused: Any, seed: int, k: int, original: int, attempt: int) -> Slot:
+def _draw_slot(ds: OneSample, fused: Any, seed: int, k: int, original: int, attempt: int) -> Slot:
     """Slot ``k``'s draws from ``attempt`` on: a file that cannot be read or
     whose header is bad, a draw or a target_transform that raises, is
     replaced under ``on_error``, as __getitem__ does."""
@@ -162,39 +167,28 @@ def _draw_slot(ds: Any, fused: Any, seed: int, k: int, original: int, attempt: i
 # rendering, in any thread
 
 
-class _RenderFailed(Exception):
-    """A planned slot's file failed to render inside __getitems__."""
+class RenderFailed(Exception):
+    """A planned slot's file failed to render into the batch buffers."""
 
 
-_here = threading.local()
+def into_buffers(p: Plan) -> bool:
+    """Whether ``p`` renders into the dataset's batch buffers: one batch of
+    the fixed output shape, and no sample with a step that may draw after
+    its render."""
+    return p.batched and all(s.after is None for s in p.slots)
 
 
-@contextmanager
-def _rendering(p: Plan) -> Iterator[None]:
-    _here.plan = p
-    try:
-        yield
-    finally:
-        _here.plan = None
-
-
-def planned_here(indices: list[int]) -> Optional[Plan]:
-    """The plan this thread is rendering through ``__getitems__`` (None:
-    none; ``decode_batch_into`` then decodes ``indices`` itself)."""
-    p = getattr(_here, "plan", None)
-    return p if p is not None and len(p.slots) == len(indices) else None
-
-
-def render_planned(ds: Any, p: Plan, slots: np.ndarray) -> list[Any]:
-    """``decode_batch_into`` for a plan: each slot rendered, the targets."""
+def render_planned(ds: OneSample, p: Plan, slots: np.ndarray) -> list[Any]:
+    """The plan rendered into the uint8 ``slots``, slot by slot: the targets
+    (:class:`RenderFailed` at a slot that fails)."""
     for k, s in enumerate(p.slots):
         _render_slot(ds, p, s, slots[k])
         if s.error is not None:
-            raise _RenderFailed
+            raise RenderFailed
     return [s.target for s in p.slots]
 
 
-def _render_slot(ds: Any, p: Plan, s: Slot, out: Optional[np.ndarray]) -> None:
+def _render_slot(ds: OneSample, p: Plan, s: Slot, out: Optional[np.ndarray]) -> None:
     try:
         with _naming(s.path, s.index):
             if p.fused is None:
@@ -206,15 +200,10 @@ def _render_slot(ds: Any, p: Plan, s: Slot, out: Optional[np.ndarray]) -> None:
         s.error = exc
 
 
-def render(ds: Any, p: Plan) -> Optional[list]:
-    """Pool thread: the batch's samples, or None when :func:`complete` has
-    work left (a step that may draw, a file that failed)."""
-    if p.batched and all(s.after is None for s in p.slots) and ds._batch_fused() is p.fused:
-        try:
-            with _rendering(p):
-                return ds.__getitems__([s.index for s in p.slots])
-        except _RenderFailed:
-            pass  # rendered again below, into a batch of its own (rare: a broken file)
+def render(ds: OneSample, p: Plan) -> Optional[list]:
+    """Pool thread: the batch's samples rendered into a batch of its own, or
+    None when :func:`complete` has work left (a step that may draw, a file
+    that failed)."""
     if p.batched:
         p.pixels = torch.empty((len(p.slots), *p.fused.output_shape), dtype=torch.uint8)
         slots = p.pixels.numpy()
@@ -228,7 +217,7 @@ def render(ds: Any, p: Plan) -> Optional[list]:
     return [(s.value, s.target) for s in p.slots]
 
 
-def render_into(ds: Any, p: Plan, slots: np.ndarray) -> list[Any]:
+def render_into(ds: OneSample, p: Plan, slots: np.ndarray) -> list[Any]:
     """``decode_batch_into`` for a plan made in this thread: each slot
     rendered into ``slots``, any step that may draw or failed file completed
     there; the targets."""
@@ -244,7 +233,7 @@ def render_into(ds: Any, p: Plan, slots: np.ndarray) -> list[Any]:
 # completing, in the iterating thread
 
 
-def complete(ds: Any, p: Plan) -> list:
+def complete(ds: OneSample, p: Plan) -> list:
     """The batch's samples, after :func:`render` returned None."""
     fused = p.fused
     out = None if p.pixels is None else p.pixels.numpy()
@@ -275,10 +264,11 @@ def complete(ds: Any, p: Plan) -> list:
     return list(zip(batch.unbind(0), targets))
 
 
-def _complete_slot(ds: Any, fused: Any, s: Slot, out: Optional[np.ndarray]) -> None:
+def _complete_slot(ds: OneSample, fused: Any, s: Slot, out: Optional[np.ndarray]) -> None:
     """The steps of slot ``s`` that may draw, under its RNG states (set)."""
     if fused is None:
-        s.value = ds.transform(s.value)
+        transform: Any = ds.transform  # not None: the draws after the render are its own
+        s.value = transform(s.value)
     elif out is not None:
         fused._fill(out, fused._unfused(s.draw, s.value, fused.fill_end))
     else:
