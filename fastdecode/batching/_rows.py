@@ -7,7 +7,9 @@ shape, and a retried task reproduces the rows it lost.
 
 torch loads only where a draw needs it: a decoder unpickled with a
 torch-free detached plan (``transforms.detached``) decodes seeded rows
-without it, so a Ray read task never imports torch.
+without it, so a Ray read task never imports torch. Decision record:
+docs/decisions/ray.md ("read_images is a Datasource", "A read task imports
+no torch").
 """
 
 from __future__ import annotations

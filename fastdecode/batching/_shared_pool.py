@@ -1,36 +1,19 @@
 """Shared batch slots of a DataLoader worker, reused once the main process
-has let go of what it received (issue #16: batches that never fault).
+has let go of what it received.
 
-A fresh shared batch per batch costs a zero-fill page fault per 4 KiB (a
-float batch of 256 at 224 px: 37,600 faults, ~90 ms of CPU). So a worker
-keeps a small pool of shared storages (:class:`WorkerPool`, up to
+A worker keeps a small pool of shared storages (:class:`WorkerPool`, up to
 ``POOL_SLOTS``, grown only when none is free) and writes each batch that
-leaves ``__getitems__`` into one. Each storage has two counters past the
-batch bytes: tensors of it *sent* (written by the worker) and *released*
-(written by the main process); it is in the main process's hands while
-they differ.
+leaves ``__getitems__`` into one. Each storage carries two counters past the
+batch bytes: tensors of it sent (counted by the worker as a
+:class:`SlotView` is pickled) and released (counted in the main process when
+the storage :func:`_rebuild` made for what it received dies); it is in the
+main process's hands while they differ. The worker hands a slot out again
+only when its own use count is back to the pool's and every tensor sent was
+released; a message never unpickled leaves its slot out. No slot free and
+the pool full: the caller makes a fresh batch (correct, slower).
 
-- In the worker, every tensor that views a slot is a :class:`SlotView`
-  (torch's ops keep the subclass, so a view a collate makes is one too).
-  Pickling one (torch's queue does, in its feeder thread) counts it sent
-  and sends the slot's storage (torch's own descriptor hand-over) with the
-  view's geometry to :func:`_rebuild`; pickle dispatches on the exact
-  type, so torch's reduction for ``torch.Tensor`` does not apply to it.
-- In the main process :func:`_rebuild` returns a plain tensor on a storage
-  of its own that borrows the slot's memory through a buffer export
-  (``torch.frombuffer``): that storage dies exactly when the last tensor
-  or view on it dies (or when torch moves it into fresh shared memory to
-  send it on), and its death releases the exporter, whose finalizer counts
-  it released. The proof needs no use count read at an unknown point of a
-  deallocation: the storage's end *is* the release; and counting each
-  tensor (not a flag per slot) stays right when one message carries
-  several views of a slot or a collate sends the same one twice. Nothing
-  is kept in the main process beyond what the consumer holds.
-- The worker hands a slot out again only when its own use count is back
-  to the pool's (the feeder thread has pickled and dropped the batch: read
-  first) and then every tensor sent was released. A message never
-  unpickled leaves its slot counted out: it is not reused. No slot free and the pool full: the caller
-  makes a fresh batch, as before the pool (correct, slower).
+Decision record: docs/decisions/datasets.md ("A worker's batches live on its
+shared pool, released by the main process"; issue #16).
 """
 
 from __future__ import annotations

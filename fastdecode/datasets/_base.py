@@ -3,14 +3,11 @@
 With torchvision, FastDatasetFolder derives from ``torchvision.datasets.
 DatasetFolder`` and FastImageFolder from ``ImageFolder`` (and so both from
 ``VisionDataset``), so code that dispatches on those types accepts them.
-Without it, stand-ins with the same constructor, attributes and ``repr`` take
-their place, so the datasets import and work without torchvision.
+Without it, stand-ins with the same constructor, attributes and ``repr`` (what
+torchvision's classes do, repeated on purpose) take their place, so the
+datasets import and work without torchvision.
 
-The stand-ins repeat torchvision's VisionDataset ``__init__``/``__repr__``
-on purpose: they are what those classes do, for when torchvision is absent.
-Importing ``torchvision.datasets`` imports PIL and tqdm (its package
-``__init__``); ``import fastdecode`` stays light, ``fastdecode.datasets``
-pays that once torchvision is installed (DESIGN.md, "Datasets and loaders").
+Decision record: docs/decisions/datasets.md ("The ImageFolder contract").
 """
 
 from __future__ import annotations

@@ -3,29 +3,15 @@ datasets (FastImageFolder, FastDatasetFolder, FastImageList).
 
 Under a stock DataLoader a fast dataset draws its random augmentations from
 the global generators of the process that decodes (torch's, Python's
-``random``, NumPy's legacy one), exactly as torchvision's ImageFolder does:
-in a worker, the generators DataLoader seeded with ``base_seed +
-worker_id``; in-process, the training loop's own. Nothing else of a fast
-dataset changes from batch to batch. So its state is those three generators'
-states, as the decoding process has them.
+``random``, NumPy's legacy one), as torchvision's ImageFolder does, and
+nothing else of it changes from batch to batch: its state is those three
+generators' states as the calling process has them (:func:`dataset_state`),
+set back by :func:`load_dataset_state`. Primitives only
+(``torch.load(weights_only=True)``): bytes, ints, a float, a few KB whatever
+the dataset's size; ``KIND`` and ``VERSION`` name the format.
 
-What torchdata 0.11 does with it (``torchdata/stateful_dataloader``):
-
-- with workers, each worker calls ``dataset.state_dict()`` after each batch
-  it makes (``snapshot_every_n_steps``), and the main process keeps, per
-  worker, the state as of the last batch the loop received; a resumed
-  worker is seeded ``base_seed + worker_id`` (the saved base seed), calls
-  ``worker_init_fn``, then ``dataset.load_state_dict()``; batches go to the
-  workers in the saved round-robin order. The worker's generators are then
-  where the uninterrupted run's were: its next batch draws the same.
-- in-process, ``dataset.state_dict()`` is called by
-  ``StatefulDataLoader.state_dict()`` in the training process and
-  ``load_state_dict`` at the resumed ``iter()``, after the sampler is
-  restored: the training process's global generators are set to what they
-  were at the save (the training loop's own draws after it included).
-
-The state is primitives only (``torch.load(weights_only=True)``): bytes,
-ints, a float, a few KB, whatever the dataset's size.
+Decision record: docs/decisions/datasets.md ("Resuming under torchdata's
+StatefulDataLoader").
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ registered once with ``cudaHostRegister``: the workers' writes are already
 pinned, the host-to-device copy runs on a side stream, uint8 -> float and
 normalization run on the GPU, and a slot is reused only after the CUDA event
 of its copy completed.
+
+What FastLoader needs of a dataset is written down in
+``loader/_protocol.py``; the package's modules and the direction of their
+imports are in docs/architecture.md. Decision records:
+docs/decisions/loaders.md, loaders-workers.md, loaders-resume.md.
 """
 
 from fastdecode.batching._buffers import collate

@@ -8,7 +8,8 @@ the targets, uint8 -> float and normalization run on the GPU, and a slot is
 handed out again only after the CUDA event of its last copy completed.
 
 Importing this module needs no GPU; a :class:`CudaRing` is built only when
-the caller asked for ``device='cuda'`` and CUDA is available.
+the caller asked for ``device='cuda'`` and CUDA is available. Decision
+record: docs/decisions/loaders.md ("The CUDA ring").
 """
 
 from __future__ import annotations

@@ -1,33 +1,20 @@
 """The next epoch's batches, drawn while the current one ends, and kept only
 when they are what the next pass of the sampler really draws.
 
-With persistent workers, DataLoader's iterator dispatches nothing once an
-epoch's sampler has run out: its workers finish their last batches one by
-one and wait, and the next epoch's first wave starts only at the next
-``iter(loader)``. FastLoader's iterator (``loader/_workers.py``) asks
-:meth:`NextEpoch.predict` for the next epoch's batches as soon as the
-sampler runs out and dispatches them in the places the ending epoch frees,
-so the workers never wait; at the next ``iter(loader)`` it keeps them only
-if :meth:`NextEpoch.holds` says the real pass would draw exactly those
-batches now, and otherwise drops them (the workers' results are thrown away)
-and starts the pass as DataLoader does.
+With persistent workers FastLoader's iterator (``loader/_workers.py``) asks
+:meth:`NextEpoch.predict` for the next epoch's batches as soon as the sampler
+runs out and dispatches them in the places the ending epoch frees; at the
+next ``iter(loader)`` it keeps them only if :meth:`NextEpoch.holds` says the
+real pass would draw exactly those batches now, and otherwise drops them and
+starts the pass as DataLoader does. A prediction is made only where the next
+pass is a function of state that can be read now and compared then (a
+``BatchSampler`` over a ``SequentialSampler``, ``RandomSampler`` or
+``DistributedSampler``, or a wrapper naming its inner sampler), drawn from
+shallow copies under the random states the real pass would start from: so
+DataLoader's semantics hold, and a dropped prediction costs only its batches.
 
-A prediction is made only where the next pass is a function of state that
-can be read now and compared then: ``BatchSampler`` over a
-``SequentialSampler``, ``RandomSampler`` or ``DistributedSampler`` (or a
-subclass keeping their ``__iter__``), possibly wrapped by a sampler that
-gives each batch a ring slot (``ahead(batch_sampler)``). It is drawn from
-shallow copies of the samplers, a ``DistributedSampler``'s copy at
-``epoch + 1`` (what ``set_epoch`` sets before the next pass), under the
-random states the real pass would start from, which are put back after each
-draw: the generators found on the samplers and, for a ``RandomSampler``
-without one, torch's global CPU generator. It holds when, at the next
-``iter()``, the samplers' plain attributes, sizes and identities equal the
-copies' and those random states are still the ones it started from; keeping
-it then moves the random states on to where the real pass's draws would
-have left them. So DataLoader's semantics hold: ``set_epoch`` (or not
-calling it), a sampler changed between epochs, draws from the global
-generator in the training loop; each only costs the dropped batches.
+Decision record: docs/decisions/loaders-workers.md ("Persistent workers never
+wait between epochs").
 """
 
 from __future__ import annotations

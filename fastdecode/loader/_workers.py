@@ -1,40 +1,20 @@
 """FastLoader's multi-process iterator: a dead worker is always named, never a hang.
 
-torch's iterator learns of a dead worker two ways: its SIGCHLD handler, which
-raises "DataLoader worker (pid N) is killed by signal" in the main thread at
-whatever bytecode that thread is running, and a look at the workers each time
-a wait for a batch times out. The first is what broke the random-kill trials
-(DESIGN.md, "A dead worker is named"): raised inside ``Queue.put`` between the
-acquire of the queue's lock and the ``with`` block that releases it, it left
-the lock held, and the iterator's shutdown then waited on it forever; raised
-inside the shutdown itself (run from ``__del__``, where the error is only
-printed), it skipped the closing of the index queues, whose feeder threads
-then kept a pipe pair open. :class:`WorkerIter` takes its workers out of that
-handler's list and finds dead workers itself, synchronously: every second
-while it waits for a batch, and wherever reading a batch stalls or breaks.
+:class:`WorkerIter` (the iterator of FastLoader's workers) takes its workers
+out of torch's SIGCHLD handler's list and finds dead workers itself,
+synchronously: every second while it waits for a batch, and wherever reading
+a batch stalls or breaks; the error (:class:`DeadWorkerError`) names the
+worker and how it died. Each message is read with a bounded wait between
+chunks (:class:`NamingQueue`; :class:`PinSideQueue` for torch's pin-memory
+thread, for which a dead worker's broken hand-over is an empty wait). A
+worker named dead has its orphaned /dev/shm names removed
+(:func:`sweep_orphan_segments`) and the locks it died holding released;
+after the shutdown the reaped workers give their descriptors back at once.
+With persistent workers it dispatches the next epoch's batches while this
+one ends (``loader/_next_epoch.py``).
 
-The one wait torch's handler could still interrupt is a read that never ends:
-a worker killed while it writes a batch larger than the pipe's atomic size
-leaves half a message, and the other workers hold the pipe's write end, so no
-end of file comes. :class:`NamingQueue` reads each message with a bounded
-wait between chunks and gives up, naming the dead worker, when one is dead.
-With ``pin_memory`` on (a CUDA machine), torch's pin-memory thread reads the
-workers' queue instead of the main thread: it reads through
-:class:`PinSideQueue`, the same bounded read, for which a dead worker's
-broken hand-over (half a message, or a tensor whose file descriptor the dead
-worker can no longer send: an ``EOFError`` in the unpickling) is an empty
-wait, not the end of the thread; the main thread names the dead worker at its
-next look. (Read by torch's own loop, that ``EOFError`` ended the thread with
-an unhandled exception and left its pipes open: seen on a GPU.)
-
-A worker named dead also has its orphaned /dev/shm names removed
-(:func:`sweep_orphan_segments`), and a lock it died holding (the workers'
-done event's, which every worker takes after each task) is released
-(``WorkerIter._free_done_event``), as is the workers' queue's write lock,
-before and after torch's shutdown, which writes to that queue with
-pin_memory (``WorkerIter._shutdown_workers``). After the shutdown, the reaped
-workers' process objects give their descriptors back at once, whoever else
-still holds those objects (``WorkerIter._release_reaped_workers``).
+Decision record: docs/decisions/loaders-workers.md ("A dead worker is named,
+found without torch's SIGCHLD handler" and the entries after it).
 """
 
 from __future__ import annotations
