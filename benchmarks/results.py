@@ -51,7 +51,20 @@ GPU_END = "<!-- gpu:end -->"
 DECODE_ROWS = ("Pillow", "torchvision", "OpenCV", "PyTurboJPEG", "simplejpeg", "fastdecode",
                "C floor")
 FUSED_ROWS = ("torchvision + PIL", "torchvision + pillow-simd", "simplejpeg + OpenCV",
-              "full decode + OpenCV AREA", "fastdecode fuse")
+              "full decode + OpenCV AREA", "fastdecode fuse", "fastdecode fuse exact")
+# The transforms section's fastdecode rows by the mode they ran in: fuse's
+# default (DCT-scaled where the box allows, a bounded difference) or exact=True.
+MODE_NAMES = {"fastdecode fuse": "fastdecode fuse (default mode)",
+              "fastdecode decode_into": "fastdecode decode_into (default mode)",
+              "fastdecode fuse exact": "fastdecode fuse (exact=True)"}
+# What a section's row reports of its rounds, by the ``statistic`` its JSON's
+# settings name (loader and storage name none: their rows are medians).
+STATISTICS = {"sum over slices of each slice's best round":
+              "each {slice}-image slice's best of {rounds} rounds, summed",
+              "best round": "best of {rounds} rounds",
+              "median": "median of {rounds} rounds"}
+SECTION_STATISTIC = {"decode": "sum over slices of each slice's best round",
+                     "transforms": "best round", "loader": "median", "storage": "median"}
 LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 LOADER_NAMES = {"ImageFolder+PIL": "ImageFolder", "FastImageFolder": "DataLoader(FastImageFolder)",
                 "FastLoader": "FastLoader"}
@@ -92,23 +105,40 @@ def _noisy(row: dict) -> str:
     return " (noisy)" if row.get("noisy") else ""
 
 
-def summary_rows(report: dict) -> list[tuple[str, str, str, str]]:
-    """(what, baseline, fastdecode, ratio) for the summary table."""
+def estimator(report: dict, section: str) -> str:
+    """What ``section``'s rows report of their rounds, in words: the
+    statistic its settings name (its default when they name none) over the
+    rounds it ran; a statistic this page cannot name raises ValueError."""
+    settings = report.get("sections", {}).get(section, {}).get("settings", {})
+    statistic = settings.get("statistic", SECTION_STATISTIC[section])
+    if statistic not in STATISTICS:
+        raise ValueError(f"the {section} section's rows are the {statistic!r} of their rounds, "
+                         "which benchmarks.results does not name: add it to STATISTICS")
+    return STATISTICS[statistic].format(rounds=settings.get("rounds", "?"),
+                                        slice=settings.get("slice", "?"))
+
+
+def summary_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
+    """(what, estimator, baseline, fastdecode, ratio) for the summary table;
+    each fused row names its mode, the exact=True row beside the default's."""
     rows = []
     full = _part(report, "decode", "jpeg_full")
     if full:
         base, ours = _row(full, "Pillow"), _row(full, "fastdecode")
         if base and ours:
-            rows.append(("JPEG decode, one thread (images/s)",
+            rows.append(("JPEG decode, one thread (images/s)", estimator(report, "decode"),
                          f"Pillow {_num(base['images_per_s'])}", _num(ours["images_per_s"]),
                          _x(ours.get("speedup"))))
     for key, label in (("train_float", "train chain"), ("eval_float", "eval chain")):
         part = _part(report, "transforms", key)
-        base, ours = _row(part, "torchvision + PIL"), _row(part, "fastdecode fuse")
-        if base and ours:
-            rows.append((f"decode + {label} to float, one thread (ms/image)",
-                         f"torchvision + PIL {_num(base['ms_per_image'], 2)}",
-                         _num(ours["ms_per_image"], 2), _x(ours.get("speedup"))))
+        base = _row(part, "torchvision + PIL")
+        for name, mode in (("fastdecode fuse", "default mode"), ("fastdecode fuse exact", "exact=True")):
+            ours = _row(part, name)
+            if base and ours:
+                rows.append((f"decode + {label} to float, one thread, {mode} (ms/image)",
+                             estimator(report, "transforms"),
+                             f"torchvision + PIL {_num(base['ms_per_image'], 2)}",
+                             _num(ours["ms_per_image"], 2), _x(ours.get("speedup"))))
     chain = _loader_chain(report)
     if chain and _loader_rows(chain):
         by_loader = _loader_rows(chain)
@@ -118,11 +148,13 @@ def summary_rows(report: dict) -> list[tuple[str, str, str, str]]:
             ours = by_loader.get(loader)
             if base and ours:
                 rows.append((f"{LOADER_NAMES[loader]}, train chain, {workers} workers (images/s)",
+                             estimator(report, "loader"),
                              f"ImageFolder {_num(base['images_per_s'])}{_noisy(base)}",
                              f"{_num(ours['images_per_s'])}{_noisy(ours)}", _x(ours.get("speedup"))))
         limit = chain.get("limit", {})
         if limit:
             rows.append(("limit: usable CPUs / fused cost per image (images/s)",
+                         estimator(report, "loader"),
                          f"{limit['usable_cpus']} CPUs / {limit['fused_ms_per_image']:.2f} ms",
                          f"{_num(limit['images_per_s'])}{_noisy(limit)}", ""))
     storage = report.get("sections", {}).get("storage", {})
@@ -132,6 +164,7 @@ def summary_rows(report: dict) -> list[tuple[str, str, str, str]]:
                 and row.get("num_workers") == workers:
             rows.append((f"{LOADER_NAMES[row['loader']]}, 5 ms per open, "
                          f"{row['num_workers']} workers (images/s)",
+                         f"{estimator(report, 'storage')}; the ratio the median of per-round ratios",
                          "ImageFolder at 5 ms", _num(row["images_per_s"]),
                          _x(row.get("vs_imagefolder"))))
     return rows
@@ -147,9 +180,12 @@ def summary_block(report: dict) -> str:
     """The table the README and the results page share, markers included."""
     lines = [START, "",
              f"`fastdecode bench` ({report.get('mode', 'default')} run) on {machine_line(report)}; "
-             "speedups are within one run, libraries interleaved, medians of rounds.", "",
-             "| measured | baseline | fastdecode | speedup |", "|---|---:|---:|---:|"]
-    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
+             "speedups are within one run, libraries interleaved in each round; a row's estimator "
+             "says which of its rounds it reports (the best or the median); the fused rows name "
+             "their mode: the default (DCT-scaled where the crop allows, a bounded difference) "
+             "or exact=True (bit for bit with torchvision + PIL).", "",
+             "| measured | estimator | baseline | fastdecode | speedup |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {' | '.join(row)} |" for row in summary_rows(report)]
     if any(r.get("noisy") for r in _loader_rows(_loader_chain(report)).values()):
         lines += ["", "*(noisy)*: the rounds of that row spread over 10 %; rerun on a quieter "
                       "machine before trusting it."]
@@ -176,7 +212,8 @@ def _decode_tables(report: dict) -> list[str]:
     for part in report.get("sections", {}).get("decode", {}).get("sections", []):
         lines += ["", f"### {part['title']}", "",
                   f"{part.get('images', '?')} images; baseline {part.get('baseline')}"
-                  + (f", floor {part['floor']}" if part.get("floor") else "") + ".", "",
+                  + (f", floor {part['floor']}" if part.get("floor") else "")
+                  + f"; each row {estimator(report, 'decode')}.", "",
                   "| library | images/s | ms/image | CPU ms/image | vs baseline | vs floor |",
                   "|---|---:|---:|---:|---:|---:|"]
         for r in part["rows"]:
@@ -192,14 +229,15 @@ def _decode_tables(report: dict) -> list[str]:
 def _transform_tables(report: dict) -> list[str]:
     lines: list[str] = []
     for part in report.get("sections", {}).get("transforms", {}).get("sections", []):
-        lines += ["", f"### {part['title']}", "",
+        lines += ["", f"### {part['title']}", "", f"Each row {estimator(report, 'transforms')}.", "",
                   "| method | ms/image | images/s | CPU ms/image | vs torchvision + PIL |",
                   "|---|---:|---:|---:|---:|"]
         for r in part["rows"]:
+            name = MODE_NAMES.get(r["name"], r["name"])
             if r.get("status", "ok") != "ok":
-                lines.append(f"| {r['name']} | {r.get('status')} | | | |")
+                lines.append(f"| {name} | {r.get('status')} | | | |")
                 continue
-            lines.append(f"| {r['name']} | {_num(r['ms_per_image'], 2)} | {_num(r['images_per_s'])} | "
+            lines.append(f"| {name} | {_num(r['ms_per_image'], 2)} | {_num(r['images_per_s'])} | "
                          f"{_num(r.get('cpu_ms_per_image'), 2)} | {_x(r.get('speedup'))} |")
     return lines
 
@@ -421,7 +459,8 @@ def figure(report: dict, path: Path) -> str:
     if fused:
         rows = [_row(fused, n) for n in FUSED_ROWS if _row(fused, n)]
         panels.append(("fused: train chain to float, one thread", "images/s",
-                       [r["name"].replace("torchvision + ", "tv + ") for r in rows],
+                       [MODE_NAMES.get(r["name"], r["name"]).replace("torchvision + ", "tv + ")
+                        for r in rows],
                        [r["images_per_s"] for r in rows], [r.get("speedup") for r in rows], None))
     chain = _loader_chain(report)
     rows = [_loader_rows(chain)[n] for n in LOADERS if n in _loader_rows(chain)]

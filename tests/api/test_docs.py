@@ -115,11 +115,15 @@ def _report() -> dict:
         "machine": {"cpu_model": "Test CPU", "usable_cpus": 2, "cpu_count": 4, "python": "3.x"},
         "versions": {"fastdecode": "0"}, "summary": ["decode: ..."], "skipped": {"ray": "needs ray"},
         "sections": {
-            "decode": {"sections": [{"key": "jpeg_full", "title": "JPEG", "baseline": "Pillow",
+            "decode": {"settings": {"rounds": 3, "slice": 50,
+                                    "statistic": "sum over slices of each slice's best round"},
+                       "sections": [{"key": "jpeg_full", "title": "JPEG", "baseline": "Pillow",
                                      "rows": [row("fastdecode", 600, 1.5), row("Pillow", 400, 1.0)]}]},
-            "transforms": {"sections": [{"key": "train_float", "title": "train float", "rows": [
-                row("torchvision + PIL", 300, 1.0), row("fastdecode fuse", 750, 2.5)]}]},
-            "loader": {"batch_size": 256, "chains": {"train": {
+            "transforms": {"settings": {"rounds": 3, "statistic": "best round"},
+                           "sections": [{"key": "train_float", "title": "train float", "rows": [
+                               row("torchvision + PIL", 300, 1.0), row("fastdecode fuse", 750, 2.5),
+                               row("fastdecode fuse exact", 420, 1.4)]}]},
+            "loader": {"batch_size": 256, "settings": {"rounds": 3}, "chains": {"train": {
                 "rows": [loader_row("ImageFolder+PIL", 200, 1.0), loader_row("FastImageFolder", 800, 4.0),
                          loader_row("FastLoader", 900, 4.5)],
                 "summary": {"num_workers": 2},
@@ -144,8 +148,38 @@ def test_results_generator_renders_every_section(tmp_path):
     for expected in ("the run's date", "`fastdecode bench --quick`", "Test CPU", "1.50x", "2.50x",
                      "4.00x", "4.50x", "900 (noisy)", "ray: needs ray"):
         assert expected in text
+    assert "medians of rounds" not in text
     if importlib.util.find_spec("matplotlib") is not None:
         assert figure.read_bytes().startswith(b"\x89PNG")
+
+
+def test_results_table_names_each_rows_estimator_and_mode():
+    """Each summary row says which of its rounds it reports (decode and fused:
+    best rounds, loaders: the median) and each fused row its mode, the
+    exact=True row beside the default one (issue 55)."""
+    results = _results_module()
+    rows = [line.split(" | ") for line in results.summary_block(_report()).splitlines()
+            if line.startswith("| ") and "---" not in line]
+    assert rows[0][:2] == ["| measured", "estimator"]
+    by_what = {r[0][2:]: r[1:] for r in rows[1:]}
+    assert by_what["JPEG decode, one thread (images/s)"][0] == \
+        "each 50-image slice's best of 3 rounds, summed"
+    fused = [what for what in by_what if what.startswith("decode + train chain")]
+    assert fused == ["decode + train chain to float, one thread, default mode (ms/image)",
+                     "decode + train chain to float, one thread, exact=True (ms/image)"]
+    assert [by_what[what][0] for what in fused] == ["best of 3 rounds"] * 2
+    assert [by_what[what][-1] for what in fused] == ["2.50x |", "1.40x |"]
+    assert by_what["FastLoader, train chain, 2 workers (images/s)"][0] == "median of 3 rounds"
+    page = results.page(_report(), Path("bench.json"), "results.png")
+    assert "| fastdecode fuse (default mode) |" in page and "| fastdecode fuse (exact=True) |" in page
+
+
+def test_results_refuses_a_statistic_it_cannot_name():
+    results = _results_module()
+    report = _report()
+    report["sections"]["transforms"]["settings"]["statistic"] = "trimmed mean"
+    with pytest.raises(ValueError, match="'trimmed mean' of their rounds"):
+        results.summary_block(report)
 
 
 def test_results_page_gpu_section_is_the_generated_one():
