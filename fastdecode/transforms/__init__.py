@@ -12,6 +12,10 @@ keeps, straight to the output size and layout::
                             T.ToTensor(), T.Normalize(mean, std)]))
     x = train(open("cat.jpg", "rb").read())      # float32 (3, 224, 224)
 
+Colour steps right after the geometry (ColorJitter, hue included;
+RandomGrayscale; a RandomApply of them) fuse too, drawn as torchvision
+draws them and computed with Pillow's arithmetic.
+
 :class:`RandomResizedCrop`, :class:`Resize`, :class:`CenterCrop`,
 :class:`RandomHorizontalFlip` and :class:`Compose` are torchvision's v1
 classes that also take encoded bytes. ``fuse(t).explain()`` says how a chain
