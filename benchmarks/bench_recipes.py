@@ -89,7 +89,7 @@ def fusion(transform) -> dict[str, Any]:
 
 def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, list]:
     """Per recipe: its rows (dataset x num_workers) alive together, rounds
-    interleaved among them."""
+    interleaved among them in common.round_order's order."""
     out: dict[str, list] = {}
     for name, transform in recipes.items():
         rows = []
@@ -106,7 +106,7 @@ def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, lis
                                                       batches * settings["batch"]))
                 bar.update()
         for r in range(settings["rounds"]):
-            for row in rows:
+            for row in common.round_order(rows, r):
                 bar.set_postfix_str(f"{name}: {row.loader}, num_workers={row.num_workers}, "
                                     f"round {r + 1}")
                 with pinned(row.num_workers):

@@ -63,3 +63,26 @@ def test_quick_run_reports_each_recipe_per_setting(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| recipe | fused at decode | fused tensor tail | unfused |" in text
     assert "| reference eval v1 |" in text
+
+
+def test_rows_alternate_their_order_round_by_round(monkeypatch):
+    """Each round runs a recipe's rows in common.round_order's order (as given,
+    then reversed), as every other section does: the same order every round
+    would hand the drift of a round to the same rows (issue 55)."""
+    import types
+
+    opened, ran = [], []
+
+    def open_row(name, kind, data, transform, workers, batch, count):
+        row = types.SimpleNamespace(loader=kind, num_workers=workers, source=object())
+        opened.append(row)
+        return row
+
+    monkeypatch.setattr(bench.loader_bench, "open_row", open_row)
+    monkeypatch.setattr(bench.loader_bench, "run_round", lambda row: ran.append(row))
+    bar = types.SimpleNamespace(set_postfix_str=lambda text: None, update=lambda: None)
+    settings = dict(workers=[0, 2], batch=4, batches=1, rounds=3)
+    bench.measure("data", {"recipe": None}, settings, bar)
+    rounds = [ran[k:k + len(opened)] for k in range(0, len(ran), len(opened))]
+    assert len(opened) == 4 and len(rounds) == 3
+    assert rounds == [opened, opened[::-1], opened]
