@@ -190,9 +190,8 @@ def test_decode_resize_wrong_out_size():
 PHOTOS = read_manifest("photos")
 
 
-@pytest.mark.parametrize("row", corpus_params("photos", PHOTOS[:40], "file"))
-def test_photo_random_resized_crop_quality(row):
-    """RandomResizedCrop(224)-like boxes: >= 45 dB at scale 1, >= 35 dB with DCT scaling."""
+def random_resized_crop(row) -> tuple[bytes, tuple[int, int, int, int]]:
+    """A photo's bytes and a RandomResizedCrop(224)-like box, seeded by its size."""
     data = (CORPUS / "photos" / row["file"]).read_bytes()
     info = fd.read_header(data)
     rng = np.random.default_rng(len(data))
@@ -201,25 +200,37 @@ def test_photo_random_resized_crop_quality(row):
     w = min(info.width, int(round(np.sqrt(area * ratio))))
     h = min(info.height, int(round(np.sqrt(area / ratio))))
     top, left = int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1))
-    crop = (top, left, h, w)
+    return data, (top, left, h, w)
+
+
+@pytest.mark.parametrize("row", corpus_params("photos", PHOTOS[:40], "file"))
+def test_photo_random_resized_crop_quality(row):
+    """RandomResizedCrop(224)-like boxes: >= 45 dB at scale 1, >= 35 dB with
+    the auto scale (measured: 43.5 dB the lowest of these 40 photos, 35.5 dB
+    the lowest of the whole corpus)."""
+    data, crop = random_resized_crop(row)
     ref = crop_resize_reference(data, crop, (224, 224))
     assert psnr(fd.decode_jpeg(data, crop=crop, size=(224, 224), scale=1), ref) >= 45
-    auto = psnr(fd.decode_jpeg(data, crop=crop, size=(224, 224)), ref)
-    assert auto >= 30
-    AUTO_PSNR[row["file"]] = min(auto, 100.0)
+    assert psnr(fd.decode_jpeg(data, crop=crop, size=(224, 224)), ref) >= 35
 
 
-AUTO_PSNR: dict[str, float] = {}
-
-
+@pytest.mark.skipif(not PHOTOS, reason="shared corpus 'photos' not present")
 def test_photo_auto_scale_quality_on_average():
-    """Runs after the per-photo test above (file order) and averages it."""
-    if len(AUTO_PSNR) < min(40, len(PHOTOS)) or not PHOTOS:
-        pytest.skip("needs every photo case of test_photo_random_resized_crop_quality")
-    mean = float(np.mean(list(AUTO_PSNR.values())))
-    print(f"auto-scale PSNR over {len(AUTO_PSNR)} photos: mean {mean:.1f} dB, "
-          f"min {min(AUTO_PSNR.values()):.1f} dB")
-    assert mean >= 35
+    """The mean PSNR of the auto scale where it DCT-scaled (its output differs
+    from scale=1's), over every photo of the corpus in this one test (an
+    aggregate: a sampled or split matrix cannot hold it): >= 40 dB over at
+    least 8 DCT-scaled boxes (measured: 42.8 dB over 11 of 250 photos)."""
+    scaled = []
+    for row in PHOTOS:
+        data, crop = random_resized_crop(row)
+        auto = fd.decode_jpeg(data, crop=crop, size=(224, 224))
+        if not np.array_equal(auto, fd.decode_jpeg(data, crop=crop, size=(224, 224), scale=1)):
+            scaled.append(psnr(auto, crop_resize_reference(data, crop, (224, 224))))
+    assert len(scaled) >= max(1, min(8, len(PHOTOS) // 30)), f"{len(scaled)} DCT-scaled boxes"
+    mean = float(np.mean(scaled))
+    print(f"auto-scale PSNR over {len(scaled)} DCT-scaled boxes of {len(PHOTOS)} photos: "
+          f"mean {mean:.1f} dB, min {min(scaled):.1f} dB")
+    assert mean >= 40
 
 
 # ---------------------------------------------------------------------------
