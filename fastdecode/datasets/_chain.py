@@ -190,11 +190,13 @@ class FusedChain(SampleReads):
         -------
         tuple of int or None
             The shape every sample's pixels have before the chain's tensor
-            step; None with a custom ``loader`` or a chain whose output size
-            varies. FastLoader uses it to size its batch rings.
+            step; None with a custom ``loader``, a chain whose output size
+            varies, or one with a fused RandomErasing (its tensor step erases
+            each slot's boxes, which the rings do not carry). FastLoader uses
+            it to size its batch rings.
         """
         fused = self._batch_fused()
-        return None if fused is None else tuple(fused.output_shape)
+        return None if fused is None or fused.erasing else tuple(fused.output_shape)
 
     def pixel_table(self) -> Optional[torch.Tensor]:
         """The per-channel table (C, 256) that turns the uint8 result into
@@ -210,7 +212,7 @@ class FusedChain(SampleReads):
             None.
         """
         fused = self._batch_fused()
-        if fused is None or fused.tensor_table is None:
+        if fused is None or fused.erasing or fused.tensor_table is None:
             return None
         return torch.from_numpy(fused.tensor_table)
 

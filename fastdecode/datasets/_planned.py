@@ -270,6 +270,6 @@ def _complete_slot(ds: OneSample, fused: Any, s: Slot, out: Optional[np.ndarray]
         transform: Any = ds.transform  # not None: the draws after the render are its own
         s.value = transform(s.value)
     elif out is not None:
-        fused._fill(out, fused._unfused(s.draw, s.value, fused.fill_end))
+        fused._fill_unfused(s.draw, s.value, out)
     else:
         s.value = fused._complete(s.draw, s.value)

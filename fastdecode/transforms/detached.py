@@ -40,8 +40,9 @@ _FUSED_STATE = frozenset({"source", "_fingerprint", "exact", "renderer", "steps"
                           "op_index", "tail", "tensor_stage", "trailing", "output_shape", "plan",
                           "last_params"})
 # The fused colour steps' fields: the ops travel with stand-in sources;
-# fill_end matters only on a stop (the full transform's path).
-_COLOR_STATE = frozenset({"color_ops", "fill_end"})
+# fill_end matters only on a stop (the full transform's path). A chain with
+# fused erasing (its boxes drawn per slot, erased by finish) is not detached.
+_COLOR_STATE = frozenset({"color_ops", "fill_end", "erasing", "_erased"})
 _PLAIN_OPS = (RandomResizedCropOp, ResizeOp, CenterCropOp, FlipOp)
 
 
@@ -113,6 +114,7 @@ def detach(fused: Any) -> Optional[DetachedPlan]:
             or set(state) - _FUSED_STATE - _COLOR_STATE
             or not all(isinstance(op, ColorOp) for op in state.get("color_ops", ()))
             or fused.output_shape is None or fused.trailing or fused.tail is None
+            or getattr(fused, "erasing", None)
             or type(fused.tail) is not TensorTail or fused.tail.numpy
             or type(fused.renderer) is not Renderer
             or not all(type(op) in _PLAIN_OPS for op in fused.geo_ops)):

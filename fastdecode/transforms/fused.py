@@ -29,7 +29,6 @@ from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.color import ColorOp, Steps, color_op
 from fastdecode.transforms.color import apply as apply_color
 from fastdecode.transforms.color import draw as draw_color
-from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.fingerprint import fingerprint
 from fastdecode.transforms.geometry import (
     Geometry,
@@ -45,11 +44,19 @@ from fastdecode.transforms.kinds import (
     is_converter,
     is_pointwise,
     is_uint8_converter,
-    short_name,
     tensor_geo_op,
 )
 from fastdecode.transforms.render import DCT_MARGIN, Renderer
-from fastdecode.transforms.tensor import TensorTail, as_numpy
+from fastdecode.transforms.tensor import (
+    ErasedSlots,
+    EraseOp,
+    Erases,
+    TensorTail,
+    as_numpy,
+    draw_erases,
+    erase,
+    erase_run,
+)
 
 __all__ = ["ChainSplit", "FusedTransform", "fuse", "split_chain"]
 
@@ -64,6 +71,7 @@ class ChainSplit:
     end:      index of the first trailing step (``steps[end:]`` run unfused).
     color_ops: the colour ops after the PIL-stage geometry (``color_index``:
               their indices in ``steps``).
+    erasing:  the RandomErasing ops after the tensor table.
     """
 
     geo_ops: tuple[GeoOp, ...]
@@ -72,6 +80,7 @@ class ChainSplit:
     end: int
     color_ops: tuple[ColorOp, ...] = ()
     color_index: tuple[int, ...] = ()
+    erasing: tuple[EraseOp, ...] = ()
 
     @property
     def tensor_stage(self) -> int:
@@ -91,8 +100,9 @@ def split_chain(steps: list, exact: bool = False) -> ChainSplit:
     2. ``color``: the ColorJitter / RandomGrayscale steps right after that
        run, drawn with the geometry and applied to the rendered pixels in one
        native call (:mod:`.color`);
-    3. ``tensor``: the converter and the per-pixel steps after it, one table
-       (:mod:`.tensor`);
+    3. ``tensor``: the converter and the per-pixel steps after it, one table,
+       and the RandomErasing steps after it, drawn with the geometry and
+       erased in place in the result (:mod:`.tensor`);
     4. ``trailing``: everything from the first step not understood.
 
     ``exact``: only crops and flips join after the converter (torch's uint8
@@ -130,7 +140,8 @@ def split_chain(steps: list, exact: bool = False) -> ChainSplit:
             continue
         ops += [op for op, _ in tensor_ops]
         index += [k for _, k in tensor_ops]
-        return ChainSplit(tuple(ops), tuple(index), tail, j + n, *color)
+        erasing, tail, end = erase_run(steps, j + n, tail)
+        return ChainSplit(tuple(ops), tuple(index), tail, end, *color, erasing)
     return ChainSplit(tuple(ops), tuple(index), None, i, *color)  # the converter runs unfused
 
 
@@ -143,6 +154,7 @@ class _Draw(NamedTuple):
     fmt: str
     rng: Optional[torch.Tensor]  # RNG state before the draws, for a tensor-stage replay
     color: Steps = ()  # the colour steps drawn (none when the geometry stopped)
+    erase: Erases = ()  # the boxes erased in the result (idem)
 
 
 def _as_data(data: Any):
@@ -231,6 +243,8 @@ class FusedTransform:
                          else split.op_index[-1] + 1 if split.op_index else 0)
         self.tail: Optional[TensorTail] = split.tail
         self.tensor_stage = split.tensor_stage
+        self.erasing = list(split.erasing)  # drawn in _draw; finish erases each slot's boxes
+        self._erased = ErasedSlots()
         self.trailing = steps[split.end:]
         fixed = static_output_size(self.geo_ops) if self.geo_ops else None
         self.output_shape = (
@@ -240,7 +254,8 @@ class FusedTransform:
         self.plan = {
             "geometric": [op.transform for op in self.geo_ops],  # (after the converter: on tensors)
             "color": [op.transform for op in self.color_ops],
-            "tensor": list(self.tail.steps) if self.tail else [],
+            "tensor": [s for s in steps[:split.end] if any(s is t for t in (
+                *(self.tail.steps if self.tail else ()), *(op.transform for op in self.erasing)))],
             "trailing": list(self.trailing),
         }
         self.last_params: Optional[Geometry] = None
@@ -252,7 +267,9 @@ class FusedTransform:
         """The (C, 256) table of the tensor step: ``finish(pixels)[..., c, y, x]
         == table[c, pixels[..., c, y, x]]``; np.float32 for the ToTensor /
         Normalize / ToDtype(float32) chains (the array of the result dtype in
-        general). None when that step is the identity (``finish`` returns the
+        general), before ``finish`` erases the boxes of a fused RandomErasing
+        (:attr:`erasing` not empty: a loader deferring the table must not
+        take that chain). None when that step is the identity (``finish`` returns the
         uint8 values as they are) or the chain has no fused tensor step.
         Read-only; do not modify."""
         if self.tail is None or self.tail.identity:
@@ -397,7 +414,7 @@ class FusedTransform:
         draw = self._draw(data)
         value = self._render_into(data, draw, target)
         if draw.stop < len(self.geo_ops):
-            self._fill(target, self._unfused(draw, value, self.fill_end))
+            self._fill_unfused(draw, value, target)
         return draw.geo
 
     def finish(self, images: Any, out: Any = None):
@@ -435,8 +452,12 @@ class FusedTransform:
             )
         if self.tail.identity and out is None and isinstance(images, torch.Tensor):
             tensor = images.as_subclass(torch.Tensor)
-            return tensor.as_subclass(tv_tensors.Image) if self.tail.wrap else tensor
-        return self.tail.apply(np.ascontiguousarray(arr), out)
+            result = tensor.as_subclass(tv_tensors.Image) if self.tail.wrap else tensor
+        else:
+            result = self.tail.apply(np.ascontiguousarray(arr), out)
+        if self.erasing:  # in place, in each row: the boxes drawn for its slot
+            self._erased.apply(arr, result)
+        return result
 
     # -- internals -----------------------------------------------------------------
     #
@@ -457,9 +478,17 @@ class FusedTransform:
         if stop < len(self.geo_ops) and self.geo_ops[stop].stage != "tensor":
             rng = None  # a PIL-stage stop: the rest runs unfused from there
         color: Steps = ()
-        if stop == len(self.geo_ops) and self.color_ops:  # a stop: they run unfused
-            color = draw_color(self.color_ops)
-        return _Draw(geo, stop, replacement, info.format, rng, color)
+        erases: Erases = ()
+        if stop == len(self.geo_ops):  # a stop: they run unfused
+            color = draw_color(self.color_ops) if self.color_ops else ()
+            erases = self._draw_erases(geo.canvas)
+        return _Draw(geo, stop, replacement, info.format, rng, color, erases)
+
+    def _draw_erases(self, canvas: tuple[int, int]) -> Erases:
+        """The fused RandomErasing steps' boxes for a result of ``canvas``."""
+        if not self.erasing or self.tail is None:  # (erasing is fused only after a table)
+            return ()
+        return draw_erases(self.erasing, canvas, self.tail.dtype)
 
     def _render_into(self, data, draw: _Draw, out: Optional[np.ndarray] = None):
         """The part of one image that draws nothing (the native decode and
@@ -475,11 +504,15 @@ class FusedTransform:
         if out is not None:
             value = self.renderer.render(data, draw.geo, "CHW", out=out, fmt=draw.fmt)
             apply_color(out, "CHW", draw.color)
+            if self.erasing:
+                self._erased.keep(out, draw.erase)
             return value
         if self.tail is None:
             return self._pil(data, draw.geo, draw.fmt, draw.color)
         pixels = self.renderer.render(data, draw.geo, "CHW", fmt=draw.fmt)
-        return self.tail.apply(apply_color(pixels, "CHW", draw.color))
+        result = self.tail.apply(apply_color(pixels, "CHW", draw.color))
+        erase(result, draw.erase)
+        return result
 
     def _draws_after_render(self, draw: _Draw) -> bool:
         """Whether :meth:`_complete` runs steps (unfused, so they may draw)."""
@@ -507,6 +540,13 @@ class FusedTransform:
         first = draw.replacement if draw.replacement is not None else [self.steps[index]]
         return self._run(list(first) + self.steps[index + 1:end], image)
 
+    def _fill_unfused(self, draw: _Draw, image: PIL.Image.Image, target: np.ndarray) -> None:
+        """A stopped image's uint8 part (:meth:`_unfused` to ``fill_end``) into
+        the slot ``target``, then its erasing drawn, for :meth:`finish`."""
+        self._fill(target, self._unfused(draw, image, self.fill_end))
+        if self.erasing:
+            self._erased.keep(target, self._draw_erases(target.shape[1:]))
+
     @staticmethod
     def _fill(target: np.ndarray, result) -> None:
         """Copies an unfused result (PIL image or (C, H, W) tensor) into the
@@ -530,29 +570,9 @@ class FusedTransform:
         return value
 
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__}("]
-        geo = " -> ".join(short_name(op.transform) + (" (on tensors)" if op.stage == "tensor"
-                                                      else "") for op in self.geo_ops)
-        pillow = sorted({FILTERS[op.filter].name for op in self.geo_ops
-                         if hasattr(op, "filter") and not FILTERS[op.filter].native})
-        how = ("native decode + resample" if not pillow
-               else f"native decode, Pillow resample ({', '.join(pillow)})")
-        lines.append(f"  decode: {geo or 'full image'}   [{how}]")
-        if self.color_ops:
-            lines.append("  colour: " + " -> ".join(short_name(op.transform) for op in self.color_ops)
-                         + "   [native, Pillow's arithmetic]")
-        if self.tail is not None:
-            kind = ("uint8, no pass" if self.tail.identity
-                    else f"one table pass -> {self.tail.dtype}")
-            lines.append(f"  tensor: {self.tail!r}   [{kind}]")
-        if self.trailing:
-            lines.append("  trailing (unfused): " + " -> ".join(short_name(s)
-                                                                 for s in self.trailing))
-        report = self.fusion_report()
-        if report is not None:
-            lines.append(f"  stopped: {report}")
-        lines.append(f"  output_shape={self.output_shape}, exact={self.exact})")
-        return "\n".join(lines)
+        from fastdecode.transforms.report import describe
+
+        return describe(self)
 
 
 def _rebuild(source, exact, region, dct_margin, limits=None):

@@ -20,7 +20,7 @@ from fastdecode.transforms.kinds import is_converter, kind, short_name
 if TYPE_CHECKING:
     from fastdecode.transforms.fused import FusedTransform
 
-__all__ = ["FusionReport", "explain", "fusion_report"]
+__all__ = ["FusionReport", "describe", "explain", "fusion_report"]
 
 _GEOMETRIC = tuple(getattr(m, name) for m in (T, T2) for name in
                    ("RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip"))
@@ -216,6 +216,10 @@ def _fused_where(f: FusedTransform) -> dict[int, str]:
         index = next(i for i, s in enumerate(f.steps) if s is cop.transform)
         where[index] = ("fused: the colours are adjusted natively on the decoded pixels, with "
                         "Pillow's arithmetic")
+    for eop in f.erasing:
+        index = next(i for i, s in enumerate(f.steps) if s is eop.transform)
+        where[index] = ("fused: its boxes are drawn with the geometry (the same generators, in "
+                        "the same order) and erased in place in the result")
     if f.tail is not None:
         for n, step in enumerate(f.tail.steps):
             index = next(i for i, s in enumerate(f.steps) if s is step)
@@ -280,4 +284,34 @@ def explain(f: FusedTransform) -> str:
     else:
         lines.append(f"Summary: {done} fused; the steps after it run unfused, which costs "
                      f"nothing more for this chain.")
+    return "\n".join(lines)
+
+
+def describe(f: FusedTransform) -> str:
+    """``repr(f)``: the plan's parts in a few lines (decode, colour, tensor,
+    trailing), what stopped it, the output shape."""
+    lines = [f"{type(f).__name__}("]
+    geo = " -> ".join(short_name(op.transform) + (" (on tensors)" if op.stage == "tensor"
+                                                  else "") for op in f.geo_ops)
+    pillow = sorted({FILTERS[op.filter].name for op in f.geo_ops
+                     if hasattr(op, "filter") and not FILTERS[op.filter].native})
+    how = ("native decode + resample" if not pillow
+           else f"native decode, Pillow resample ({', '.join(pillow)})")
+    lines.append(f"  decode: {geo or 'full image'}   [{how}]")
+    if f.color_ops:
+        lines.append("  colour: " + " -> ".join(short_name(op.transform) for op in f.color_ops)
+                     + "   [native, Pillow's arithmetic]")
+    if f.tail is not None:
+        kind = ("uint8, no pass" if f.tail.identity
+                else f"one table pass -> {f.tail.dtype}")
+        lines.append(f"  tensor: {f.tail!r}   [{kind}]")
+    if f.erasing:
+        lines.append("  erasing: " + " -> ".join(short_name(op.transform) for op in f.erasing)
+                     + "   [drawn with the geometry, in place in the result]")
+    if f.trailing:
+        lines.append("  trailing (unfused): " + " -> ".join(short_name(s) for s in f.trailing))
+    report = f.fusion_report()
+    if report is not None:
+        lines.append(f"  stopped: {report}")
+    lines.append(f"  output_shape={f.output_shape}, exact={f.exact})")
     return "\n".join(lines)

@@ -1,15 +1,23 @@
-"""The tensor tail: a converter and the per-pixel steps after it as one table per channel.
+"""The tensor tail: a converter and the per-pixel steps after it as one table per channel, then erasing.
 
 ToTensor / PILToTensor / v2.ToImage followed by Normalize / v2.ToDtype /
 ConvertImageDtype / v2.ToPureTensor map each uint8 value of a channel to one
 output value: a (C, 256) table, built by running the user's real transforms
 on a 256-pixel ramp (the values and the result type are torchvision's own),
-applied in one pass. See docs/decisions/fused-transforms.md.
+applied in one pass. A RandomErasing right after it (torchvision's v1 and
+v2, timm's in its 'const', 'rand' and 'pixel' modes: :func:`erase_op`)
+draws what its own call draws, from the same generators in the same order
+(:meth:`EraseOp.draw`), and :func:`erase` writes its boxes into the result
+in place, as torchvision's and timm's erase do. See
+docs/decisions/fused-transforms.md.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import random
+import threading
+from typing import Any, Optional
 
 import numpy as np
 import PIL.Image
@@ -17,7 +25,12 @@ import torch
 
 from fastdecode import _native
 
-__all__ = ["TensorTail", "as_numpy"]
+__all__ = ["EraseOp", "ErasedSlots", "Erases", "TensorTail", "as_numpy", "draw_erases", "erase",
+           "erase_op", "erase_run"]
+
+# One image's erased boxes: (top, left, height, width, values), the values a
+# tensor that broadcasts over the (C, height, width) box.
+Erases = tuple[tuple[int, int, int, int, torch.Tensor], ...]
 
 
 class TensorTail:
@@ -103,3 +116,200 @@ def _copied_into(values: np.ndarray, out: Any) -> Any:
     target = as_numpy(out, values.dtype, values.shape)
     np.copyto(target, values)
     return out if isinstance(out, torch.Tensor) else torch.from_numpy(target)
+
+
+# -- RandomErasing after the table -------------------------------------------------
+
+
+class EraseOp:
+    """A RandomErasing fused after the table: its draws, made as its own call makes them."""
+
+    def __init__(self, transform: Any):
+        self.transform = transform
+
+    def draw(self, channels: int, height: int, width: int,
+             dtype: torch.dtype) -> Erases:  # pragma: no cover - every subclass defines it
+        """The boxes this step erases on a (channels, height, width) result of
+        ``dtype`` (none: it did not fire, or found no box), drawing from the
+        generators its call draws from, in the same order."""
+        raise NotImplementedError
+
+
+class TorchvisionErase(EraseOp):
+    """torchvision's RandomErasing, v1 (``forward`` and ``get_params``) or
+    v2 (``forward`` and ``make_params``): ``torch.rand(1)`` against ``p``, then
+    up to ten (area, log-ratio) uniform draws, the values (``normal_()`` for
+    'random'), the top and left ``randint``."""
+
+    def __init__(self, transform: Any, v2: bool, value: Optional[list]):
+        super().__init__(transform)
+        self.v2 = v2
+        self.value = value  # None: 'random'
+
+    def draw(self, channels: int, height: int, width: int, dtype: torch.dtype) -> Erases:
+        t = self.transform
+        if self.v2:
+            if torch.rand(1) >= t.p:
+                return ()
+            log_ratio = t._log_ratio
+        else:
+            if not torch.rand(1) < t.p:
+                return ()
+            log_ratio = torch.log(torch.tensor(t.ratio))
+        area = height * width
+        for _ in range(10):
+            erase_area = area * torch.empty(1).uniform_(t.scale[0], t.scale[1]).item()
+            aspect_ratio = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
+            h = int(round(math.sqrt(erase_area * aspect_ratio)))
+            w = int(round(math.sqrt(erase_area / aspect_ratio)))
+            if not (h < height and w < width):
+                continue
+            if self.value is None:
+                v = torch.empty([channels, h, w], dtype=torch.float32).normal_()
+            else:
+                v = torch.tensor(self.value)[:, None, None]
+            i = int(torch.randint(0, height - h + 1, size=(1,)).item())
+            j = int(torch.randint(0, width - w + 1, size=(1,)).item())
+            return ((i, j, h, w, v),)
+        return ()  # v1 erases the image with itself, v2 leaves it: the same values
+
+
+class TimmErase(EraseOp):
+    """timm's RandomErasing on one image (``_erase``): Python's ``random`` for
+    the probability, the count and each box, torch's generator for the
+    values ('rand': one normal per channel, 'pixel': one per pixel, 'const':
+    zeros), in the result's dtype."""
+
+    def draw(self, channels: int, height: int, width: int, dtype: torch.dtype) -> Erases:
+        t = self.transform
+        if random.random() > t.probability:
+            return ()
+        area = height * width
+        count = (t.min_count if t.min_count == t.max_count
+                 else random.randint(t.min_count, t.max_count))
+        boxes = []
+        for _ in range(count):
+            for _attempt in range(10):
+                target_area = random.uniform(t.min_area, t.max_area) * area / count
+                aspect_ratio = math.exp(random.uniform(*t.log_aspect_ratio))
+                h = int(round(math.sqrt(target_area * aspect_ratio)))
+                w = int(round(math.sqrt(target_area / aspect_ratio)))
+                if w < width and h < height:
+                    top = random.randint(0, height - h)
+                    left = random.randint(0, width - w)
+                    if t.per_pixel:
+                        v = torch.empty((channels, h, w), dtype=dtype).normal_()
+                    elif t.rand_color:
+                        v = torch.empty((channels, 1, 1), dtype=dtype).normal_()
+                    else:
+                        v = torch.zeros((channels, 1, 1), dtype=dtype)
+                    boxes.append((top, left, h, w, v))
+                    break
+        return tuple(boxes)
+
+
+def erase_op(t: Any) -> Optional[EraseOp]:
+    """The :class:`EraseOp` of a RandomErasing fuse runs after the table
+    (exact types: torchvision's v1 and v2 with a value of one or three
+    numbers or 'random', timm's on the CPU), or None."""
+    from torchvision import transforms as T
+    from torchvision.transforms import v2 as T2
+
+    cls = type(t)
+    if cls is T.RandomErasing:
+        value = t.value
+        if isinstance(value, str):
+            return TorchvisionErase(t, False, None)
+        if isinstance(value, (int, float)):
+            value = [value]
+        if not isinstance(value, (list, tuple)) or len(value) not in (1, 3):
+            return None
+        return TorchvisionErase(t, False, [float(v) for v in value])
+    if cls is T2.RandomErasing:
+        if t.value is not None and len(t.value) not in (1, 3):
+            return None
+        return TorchvisionErase(t, True, None if t.value is None else list(t.value))
+    if cls.__module__ == "timm.data.random_erasing" and cls.__name__ == "RandomErasing":
+        if torch.device(t.device).type != "cpu":
+            return None  # its values come from that device's generator
+        return TimmErase(t)
+    return None
+
+
+def erase(result: torch.Tensor, erases: Erases) -> None:
+    """Writes ``erases`` into the (C, H, W) ``result`` in place, box after
+    box: ``result[..., i:i+h, j:j+w] = values``, torchvision's and timm's
+    own assignment (so the same casts to the result's dtype)."""
+    if erases:
+        pixels = result.as_subclass(torch.Tensor)
+        for i, j, h, w, v in erases:
+            pixels[..., i:i + h, j:j + w] = v
+
+
+def erase_run(steps: list, start: int, tail: TensorTail) -> tuple[tuple[EraseOp, ...], TensorTail, int]:
+    """The RandomErasing steps from ``steps[start]`` on, after ``tail``:
+    (their ops, the tail with the v2.ToPureTensor steps right after them
+    joined (they only unwrap the type), the index of the first step left)."""
+    from torchvision.transforms import v2 as T2
+
+    ops = []
+    end = start
+    while not tail.numpy and end < len(steps) and (op := erase_op(steps[end])) is not None:
+        ops.append(op)
+        end += 1
+    if not ops:
+        return (), tail, start
+    unwrap = end
+    while unwrap < len(steps) and type(steps[unwrap]) is T2.ToPureTensor:
+        unwrap += 1
+    if unwrap > end:
+        tail = TensorTail(tail.steps + steps[end:unwrap])
+    return tuple(ops), tail, unwrap
+
+
+def draw_erases(ops: list, canvas: tuple[int, int], dtype: torch.dtype) -> Erases:
+    """Every erasing step's boxes for a (3, H, W) result, drawn in chain order."""
+    height, width = canvas
+    return tuple(box for op in ops for box in op.draw(3, height, width, dtype))
+
+
+class ErasedSlots:
+    """The erasing drawn for each batch slot, kept by the slot's address from
+    ``decode_into`` until ``finish`` writes it into that row of the result.
+
+    A finish takes its rows' boxes; a second finish of the same rows in the
+    same thread, with no decode in between, writes the same boxes again (a
+    batch loader may finish its pixels twice). Slots decoded and never
+    finished are forgotten, oldest first, past ``MAX_SLOTS``.
+    """
+
+    MAX_SLOTS = 1 << 14  # far more slots than batches in flight hold
+
+    def __init__(self) -> None:
+        self._slots: dict[int, Erases] = {}
+        self._lock = threading.Lock()  # slots are kept from several render threads
+        self._local = threading.local()
+
+    def keep(self, slot: np.ndarray, erases: Erases) -> None:
+        """Keeps ``erases`` for the uint8 (C, H, W) ``slot`` (replacing what it held)."""
+        key = slot.__array_interface__["data"][0]
+        with self._lock:
+            self._slots.pop(key, None)
+            self._slots[key] = erases
+            if len(self._slots) > self.MAX_SLOTS:
+                del self._slots[next(iter(self._slots))]
+
+    def apply(self, pixels: np.ndarray, result: torch.Tensor) -> None:
+        """Erases each row of ``result`` (made from the uint8 ``pixels``,
+        (C, H, W) or (N, C, H, W)) with the boxes kept for its slot."""
+        base = pixels.__array_interface__["data"][0]
+        rows = [(base, result)] if pixels.ndim == 3 else [
+            (base + k * pixels.strides[0], result[k]) for k in range(pixels.shape[0])]
+        last = getattr(self._local, "last", {})
+        with self._lock:
+            taken = [self._slots.pop(key, None) for key, _ in rows]
+        now = {}
+        for (key, row), erases in zip(rows, taken):
+            now[key] = last.get(key, ()) if erases is None else erases
+            erase(row, now[key])
+        self._local.last = now

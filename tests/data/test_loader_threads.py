@@ -40,10 +40,10 @@ def timm_train():
                       T.RandomHorizontalFlip(), T.ToTensor()])
 
 
-def erasing_after_fused():
+def random_step_after_fused():
     """A random step after the fused run (unfused, trailing)."""
     return T.Compose([T.RandomResizedCrop(40), T.RandomHorizontalFlip(), T.ToTensor(),
-                      T.Normalize(MEAN, STD), T.RandomErasing(p=0.7)])
+                      T.Normalize(MEAN, STD), T.RandomVerticalFlip(p=0.7)])
 
 
 def padded_crop_stop():
@@ -91,7 +91,7 @@ CHAINS = [
     pytest.param(uint8_train, id="uint8-train"),
     pytest.param(float_train, id="float-train"),
     pytest.param(timm_train, id="timm-random-interpolation"),
-    pytest.param(erasing_after_fused, id="unfused-random-erasing"),
+    pytest.param(random_step_after_fused, id="unfused-random-step"),
     pytest.param(padded_crop_stop, id="unfused-stop-padded-crop"),
     pytest.param(second_resample_stop, id="unfused-stop-second-resample"),
     pytest.param(tensor_stage_replay, id="unfused-stop-tensor-replay"),

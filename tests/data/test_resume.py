@@ -42,7 +42,7 @@ FUSED = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.PILToTen
 FUSED_FLOAT = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor(),
                          T.Normalize([0.5, 0.4, 0.3], [0.2, 0.2, 0.2])])
 # unfused random steps after the fused run
-PARTLY_FUSED = T.Compose([T.RandomResizedCrop(24), T.ToTensor(), T.RandomErasing(p=0.7)])
+PARTLY_FUSED = T.Compose([T.RandomResizedCrop(24), T.ToTensor(), T.RandomVerticalFlip(p=0.7)])
 COLOUR = T.Compose([T.RandomResizedCrop(24), T.ColorJitter(0.4, 0.4, 0.4, 0.1), T.PILToTensor()])
 FIXED = T.Compose([T.Resize(28), T.CenterCrop(24), T.PILToTensor()])
 

@@ -48,7 +48,7 @@ CHAINS: dict[str, Callable[[], Any]] = {
                                       T.PILToTensor()]),
     # unfused random steps after the fused run
     "partly-fused": lambda: T.Compose([T.RandomResizedCrop(24), T.ToTensor(),
-                                       T.RandomErasing(p=0.7)]),
+                                       T.RandomVerticalFlip(p=0.7)]),
     "colour": lambda: T.Compose([T.RandomResizedCrop(24), T.ColorJitter(0.4, 0.4, 0.4, 0.1),
                                  T.PILToTensor()]),
 }
