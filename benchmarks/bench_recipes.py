@@ -47,10 +47,10 @@ def _weights_eval():
     return ResNet50_Weights.IMAGENET1K_V2.transforms()
 
 
-def _timm(is_training: bool):
+def _timm(is_training: bool, **kwargs):
     from timm.data import create_transform
 
-    return create_transform(224, is_training=is_training)
+    return create_transform(224, is_training=is_training, **kwargs)
 
 
 RECIPES: dict[str, tuple[str, Callable[[], Any]]] = {  # name -> (kind, factory)
@@ -61,6 +61,12 @@ RECIPES: dict[str, tuple[str, Callable[[], Any]]] = {  # name -> (kind, factory)
     "reference eval v2": ("eval", lambda: ClassificationPresetEval(crop_size=224, use_v2=True)),
     "ResNet50_Weights.IMAGENET1K_V2.transforms()": ("eval", _weights_eval),
     "timm create_transform train": ("train", lambda: _timm(True)),
+    # RandomErasing after Normalize (issue 50): IMAGENET1K_V2's --random-erase 0.1, timm's 0.25
+    "reference train v1 + random erase": ("train", lambda: ClassificationPresetTrain(
+        crop_size=224, random_erase_prob=0.1)),
+    "reference train v2 + random erase": ("train", lambda: ClassificationPresetTrain(
+        crop_size=224, random_erase_prob=0.1, use_v2=True)),
+    "timm create_transform train re_prob=0.25": ("train", lambda: _timm(True, re_prob=0.25)),
     "timm create_transform eval": ("eval", lambda: _timm(False)),
 }
 
@@ -76,10 +82,9 @@ def fusion(transform) -> dict[str, Any]:
     def op_names(ops) -> list[str]:  # the fused ops, each holding its transform
         return names(op.transform for op in ops or ())
 
-    tail = getattr(fused, "tail", None)
     return {"decode": op_names(getattr(fused, "geo_ops", ()))
             + op_names(getattr(fused, "color_ops", ())),
-            "tensor": names(getattr(tail, "steps", ())) if tail is not None else [],
+            "tensor": names(fused.plan["tensor"]),  # the table's steps and the erasing
             "unfused": names(getattr(fused, "trailing", ())), "repr": repr(fused)}
 
 
