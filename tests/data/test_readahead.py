@@ -101,6 +101,18 @@ class VirtualClock:
         self.local.t = self.now() + seconds
 
 
+def stats_when(window, condition, timeout=30.0) -> dict:
+    """The window's stats once ``condition(stats)`` holds, polled for at most
+    ``timeout`` seconds (the read threads run when the machine lets them);
+    the last stats if it never did."""
+    deadline = time.monotonic() + timeout
+    stats = window.stats()
+    while not condition(stats) and time.monotonic() < deadline:
+        time.sleep(0.001)
+        stats = window.stats()
+    return stats
+
+
 def _paths(n, size=1000, vary=False):
     return {f"f{i:03d}": size + (i * 137) % 3000 if vary else size for i in range(n)}
 
@@ -141,10 +153,10 @@ def test_the_byte_bound_binds_when_reads_are_fast():
     storage = FakeStorage(sizes, delay=0)
     window = ReadAhead(ReadAheadOptions(32, 5000), storage)
     window.submit(list(sizes))
-    time.sleep(0.2)  # the threads read what the cap lets them
-    held = window.stats()
-    # 32 opened (the count bound), 5 of them read (the bytes bound), the rest waiting
-    assert held["in_flight_bytes"] == 5000 and held["in_flight"] == 32
+    # the threads read what the cap lets them: 32 opened (the count bound), 5
+    # of them read (the bytes bound), the rest waiting
+    held = stats_when(window, lambda s: s["in_flight_bytes"] == 5000 and s["in_flight"] == 32)
+    assert held["in_flight_bytes"] == 5000 and held["in_flight"] == 32, held
     for p in sizes:
         window.take(p)
     assert window.stats()["peak_bytes"] == 5000
@@ -392,9 +404,10 @@ def test_a_batch_that_did_not_come_is_dropped_and_its_bytes_released():
     window.submit(paths[20:])  # another batch came instead
     for p in paths[20:]:
         assert window.take(p) == storage.content(p)
-    time.sleep(0.05)
-    stats = window.stats()
-    assert stats["dropped"] == 10 and stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0
+    # the dropped reads still running end, and release what they held
+    stats = stats_when(window, lambda s: s["in_flight"] == 0)
+    assert stats["dropped"] == 10 and stats["in_flight"] == 0 and stats["in_flight_bytes"] == 0, \
+        stats
 
 
 class GatedStorage(FakeStorage):
