@@ -117,8 +117,8 @@ def test_oversubscribed_workers_say_how_they_take_turns(capsys, monkeypatch, sli
     monkeypatch.setattr(_system, "cpu_budget", lambda root: _system.CpuBudget(2, 2, None, 2))
     code, report = run_doctor(capsys, "--num-workers", "3")
     check = by_name(report)["num_workers"]
-    assert check["status"] == "warn" and report["facts"]["time_slice_ns"] == slice_ns
-    assert re.search(says, check["finding"])
+    assert check["status"] == "warn"
+    assert re.search(says, check["finding"])  # the slice's figure, as doctor words it
 
 
 def test_unset_thread_variables_with_openmp_loaded_warn(capsys, monkeypatch):
@@ -192,7 +192,6 @@ def test_pinned_memory_probe(capsys, monkeypatch, pinned_error, status, code):
     got, report = run_doctor(capsys)
     check = by_name(report)["torch_cuda"]
     assert (got, check["status"]) == (code, status)
-    assert report["facts"]["cuda_devices"] == 1
     expected = "ok" if pinned_error is None else "failed (CUDA error: out of memory)"
     assert report["facts"]["pinned_memory"] == expected
 

@@ -104,7 +104,9 @@ def header_or_typed_error(data: bytes):
         info = fd.read_header(data)
     except fd.DecodeError:
         return None
-    assert info.width >= 0 and info.height >= 0 and 1 <= info.orientation <= 8
+    # a header without pixels is a DecodeError; a JPEG's sides are 16-bit fields
+    assert info.width > 0 and info.height > 0 and 1 <= info.orientation <= 8, info
+    assert info.format != "jpeg" or max(info.width, info.height) <= 65535, info
     return info
 
 
