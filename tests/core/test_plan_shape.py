@@ -3,8 +3,11 @@ the decoders produce, with the decoders' errors."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
+from PIL import Image
 
 from fastdecode import ImageTooLargeError, _native
 from fastdecode._types import PlannedShape
@@ -49,6 +52,42 @@ def test_region_is_the_crop_of_the_scaled_image(jpeg, options):
     crop_options = {k: v for k, v in options.items() if k not in ("mode", "layout")}
     part = _native.decode_jpeg(jpeg, **crop_options)
     np.testing.assert_array_equal(part, whole[top:top + h, left:left + w])
+
+
+DRAFT = {8: 1, 4: 2, 2: 4, 1: 8}  # the plan's scale M/8 -> Pillow's draft, 1/k (k = 2^n only)
+DRAFTED = {name: options for name, options in
+           {**OPTIONS, "scale-1/8": {"scale": 0.125},
+            "crop-scale-1/8": {"crop": (7, 13, 40, 51), "scale": 0.125}}.items()
+           if "size" not in options
+           and _native.plan_shape(HEIGHT, WIDTH, **options).scale_num in DRAFT}
+
+
+def pillow_draft(jpeg: bytes, scale_num: int) -> np.ndarray:
+    """The whole image at 1/k through Pillow's draft(): libjpeg's DCT scaling
+    as Pillow asks for it, an oracle independent of our planner and decoder."""
+    k = DRAFT[scale_num]
+    with Image.open(io.BytesIO(jpeg)) as im:
+        im.draft("RGB", (im.width // k, im.height // k))
+        assert im.size == (-(-WIDTH // k), -(-HEIGHT // k)), f"Pillow drafted {im.size}"
+        return np.asarray(im.convert("RGB"))
+
+
+@pytest.mark.parametrize("options", DRAFTED.values(), ids=DRAFTED.keys())
+def test_region_is_the_crop_of_pillows_draft(jpeg, options):
+    """Where the plan's scale is 1/2^n, the decode is Pillow's draft() of the
+    whole image at that scale, cropped to the plan's region."""
+    planned = _native.plan_shape(HEIGHT, WIDTH, **options)
+    reference = pillow_draft(jpeg, planned.scale_num)
+    assert reference.shape[:2] == planned.scaled_size
+    top, left, h, w = planned.region
+    crop_options = {k: v for k, v in options.items() if k not in ("mode", "layout")}
+    np.testing.assert_array_equal(_native.decode_jpeg(jpeg, **crop_options),
+                                  reference[top:top + h, left:left + w])
+
+
+def test_pillows_draft_covers_the_dct_scales():
+    assert {_native.plan_shape(HEIGHT, WIDTH, **o).scale_num for o in DRAFTED.values()} == \
+        set(DRAFT)
 
 
 @pytest.mark.parametrize(
