@@ -6,6 +6,8 @@ reduced scale.
 
 What Pillow opens is not always a plain image; each case has one outcome:
 
+- empty data (a zero-byte file) is a :class:`DecodeError`, "Empty input
+  file", as :func:`~fastdecode.decode_jpeg` says it;
 - a stub plugin without a registered handler (BUFR, GRIB, HDF5, WMF off
   Windows: Pillow names the format, reports 0x0 and has no decoder) is an
   :class:`UnsupportedFormatError` from the header on; any size that is not
@@ -52,6 +54,8 @@ _TRANSPOSE = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "T
 
 
 def _open(data: Any):
+    if memoryview(data).nbytes == 0:  # as decode_jpeg says it, not Pillow's "cannot identify"
+        raise DecodeError("Empty input file")
     try:
         from PIL import Image, UnidentifiedImageError
     except ImportError as exc:  # pragma: no cover - exercised only without Pillow

@@ -1,13 +1,32 @@
 """Lazy module attributes (PEP 562): public names whose defining module is
 imported on first access, so that importing a package stays light (no torch,
-no torchvision until a name that needs them is used)."""
+no torchvision until a name that needs them is used). A name whose module
+needs a package that is not installed raises ModuleNotFoundError naming the
+name and the extra that installs it (:func:`needs_extra`)."""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any, Callable, Mapping
 
-__all__ = ["lazy_attributes"]
+__all__ = ["EXTRAS", "lazy_attributes", "needs_extra"]
+
+# A package some public names need -> the extra of pyproject.toml that installs it.
+EXTRAS = {"torch": "torch"}
+
+
+def needs_extra(exc: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
+    """The error to raise for ``exc``, which importing ``what`` (a public
+    name or module, as the user wrote it) raised: for a package of
+    :data:`EXTRAS`, one that names ``what``, the package and the install
+    line of its extra; otherwise ``exc`` itself."""
+    package = (exc.name or "").partition(".")[0]
+    extra = EXTRAS.get(package)
+    if extra is None:
+        return exc
+    return ModuleNotFoundError(
+        f"{what} needs {package}, which is not installed: pip install 'fastdecode[{extra}]' "
+        f"(from a checkout: pip install '.[{extra}]')", name=exc.name)
 
 
 def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, str]
@@ -23,7 +42,10 @@ def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, str]
         source = table.get(name)
         if source is None:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source), name)
+        try:  # the getattr too: ``source`` may be a package with lazy names of its own
+            value = getattr(importlib.import_module(source), name)
+        except ModuleNotFoundError as exc:
+            raise needs_extra(exc, f"{module}.{name}") from exc
         namespace[name] = value
         return value
 

@@ -134,6 +134,8 @@ def probe(root: os.PathLike | str, sample: int = 64, seed: int = 0,
           mountinfo: Optional[str] = None) -> StorageProbe:
     """Lists ``root``, then times ``sample`` of its files (see the module doc)."""
     root = Path(root)
+    if not root.exists():
+        raise FileNotFoundError(f"{root}: does not exist")
     if not root.is_dir():
         raise NotADirectoryError(f"{root}: not a folder")
     files = list(image_files(root))

@@ -293,8 +293,8 @@ def check_storage(facts: dict, opts: JobOptions, workers: int) -> Check:
     assert opts.root is not None
     try:
         found = _storage.probe(opts.root, opts.sample)
-    except OSError as exc:
-        return Check("storage", "fail", f"{opts.root}: {exc}",
+    except OSError as exc:  # its message names the path
+        return Check("storage", "fail", str(exc),
                      "pass the dataset's root folder (an ImageFolder tree)")
     facts["storage"] = {**asdict(found), "latency_s": found.latency_s,
                         "latency_p90_s": found.latency_p90_s,

@@ -19,9 +19,10 @@ import statistics
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from fastdecode import _system
 from fastdecode.cli._args import number, subcommand
@@ -37,6 +38,12 @@ SEED = 0
 # A worker waiting on storage for this share of its batch time or more is
 # sized by its CPU time alone, and told about the read-ahead.
 IO_WAIT_SHARE = 0.10
+# how a dataset's on_error="warn" starts its warning of a replaced sample: a
+# file's error (which names it), or another exception's (after the sample)
+SKIP_WARNING = "skipping "
+FILE_ERROR = "unreadable sample: "
+# the unreadable files' errors a result keeps (it counts them all)
+UNREADABLE_SHOWN = 10
 # passes: 1 and 2 at --batches, then each with twice the last one's batches,
 # until the last two recommend the same num_workers
 MAX_PASSES = 4
@@ -75,7 +82,8 @@ class Result:
     target_images_per_s: Optional[float] = None
     needed_num_workers: Optional[int] = None
     input_bound: Optional[bool] = None
-    skipped_images: int = 0
+    skipped_images: int = 0  # distinct unreadable files the one-worker measurement met
+    unreadable: list[str] = field(default_factory=list)  # their errors, the first UNREADABLE_SHOWN
     load_average: Optional[float] = None
     stable: bool = True
     passes: list[dict] = field(default_factory=list)  # per pass: batches, its recommendation
@@ -126,6 +134,29 @@ def measure_worker(ds, batch_size: int, batches: int, torch,
             waits.append(0.0 if busy is None or busy_after is None
                          else min(wall, max(0.0, wall - (busy_after - busy))))
     return times, waits, images.element_size() * images.numel()
+
+
+@contextmanager
+def unreadable_files(ds, found: dict[str, None]) -> Iterator[None]:
+    """While open, ``ds`` (read with ``on_error="skip"``) warns of each
+    sample it replaces, and the distinct warnings (one per unreadable file:
+    each names its file) gather in ``found``; other warnings are shown as
+    they would have been. ``ds.skipped`` counts replacements, so one bad file
+    of five drawn in every batch would count hundreds."""
+    ds.on_error = "warn"
+    try:
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            yield
+    finally:
+        ds.on_error = "skip"
+    for w in recorded:
+        text = str(w.message)
+        if issubclass(w.category, RuntimeWarning) and text.startswith(SKIP_WARNING):
+            text = text[len(SKIP_WARNING):]
+            found[text[len(FILE_ERROR):] if text.startswith(FILE_ERROR) else text] = None
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def measure_loader(ds, workers: int, batch_size: int, batches: int, timeout: float,
@@ -229,9 +260,10 @@ def tune(data: Path, transform: Callable, description: str, batch_size: int, bat
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     passes: list[dict] = []
     size = batches
+    unreadable: dict[str, None] = {}  # over every pass
     for n in range(MAX_PASSES):
         result = measure_pass(ds, data, description, batch_size, size, step_time,
-                              worker_counts, usable, load, n, progress, torch)
+                              worker_counts, usable, load, n, progress, torch, unreadable)
         passes.append({"batches": size, "recommended_num_workers":
                        result.recommended_num_workers})
         picks = [p["recommended_num_workers"] for p in passes]
@@ -251,11 +283,13 @@ def tune(data: Path, transform: Callable, description: str, batch_size: int, bat
 def measure_pass(ds, data: Path, description: str, batch_size: int, batches: int,
                  step_time: Optional[float], worker_counts: Optional[list[int]], usable: int,
                  load: Optional[float], n: int, progress: Callable[[str], None],
-                 torch) -> Result:
+                 torch, unreadable: dict[str, None]) -> Result:
     """One pass: one worker's batches, then the loader at each worker count,
-    and the recommendation from them (pass ``n`` seeds its draws apart)."""
+    and the recommendation from them (pass ``n`` seeds its draws apart); the
+    unreadable files the worker's batches met are added to ``unreadable``."""
     progress(f"pass {n + 1}: measuring one worker: {batches} batches of {batch_size}")
-    times, waits, batch_bytes = measure_worker(ds, batch_size, batches, torch, SEED + n)
+    with unreadable_files(ds, unreadable):
+        times, waits, batch_bytes = measure_worker(ds, batch_size, batches, torch, SEED + n)
     decode, slowest = statistics.median(times), max(times)
     result = Result(
         data=str(data), images=len(ds), classes=len(ds.classes), transform=description,
@@ -285,7 +319,8 @@ def measure_pass(ds, data: Path, description: str, batch_size: int, batches: int
                                 None if target is None else rate >= target))
     best = max(result.sweep, key=lambda row: row.images_per_s)
     result.max_images_per_s, result.max_at_num_workers = best.images_per_s, best.num_workers
-    result.skipped_images = ds.skipped
+    result.skipped_images = len(unreadable)
+    result.unreadable = list(unreadable)[:UNREADABLE_SHOWN]
     result.warnings = list(dict.fromkeys(caught))
     _recommend(result)
     return result
@@ -404,7 +439,9 @@ def print_text(r: Result) -> None:
     for note in r.notes:
         print(f"- {note}")
     if r.skipped_images:
-        print(f"- {r.skipped_images} unreadable image(s) skipped while measuring")
+        shown = "; ".join(r.unreadable[:3]) + ("; ..." if r.skipped_images > 3 else "")
+        print(f"- {r.skipped_images} unreadable image(s) of the {r.images:,} in the tree, each "
+              f"replaced by another while measuring (on_error='skip'): {shown}")
     for message in r.warnings:
         print(f"- loader warning: {message}")
     print(f"\nrecommended: num_workers={r.recommended_num_workers}, "

@@ -51,8 +51,14 @@ def test_a_path_no_mount_holds_is_an_error(monkeypatch):
 
 
 def test_probe_of_a_missing_folder_is_an_error(tmp_path):
-    with pytest.raises(NotADirectoryError, match="not a folder"):
+    with pytest.raises(FileNotFoundError, match="absent: does not exist$"):
         _storage.probe(tmp_path / "absent")
+
+
+def test_probe_of_a_file_is_an_error(tmp_path):
+    (tmp_path / "a.jpg").write_bytes(b"")
+    with pytest.raises(NotADirectoryError, match="a.jpg: not a folder$"):
+        _storage.probe(tmp_path / "a.jpg")
 
 
 def test_local_tree_is_fine(storage_tree, capsys):
@@ -109,4 +115,5 @@ def test_a_missing_root_fails_the_storage_check(tmp_path, capsys):
     assert main(["doctor", str(tmp_path / "absent"), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     check = next(c for c in out["checks"] if c["name"] == "storage")
-    assert check["status"] == "fail" and "absent: not a folder" in check["finding"]
+    # the path once, and what is wrong with it
+    assert check["status"] == "fail" and check["finding"] == f"{tmp_path / 'absent'}: does not exist"

@@ -47,7 +47,7 @@ RESULT_KEYS = {
     "decode_s_per_batch", "decode_s_per_batch_max", "worker_images_per_s", "batch_bytes",
     "sweep", "max_images_per_s", "max_at_num_workers", "recommended_num_workers",
     "recommended_prefetch_factor", "step_time_s", "target_images_per_s", "needed_num_workers",
-    "input_bound", "skipped_images", "load_average", "notes", "warnings",
+    "input_bound", "skipped_images", "unreadable", "load_average", "notes", "warnings",
     "io_wait_s_per_batch", "stable", "passes",
 }
 

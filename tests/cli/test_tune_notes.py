@@ -77,10 +77,12 @@ def test_a_recommendation_measured_under_the_target_is_said(roomy_shm):
 
 
 def test_the_text_lists_skipped_images_and_loader_warnings(capsys):
-    tune.print_text(_result(skipped_images=3, warnings=["a file could not be read"],
-                            notes=["a note"]))
+    tune.print_text(_result(skipped_images=4, unreadable=["a: Empty input file", "b: x", "c: y",
+                                                          "d: z"],
+                            warnings=["a file could not be read"], notes=["a note"]))
     out = capsys.readouterr().out
-    assert ("- a note\n- 3 unreadable image(s) skipped while measuring\n"
+    assert ("- a note\n- 4 unreadable image(s) of the 100 in the tree, each replaced by another "
+            "while measuring (on_error='skip'): a: Empty input file; b: x; c: y; ...\n"
             "- loader warning: a file could not be read\n\nrecommended: num_workers=2, "
             "prefetch_factor=2\n") in out
 

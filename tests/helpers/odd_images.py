@@ -126,7 +126,7 @@ ODD: dict[str, Odd] = {
     "gif-0x5": Odd(lambda: _gif_screen(0, 5), GIF, fd.UnsupportedFormatError, UNIDENTIFIED),
     "bmp-0x0": Odd(lambda: _bmp_header(0, 0), ".bmp", fd.DecodeError, "invalid BMP width 0"),
     "bmp-4x0": Odd(lambda: _bmp_header(4, 0), ".bmp", fd.DecodeError, "invalid BMP height 0"),
-    "empty-file": Odd(lambda: b"", ".jpg", fd.UnsupportedFormatError, UNIDENTIFIED),
+    "empty-file": Odd(lambda: b"", ".jpg", fd.DecodeError, "Empty input file$"),
     "text-file": Odd(lambda: b"not an image, named .png\n", ".png", fd.UnsupportedFormatError,
                      UNIDENTIFIED),
     # one pixel: a real image
