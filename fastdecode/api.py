@@ -75,7 +75,8 @@ def read_header(data: Any) -> ImageInfo:
     UnsupportedFormatError
         Neither the native decoders nor Pillow recognise the data.
     DecodeError
-        The header is corrupt or truncated.
+        The header is corrupt or truncated, or the data is empty ("Empty
+        input file").
     TypeError
         ``data`` is not bytes-like.
     """
@@ -146,7 +147,7 @@ def decode_image(
     Raises
     ------
     DecodeError
-        The data is corrupt or truncated.
+        The data is corrupt or truncated, or empty ("Empty input file").
     UnsupportedFormatError
         No decoder reads the format (or a stub plugin names it).
     ImageTooLargeError
