@@ -722,14 +722,30 @@ def targets(results: dict[str, dict]) -> list[dict]:
             for name, target, value, threshold in checks]
 
 
-def targets_table(rows: list[dict]) -> str:
-    lines = ["### Targets", "", "| target | wanted | measured | met |", "|---|---|---:|---|"]
+# The comparisons of ``targets`` as a user reads them (the JSON keeps the
+# project's thresholds; the printed table shows only what was measured).
+IN_SHORT = {
+    "full decode vs fastest peer": "full decode: fastdecode / the fastest other library",
+    "full decode vs C floor": "full decode: fastdecode / libjpeg-turbo in a plain C loop",
+    "2 threads vs 1 thread": "fastdecode on 2 threads / on 1",
+    "(C floor 2 threads vs 1: the machine's own)":
+        "the C loop on 2 threads / on 1 (what this machine's cores allow)",
+    "read_header per second": "read_header, headers per second",
+    "BMP vs Pillow": "24-bit BMP: fastdecode / Pillow",
+    "BMP vs fastdecode JPEG": "24-bit BMP / the same image as JPEG, both fastdecode",
+    "BMP vs memcpy (within 2x)": "24-bit BMP: fastdecode / copying its pixel bytes",
+}
+
+
+def in_short_table(rows: list[dict]) -> str:
+    """The section's comparisons in a user's words: each measured ratio (or
+    rate), never the project's threshold for it."""
+    lines = ["### In short", "", "| comparison | measured |", "|---|---:|"]
     for t in rows:
         value = t["measured"]
         shown = "not measured" if value is None else (
             f"{value:,.0f}/s" if t["name"].startswith("read_header") else f"{value:.2f}x")
-        met = {True: "yes", False: "**no**", None: ""}[t["met"]]
-        lines.append(f"| {t['name']} | {t['target']} | {shown} | {met} |")
+        lines.append(f"| {IN_SHORT.get(t['name'], t['name'])} | {shown} |")
     return "\n".join(lines)
 
 
@@ -771,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     report["targets"] = targets({s["key"]: s for s in report["sections"]})
     report["machine"]["load_average_end"] = common.load_average()
 
-    common.emit(targets_table(report["targets"]))
+    common.emit(in_short_table(report["targets"]))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 0

@@ -568,23 +568,35 @@ def chain_markdown(name: str, result: dict, settings: dict) -> str:
             f"num_workers={w} {p['median']:.2f}x ({p['min']:.2f}-{p['max']:.2f})"
             for w, p in sorted(s["fastloader_vs_fastimagefolder"].items())))
     if s["noisy_rows"]:
-        notes.append(f"{s['noisy_rows']} noisy row(s): spread over {NOISY_SPREAD:.0%}; rerun "
-                     "on a quieter machine before trusting them")
+        notes.append(f"{s['noisy_rows']} row(s) marked (noisy): their fastest and slowest rounds "
+                     f"differed by more than {NOISY_SPREAD:.0%} of the median, most often "
+                     "because other work was running; rerun on a quiet machine before trusting "
+                     "them")
     if slow:
-        notes.append(f"{len(slow)} row(s) start up in more than {STARTUP_SHARE:.0%} of a round "
-                     f"(rounds are capped at {settings['round_cap_s']:g} s): their steady rate "
-                     "stands (rounds exclude start-up), but an epoch that short would pay it")
+        notes.append(f"{len(slow)} row(s) take more than {STARTUP_SHARE:.0%} of a round to start "
+                     "up: their rate stands (a round is timed after its start-up), but an epoch "
+                     f"that short would pay it ({lengthened(settings)})")
     if short:
         notes.append(f"{len(short)} row(s) spend more than {STARTUP_SHARE:.0%} of a round "
-                     "outside its timing (made ahead, the ramp and final waves; rounds are "
-                     f"capped at {settings['round_cap_s']:g} s)")
+                     "outside its timing: the batches made ahead, the first and the last wave "
+                     f"({lengthened(settings)})")
     return (f"\n### {name} chain, batch {settings['batch']}, rounds of {settings['batches']}+ "
-            f"timed batches (whole waves of workers, long enough that start-up and each excluded "
-            f"wave are under {STARTUP_SHARE:.0%} of them), timed after the batches "
-            f"made ahead and the first wave, to the last but one wave, median of "
+            f"timed batches (whole waves of workers, {lengthened(settings)}), timed after the "
+            f"batches made ahead and the first wave, to the last but one wave, median of "
             f"{settings['rounds']} interleaved "
             "rounds\n\n" + table(result) + "\n\n"
             + "\n".join(f"- {n}" for n in notes))
+
+
+def lengthened(settings: dict) -> str:
+    """What the round cap caps, in words: how far a round's timed part is
+    lengthened so that start-up and each excluded wave are under
+    STARTUP_SHARE of it (``round_batches``)."""
+    if not settings["round_cap_s"]:
+        return f"not lengthened to keep start-up under {STARTUP_SHARE:.0%} of them: --quick"
+    return (f"lengthened until start-up and each excluded wave are under {STARTUP_SHARE:.0%} "
+            f"of them, but only up to the batches {settings['round_cap_s']:g} s hold at the "
+            "row's first-epoch rate: a slower round, and the waves left out, take longer")
 
 
 def parse_args(argv):

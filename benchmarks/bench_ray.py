@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.repeats}; epochs of {args.epoch_repeat} x the file list (Ray and DataLoader "
         f"rows); Ray rows on a cluster that has run a dataset\n\n"
         f"{report(rows, DL_FLOAT, DL_UINT8)}\n\n"
-        + "\n".join(f"- {k}: **{v:.2f}x**" for k, v in targets.items())
+        + "\n".join(f"- {k.split(' (target')[0]}: {v:.2f}x" for k, v in targets.items())
         + "\n\nFirst batch of the first dataset on a fresh cluster (fastdecode.ray.read_images, "
         "float), seconds after the cluster is up:\n\n" + fresh_report(clusters) + "\n"
         + "".join(f"\n{n}\n" for n in notes))

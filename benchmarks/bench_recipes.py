@@ -201,7 +201,7 @@ def main(argv=None) -> int:
         report["recipes"][name] = recipe_result(RECIPES[name][0], rows[name], fused[name])
     report["machine"]["load_average_end"] = common.load_average()
     common.emit(f"\n### recipes, batch {settings['batch']}, median of {settings['rounds']} "
-                "interleaved rounds (targets on 2 cores: train >= 1.8x, eval >= 2x)\n\n"
+                "interleaved rounds\n\n"
                 + table(report["recipes"])
                 + "".join(f"\n- {name}: {why}" for name, why in skipped.items()))
     if args.json:

@@ -278,8 +278,6 @@ def main(argv=None) -> int:
     report["notes"] = notes
     report["machine"]["load_average_end"] = common.load_average()
     lines = [f"{k}: {v:.2f}x" for k, v in report["summary"].items() if isinstance(v, float)]
-    lines += [f"target {name}: {'met' if ok else 'not met' if ok is not None else 'no row'}"
-              for name, ok in report["summary"]["targets_met"].items()]
     common.emit(f"\n### remote roots on loopback (s3:// moto, http:// threaded HTTP/1.1 server, each in "
                 f"its process; DataLoader(FastImageFolder), and FastLoader where named) "
                 f"against the local disk, train chain -> uint8, batch "

@@ -471,7 +471,8 @@ def parse_args(argv):
 
 
 def notes(report: dict, kinds: list[str]) -> list[str]:
-    """The closing lines: each summary figure and each target, met or not."""
+    """The closing lines: each summary figure, as measured (the project's
+    targets stay in the JSON's ``targets_met``, never printed to a user)."""
     out = []
     for key, value in report["summary"].items():
         if key == "targets_met":
@@ -483,8 +484,6 @@ def notes(report: dict, kinds: list[str]) -> list[str]:
                                      or "not measured"))
         else:
             out.append(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
-    out += [f"target {name}: {'met' if met else 'not met' if met is not None else 'no row'}"
-            for name, met in report["summary"]["targets_met"].items()]
     if CACHED not in kinds:
         out.append("no cache= in this build: the cached row is left out")
     if not dataset_takes("readahead"):

@@ -67,6 +67,14 @@ def test_bench_help_has_examples(capsys):
     assert "fastdecode bench --quick" in capsys.readouterr().out
 
 
+def test_bench_help_is_plain_text_for_users(capsys):
+    assert main(["bench", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out  # no reStructuredText markup
+    assert "benchmarks/" not in out and ".py" not in out and "DESIGN" not in out  # no source paths
+    assert "about 4 minutes on a quiet 2-core machine" in out
+
+
 def _sections() -> dict:
     """The sections of a report, in the shape `fastdecode bench` writes them."""
     return {
@@ -88,13 +96,36 @@ def test_summary_lines_name_each_ratio():
     lines = summary_lines(_sections())
     assert lines == [
         "decode:     fastdecode 1.50x Pillow (full JPEG decode, one thread)",
-        "fused:      fuse 2.90x torchvision + PIL (train chain, float, one thread)",
+        "fused:      fastdecode fuse 2.90x torchvision + PIL (decode + train chain to float, one "
+        "thread)",
         "loader:     DataLoader(FastImageFolder) 2.74x ImageFolder (train chain, 2 workers, "
         "steady state)",
         "FastLoader: 2.76x ImageFolder (train chain, 2 workers, steady state)",
-        "efficiency: FastImageFolder 91%, FastLoader 92% of the limit (2 CPUs / 2.50 ms per "
-        "fused image = 800 images/s)",
+        "limit:      this machine decodes at most 800 images/s (2 CPUs / 2.50 ms per fused "
+        "image); reached: DataLoader(FastImageFolder) 91%, FastLoader 92%",
     ]
+
+
+def test_summary_lines_speak_in_images_per_second_and_say_noisy_in_words():
+    from fastdecode.cli.bench import summary_lines
+
+    sections = _sections()
+    sections["decode"]["sections"][0]["rows"][0]["images_per_s"] = 847.0
+    sections["decode"]["sections"][0]["rows"][1]["images_per_s"] = 542.0
+    sections["loader"]["chains"]["train"]["rows"] = [
+        {"loader": "ImageFolder+PIL", "num_workers": 2, "images_per_s": 545.0, "noisy": False},
+        {"loader": "FastImageFolder", "num_workers": 2, "images_per_s": 1432.0, "noisy": True,
+         "spread": 0.53},
+        {"loader": "FastLoader", "num_workers": 2, "images_per_s": 1431.0, "noisy": False}]
+    lines = summary_lines(sections)
+    assert lines[0] == ("decode:     fastdecode 847 images/s, 1.50x Pillow's 542 (full JPEG "
+                        "decode, one thread)")
+    assert lines[2] == ("loader:     DataLoader(FastImageFolder) 1,432 images/s, 2.74x "
+                        "ImageFolder's 545 (train chain, 2 workers, steady state; noisy: its "
+                        "rounds differed by 53%, rerun on a quiet machine)")
+    assert lines[3].startswith("FastLoader: 1,431 images/s, 2.76x ImageFolder's 545 (")
+    for line in lines:  # the project's own targets are never a user's business
+        assert not any(word in line for word in ("target", "met", "**no**"))
 
 
 def test_summary_lines_say_what_was_not_measured():

@@ -208,3 +208,22 @@ def test_summary_lines_find_their_part_among_several():
                                       {"name": "fastdecode", "speedup": 1.25}]}]}}
     assert bench.summary_lines(sections)[0] == (
         "decode:     fastdecode 1.25x Pillow (full JPEG decode, one thread)")
+
+
+@pytest.mark.parametrize("argv, said", [
+    ([], "runs the decode, transforms and loader sections, in turn, on "),
+    (["--quick"], "It takes about 2 minutes on a quiet 2-core machine"),
+    (["--sections", "storage"], "No duration is recorded for this run."),
+])
+def test_bench_says_what_it_will_do_and_how_long_first(benchmarks, tmp_path, capsys, argv, said):
+    assert main(["bench", "--data", str(benchmarks.default_data), "--plot",
+                 str(tmp_path / "f.png"), *argv]) in (0, 1)
+    err = capsys.readouterr().err
+    assert said in err and err.startswith("fastdecode bench runs the ")
+
+
+def test_the_default_estimate_is_about_four_minutes():
+    from pathlib import Path
+
+    text = bench.plan(list(bench.DEFAULT_SECTIONS), "default", Path("/data"))
+    assert "It takes about 4 minutes on a quiet 2-core machine, more on a busy one." in text

@@ -83,7 +83,15 @@ def test_markdown_marks_noisy_rows_and_shows_the_limit(result):
     text = bench.chain_markdown("train", result, dict(bench.MODES["default"]))
     assert "| FastImageFolder | 2 | 600 (noisy) | 500-620 |" in text
     assert "| **limit** | 2 CPUs | 1,000 |" in text
-    assert "1 noisy row(s)" in text
+    assert "1 row(s) marked (noisy): their fastest and slowest rounds differed by more than 10%" in text
+
+
+@pytest.mark.parametrize("mode, said", [
+    ("default", "only up to the batches 8 s hold at the row's first-epoch rate"),
+    ("quick", "not lengthened to keep start-up under 5% of them: --quick")])
+def test_the_round_cap_says_what_it_caps(result, mode, said):
+    text = bench.chain_markdown("train", result, dict(bench.MODES[mode]))
+    assert said in text and "capped at" not in text
 
 
 @pytest.mark.parametrize("mode", list(bench.MODES))
