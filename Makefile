@@ -64,10 +64,12 @@ lint: $(VENV)/.test-deps
 
 # PyTurboJPEG loads libturbojpeg at run time; Debian ships it apart from the
 # libjpeg API (package libturbojpeg0). Without apt the benchmark skips it.
-# The default run takes about four minutes on 2 cores and ends with a
-# five-line summary; BENCH_ARGS=--full runs the whole sweep (~20 minutes),
-# BENCH_ARGS=--quick a smoke run.
-bench: build $(VENV)/.bench-deps benchmarks/c_floor
+# bench-plan says first what make bench does; fastdecode bench then says what
+# it measures and about how long: the default run about 4 minutes on a quiet
+# 2-core machine (7.8 measured on a busy one), ending with a five-line
+# summary; BENCH_ARGS=--full the whole sweep (~20 minutes), BENCH_ARGS=--quick
+# a smoke run (~2).
+bench: bench-plan build $(VENV)/.bench-deps benchmarks/c_floor
 	@if ! $(VPY) -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("turbojpeg"))' \
 	    && command -v apt-get >/dev/null; then \
 	  echo "installing system package libturbojpeg0 (for PyTurboJPEG)"; \
@@ -76,6 +78,13 @@ bench: build $(VENV)/.bench-deps benchmarks/c_floor
 	fi
 	-bash benchmarks/setup_pillow_simd.sh
 	$(VPY) -m fastdecode bench --json bench.json --plot bench.png $(BENCH_ARGS)
+
+.PHONY: bench-plan
+bench-plan:
+	@echo "make bench: sets up what is missing first (system packages; .venv with the pinned"
+	@echo "  Python dependencies, about 6 GB the first time, most of it torch's CUDA libraries;"
+	@echo "  pillow-simd, built once), then runs fastdecode bench $(BENCH_ARGS), which says what"
+	@echo "  it measures and for how long. The command is then .venv/bin/fastdecode."
 
 # The documentation site in site/ (MkDocs + Material + mkdocstrings, strict:
 # any warning fails; docs/decisions/docs-tool.md). The Reference pages are
@@ -141,6 +150,8 @@ sysdeps:
 LOCK_BIG := ^(torch|torchvision|triton|nvidia-|cuda-)
 $(VENV)/.test-deps: requirements/lock.txt requirements/test.txt requirements/integrations.txt requirements/lint.txt requirements/docs.txt | sysdeps
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	@echo "installing the pinned Python dependencies into $(VENV) (requirements/lock.txt; the first"
+	@echo "  time about 6 GB, most of it torch's CUDA libraries: minutes, with no output meanwhile)"
 	$(VPY) -m pip install -q --upgrade pip
 	grep -iE '$(LOCK_BIG)' requirements/lock.txt > $(VENV)/lock-big.txt
 	grep -viE '$(LOCK_BIG)' requirements/lock.txt > $(VENV)/lock-rest.txt
@@ -168,10 +179,14 @@ $(VENV)/.bench-deps: requirements/bench.txt $(VENV)/.test-deps
 	touch $@
 
 # In-place build; a .pth file puts this checkout on the venv's path so the
-# benchmarks, `python -m fastdecode` and subprocesses import it from anywhere.
+# benchmarks, `python -m fastdecode` and subprocesses import it from anywhere;
+# .venv/bin/fastdecode is the command line, the script pip would install from
+# [project.scripts] (the README names it).
 build: sysdeps $(VENV)/.test-deps
 	$(VPY) setup.py -q build_ext --inplace -j $(CPUS)
 	@echo "$(CURDIR)" > "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/fastdecode-checkout.pth"
+	@printf '#!%s\nimport sys\nfrom fastdecode.cli.__main__ import main\nsys.exit(main())\n' \
+	    "$(CURDIR)/$(VPY)" > $(VENV)/bin/fastdecode && chmod +x $(VENV)/bin/fastdecode
 
 benchmarks/c_floor: benchmarks/c_floor.c | sysdeps
 	gcc -O3 -std=c99 -Wall -Wextra -pthread -o $@ $< $$(pkg-config --cflags --libs libjpeg) -lm
