@@ -179,7 +179,7 @@ def machine_line(report: dict) -> str:
 def summary_block(report: dict) -> str:
     """The table the README and the results page share, markers included."""
     lines = [START, "",
-             f"`fastdecode bench` ({report.get('mode', 'default')} run) on {machine_line(report)}; "
+             f"From `{run_command(report)}` on {machine_line(report)}; "
              "speedups are within one run, libraries interleaved in each round; a row's estimator "
              "says which of its rounds it reports (the best or the median); the fused rows name "
              "their mode: the default (DCT-scaled where the crop allows, a bounded difference) "
@@ -420,26 +420,61 @@ def _clean_command(command: str) -> str:
     return re.sub(r"--data \S+", "--data DATA", command)
 
 
+# The figure's colours: the baseline each ratio is over, fastdecode's rows, the others.
+BASELINE_COLOR, OURS_COLOR, PEER_COLOR = "#9e9e9e", "#d62728", "#1f77b4"
+NOISY_HATCH = "///"
+
+
+def _is_ours(name: str) -> bool:
+    return name.startswith("fastdecode") or "FastImageFolder" in name or name == "FastLoader"
+
+
 def _bars(ax: Any, names: list[str], values: list[float], ratios: list[Optional[float]],
-          title: str, ylabel: str, base_index: int) -> None:
-    colors = ["#9e9e9e" if i == base_index else "#1f77b4" for i in range(len(names))]
-    colors = ["#d62728" if n.startswith("fastdecode") or "FastImageFolder" in n or n == "FastLoader" else c
-              for n, c in zip(names, colors)]
-    bars = ax.bar(range(len(names)), values, color=colors)
-    for bar, ratio in zip(bars, ratios):
+          title: str, ylabel: str, base_index: int, noisy: Optional[list[bool]] = None) -> None:
+    """One panel: a bar per row, its ratio to the baseline (bar ``base_index``,
+    grey) written on it, a noisy row's bar hatched and its ratio marked."""
+    noisy = noisy or [False] * len(names)
+    colors = [BASELINE_COLOR if i == base_index else OURS_COLOR if _is_ours(n) else PEER_COLOR
+              for i, n in enumerate(names)]
+    bars = ax.bar(range(len(names)), values, color=colors,
+                  hatch=[NOISY_HATCH if flag else "" for flag in noisy], edgecolor="white")
+    for bar, ratio, flag in zip(bars, ratios, noisy):
         if ratio is not None:
-            ax.annotate(f"{ratio:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ax.annotate(f"{ratio:.2f}x" + (" (noisy)" if flag else ""),
+                        (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         ha="center", va="bottom", fontsize=8, xytext=(0, 2),
                         textcoords="offset points")
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(f"{title}\nbaseline: {names[base_index]}" if names else title, fontsize=10)
     ax.set_ylabel(ylabel, fontsize=9)
     ax.set_ylim(0, max(values) * 1.18 if values else 1)
     ax.grid(axis="y", alpha=0.3)
 
 
+def _legend(fig: Any, limit: bool, noisy: bool) -> None:
+    """What the colours, the hatching and the dashed line mean, under the panels."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=BASELINE_COLOR, label="baseline: the ratios are over it (1.00x)"),
+               Patch(color=OURS_COLOR, label="fastdecode"),
+               Patch(color=PEER_COLOR, label="other libraries")]
+    if noisy:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch=NOISY_HATCH,
+                             label="noisy: its rounds differed by more than 10%"))
+    if limit:
+        handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1,
+                              label="limit: usable CPUs / fused cost per image"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
+               frameon=False)
+
+
 def figure(report: dict, path: Path) -> str:
+    """The results figure at ``path``: a panel per section (decode, fused,
+    loader, storage), a bar per library with its ratio to the panel's
+    baseline (named in its title), noisy rows hatched, the loaders' limit as
+    a dashed line, and a legend that says so."""
     try:
         import matplotlib
 
@@ -454,14 +489,16 @@ def figure(report: dict, path: Path) -> str:
         base = _row(full, "Pillow").get("images_per_s")
         panels.append(("decode: JPEG, one thread", "images/s", [r["name"] for r in rows],
                        [r["images_per_s"] for r in rows],
-                       [r["images_per_s"] / base if base else None for r in rows], None))
+                       [r["images_per_s"] / base if base else None for r in rows], None,
+                       [bool(r.get("noisy")) for r in rows]))
     fused = _part(report, "transforms", "train_float")
     if fused:
         rows = [_row(fused, n) for n in FUSED_ROWS if _row(fused, n)]
         panels.append(("fused: train chain to float, one thread", "images/s",
                        [MODE_NAMES.get(r["name"], r["name"]).replace("torchvision + ", "tv + ")
                         for r in rows],
-                       [r["images_per_s"] for r in rows], [r.get("speedup") for r in rows], None))
+                       [r["images_per_s"] for r in rows], [r.get("speedup") for r in rows], None,
+                       [bool(r.get("noisy")) for r in rows]))
     chain = _loader_chain(report)
     rows = [_loader_rows(chain)[n] for n in LOADERS if n in _loader_rows(chain)]
     if rows:
@@ -469,7 +506,7 @@ def figure(report: dict, path: Path) -> str:
                        "images/s (median)", [LOADER_NAMES[r["loader"]].replace("DataLoader(", "DL(")
                                              for r in rows],
                        [r["images_per_s"] for r in rows], [r.get("speedup") for r in rows],
-                       chain.get("limit", {}).get("images_per_s")))
+                       chain.get("limit", {}), [bool(r.get("noisy")) for r in rows]))
     storage = report.get("sections", {}).get("storage", {})
     workers = storage.get("summary", {}).get("num_workers")
     rows = [r for r in _storage_rows(storage) if r.get("delay_ms") == 5
@@ -477,18 +514,23 @@ def figure(report: dict, path: Path) -> str:
     if rows:
         panels.append((f"storage: 5 ms per open, {workers} workers", "images/s",
                        [LOADER_NAMES.get(r["loader"], r["loader"]) for r in rows],
-                       [r["images_per_s"] for r in rows], [r.get("vs_imagefolder") for r in rows], None))
+                       [r["images_per_s"] for r in rows], [r.get("vs_imagefolder") for r in rows],
+                       None, [bool(r.get("noisy")) for r in rows]))
     if not panels:
         return "figure skipped: the report has no section to draw"
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
-    for ax, (title, ylabel, names, values, ratios, limit) in zip(axes[0], panels):
-        _bars(ax, names, values, ratios, title, ylabel, 0)
-        if limit:
-            ax.axhline(limit, color="black", linestyle="--", linewidth=1)
-            ax.annotate("limit", (len(names) - 0.5, limit), ha="right", va="bottom", fontsize=8)
-            ax.set_ylim(0, max(max(values), limit) * 1.18)
-    fig.suptitle("fastdecode bench: ratio to each section's baseline (grey)", fontsize=10)
-    fig.tight_layout()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.3), squeeze=False)
+    for ax, (title, ylabel, names, values, ratios, limit, noisy) in zip(axes[0], panels):
+        _bars(ax, names, values, ratios, title, ylabel, 0, noisy)
+        if limit and limit.get("images_per_s"):
+            ceiling = limit["images_per_s"]
+            ax.axhline(ceiling, color="black", linestyle="--", linewidth=1)
+            ax.annotate("limit" + (" (noisy)" if limit.get("noisy") else ""),
+                        (len(names) - 0.5, ceiling), ha="right", va="bottom", fontsize=8)
+            ax.set_ylim(0, max(max(values), ceiling) * 1.18)
+    fig.suptitle("fastdecode bench: each bar's ratio to its panel's baseline", fontsize=10)
+    _legend(fig, limit=any(p[5] for p in panels),
+            noisy=any(any(p[6]) for p in panels) or any((p[5] or {}).get("noisy") for p in panels))
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
     return f"figure written to {path}"
