@@ -27,8 +27,10 @@ class Command(NamedTuple):
 
 # In the order `fastdecode --help` lists them.
 COMMANDS: dict[str, Command] = {
-    "info": Command("fastdecode.cli.info", "versions and capabilities of the installed library"),
-    "convert": Command("fastdecode.cli.convert", "re-encode an ImageFolder tree as BMP or JPEG"),
+    "info": Command("fastdecode.cli.info",
+                    "versions of fastdecode, its libjpeg-turbo and the libraries it works with"),
+    "convert": Command("fastdecode.cli.convert",
+                       "re-encode an ImageFolder tree as BMP, JPEG or WebDataset shards"),
     "bench": Command("fastdecode.cli.bench",
                      "benchmark decoding, fused transforms and loaders against their peers"),
     "doctor": Command("fastdecode.cli.doctor", "check this machine for what stalls data loading"),

@@ -23,6 +23,7 @@ EPILOG = """\
 examples:
   fastdecode info
   fastdecode convert ~/data/train /fast/train-bmp --to bmp
+  fastdecode convert ~/data/train /fast/train-wds --to wds   # WebDataset shards
   fastdecode convert --help
   fastdecode doctor --num-workers 8 --batch-size 256
   fastdecode tune --data ~/data/train --batch-size 256 --step-time 0.25
