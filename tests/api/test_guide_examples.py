@@ -68,6 +68,11 @@ resume_step = 0
 NEEDS = {
     ("file-lists.md", 2): "an S3 bucket and s3fs",
     ("storage.md", 2): "an S3 bucket and s3fs",
+    ("storage.md", 3): "an S3 bucket, its credentials and s3fs",
+    ("storage.md", 4): "an S3-compatible store (tests/storage/test_storage_guide.py runs its "
+                       "options on a local one)",
+    ("storage.md", 5): "a GCS bucket and gcsfs",
+    ("storage.md", 6): "an HTTP server holding the tree (tests/data/test_remote.py runs one)",
     ("ray.md", 0): "a Ray cluster (tests/data/test_ray*.py run read_images on one)",
     ("ray.md", 1): "a Ray cluster and a Parquet table of images",
     ("ray.md", 2): "a Ray Train worker",
