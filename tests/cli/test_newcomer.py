@@ -157,3 +157,14 @@ def test_info_json_carries_the_versions_it_prints(capsys):
     details = json.loads(capsys.readouterr().out)
     assert {"version", "libjpeg_turbo", "simd", "python", "numpy", "Pillow", "torch",
             "torchvision"} <= set(details)
+
+
+def test_the_results_table_names_the_command_it_came_from():
+    from benchmarks import results
+
+    label = results.extract_block(README).splitlines()[2]
+    page = (ROOT / "docs" / "benchmarks" / "results.md").read_text()
+    command = re.search(r"^- \*\*Command:\*\* `([^`]+)`$", page, re.M).group(1)
+    assert label.startswith(f"From `{command}` on ")  # not "(default run)" for another command
+    generated = results.summary_block({"command": "fastdecode bench --quick", "machine": {}})
+    assert generated.splitlines()[2].startswith("From `fastdecode bench --quick` on ")
