@@ -7,7 +7,7 @@ name and the extra that installs it (:func:`needs_extra`)."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["EXTRAS", "lazy_attributes", "needs_extra"]
 
@@ -15,15 +15,15 @@ __all__ = ["EXTRAS", "lazy_attributes", "needs_extra"]
 EXTRAS = {"torch": "torch"}
 
 
-def needs_extra(exc: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
+def needs_extra(exc: ModuleNotFoundError, what: str) -> Optional[ModuleNotFoundError]:
     """The error to raise for ``exc``, which importing ``what`` (a public
     name or module, as the user wrote it) raised: for a package of
     :data:`EXTRAS`, one that names ``what``, the package and the install
-    line of its extra; otherwise ``exc`` itself."""
+    line of its extra; None for any other (``exc`` stands)."""
     package = (exc.name or "").partition(".")[0]
     extra = EXTRAS.get(package)
     if extra is None:
-        return exc
+        return None
     return ModuleNotFoundError(
         f"{what} needs {package}, which is not installed: pip install 'fastdecode[{extra}]' "
         f"(from a checkout: pip install '.[{extra}]')", name=exc.name)
@@ -45,7 +45,10 @@ def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, str]
         try:  # the getattr too: ``source`` may be a package with lazy names of its own
             value = getattr(importlib.import_module(source), name)
         except ModuleNotFoundError as exc:
-            raise needs_extra(exc, f"{module}.{name}") from exc
+            error = needs_extra(exc, f"{module}.{name}")
+            if error is None:
+                raise
+            raise error from exc
         namespace[name] = value
         return value
 

@@ -18,8 +18,16 @@ imports are in docs/architecture.md. Decision records:
 docs/decisions/loaders.md, loaders-workers.md, loaders-resume.md.
 """
 
-from fastdecode.batching._buffers import collate
-from fastdecode.loader._loader import FastLoader
-from fastdecode.loader._setup import worker_init_fn
+from fastdecode._lazy import needs_extra
+
+try:
+    from fastdecode.batching._buffers import collate
+    from fastdecode.loader._loader import FastLoader
+    from fastdecode.loader._setup import worker_init_fn
+except ModuleNotFoundError as exc:  # without torch: say which extra installs it
+    error = needs_extra(exc, "fastdecode.loader")
+    if error is None:
+        raise
+    raise error from exc
 
 __all__ = ["FastLoader", "collate", "worker_init_fn"]

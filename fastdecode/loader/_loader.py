@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from typing import Any, Callable, Optional, cast
 
 import torch
@@ -34,6 +35,25 @@ from fastdecode.loader._setup import (
 __all__ = ["FastLoader"]
 
 
+def check_threads(threads: Any, num_workers: Any) -> None:
+    """``threads`` as FastLoader takes it: None, or a positive int (not a
+    bool, not a float) given without worker processes (``num_workers`` None
+    or 0). Each error names ``threads``, the argument the caller passed, not
+    the thread pool's own parameter that would fail at the first batch."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
+        raise TypeError(f"threads must be a positive int (the pool's thread count), got "
+                        f"{threads!r} ({type(threads).__name__})")
+    if threads < 1:
+        raise ValueError(f"threads must be a positive int (the pool's thread count), got "
+                         f"{threads}; threads=None (the default) runs worker processes")
+    if num_workers:
+        raise ValueError(f"threads={threads} and num_workers={num_workers} exclude each other: "
+                         "threads runs the loading in a thread pool in this process, without "
+                         "worker processes; pass one of them")
+
+
 class FastLoader(LoaderPasses):
     """A ``torch.utils.data.DataLoader`` (a subclass: frameworks that re-create
     a DataLoader from its arguments, e.g. to inject a DistributedSampler,
@@ -53,7 +73,7 @@ class FastLoader(LoaderPasses):
     after a load continues the saved epoch at the next batch, nothing before
     it is decoded, and later ``iter()`` calls run the following epochs. The
     samples and their order are exact always (``num_workers``, ``threads``
-    and the world size may change: docs/guides/resuming.md).
+    and the world size may change: [Resuming runs](../guides/resuming.md)).
 
     Parameters
     ----------
@@ -72,8 +92,8 @@ class FastLoader(LoaderPasses):
         no ``num_replicas``) warns once, at ``iter()``.
     num_workers : int or None, default None
         Worker processes; None: the CPUs this process may use (affinity and
-        cgroup quota). More than those warns once (RuntimeWarning). Ignored
-        (no workers) when ``threads`` is given.
+        cgroup quota). More than those warns once (RuntimeWarning). With
+        ``threads``: None or 0 (no workers).
     collate_fn : callable, optional
         None (the default): :func:`collate`, zero-copy for the datasets'
         batch tensors. A collate_fn of one's own also turns off the CPU
@@ -105,8 +125,9 @@ class FastLoader(LoaderPasses):
     in_order : bool, default True
         As DataLoader's.
     threads : int or None, default None
-        An in-process pool of this many threads instead of worker processes
-        (the decode releases the GIL). For a dataset with a draw/render split
+        An in-process pool of this many threads (a positive int) instead of
+        worker processes (the decode releases the GIL); not together with
+        ``num_workers`` > 0. For a dataset with a draw/render split
         (FastDatasetFolder, FastImageFolder, FastImageList decoding with
         fastdecode) the random draws are made in the loader's thread, in
         batch order, so the batches are reproducible; other items (another
@@ -137,8 +158,10 @@ class FastLoader(LoaderPasses):
     RuntimeError
         ``device`` is a CUDA device and CUDA is not available.
     TypeError
-        ``resumable`` is neither a bool nor an int.
+        ``resumable`` is neither a bool nor an int; ``threads`` is not an int
+        (a float, a bool).
     ValueError
+        ``threads`` is below 1, or given with ``num_workers`` > 0;
         ``resumable`` is True or an int but the dataset is not map-style or
         there are no batches (``batch_size=None`` and no
         ``batch_sampler``); and DataLoader's own (conflicting ``sampler``,
@@ -170,6 +193,7 @@ class FastLoader(LoaderPasses):
         resumable: bool | int = False,
     ) -> None:
         given = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        check_threads(threads, num_workers)
         self.threads = threads
         # an attribute, as threads and device are: Lightning re-creates a loader it did not
         # see made (trainer.fit(train_dataloaders=...)) from its attributes, under DDP

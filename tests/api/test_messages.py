@@ -119,10 +119,12 @@ WITHOUT_TORCH = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("name", ["fastdecode.FastImageFolder", "fastdecode.FastLoader",
-                                  "fastdecode.collate", "fastdecode.datasets.FastImageList"])
-def test_a_name_that_needs_torch_names_the_extra(name):
-    out = subprocess.run([sys.executable, "-c", WITHOUT_TORCH.replace("NAME", name)],
+@pytest.mark.parametrize("name, used", [
+    *[(name, name) for name in ("fastdecode.FastImageFolder", "fastdecode.FastLoader",
+                                "fastdecode.collate", "fastdecode.datasets.FastImageList")],
+    ("fastdecode.loader", "__import__('fastdecode.loader')")])
+def test_a_name_that_needs_torch_names_the_extra(name, used):
+    out = subprocess.run([sys.executable, "-c", WITHOUT_TORCH.replace("NAME", used)],
                          capture_output=True, text=True, check=True).stdout.strip()
     kind, missing, message = out.split("|")
     assert (kind, missing) == ("ModuleNotFoundError", "torch")
