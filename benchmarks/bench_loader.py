@@ -80,8 +80,8 @@ STARTUP_SHARE = 0.05  # start-up, and the excluded ramp wave, under this share o
 # row's start-up or its excluded ramp wave needs it, at most what `round_cap_s`
 # seconds hold at the row's rate) are rounded up to whole waves of workers; the
 # batches made ahead and the ramp wave come on top.
-# The default's arithmetic on a quiet 2-core machine: DESIGN.md, "`fastdecode
-# bench` default".
+# The default's arithmetic on a quiet 2-core machine: docs/decisions/benchmarks.md,
+# "fastdecode bench default ~4 minutes on 2 cores".
 MODES: dict[str, dict[str, Any]] = {
     "quick": dict(workers=[0, 2], batch=16, batches=2, rounds=3, fused=8, entries=20_000,
                   round_cap_s=0.0),

@@ -25,7 +25,7 @@ __all__: list[str] = []  # private
 DEFAULT_MAX_PIXELS = 178956970
 # The work budget, in 8x8 blocks of decoding per byte of input (a block of
 # each component once per scan that codes it; 64 pixels for formats without
-# blocks). DESIGN.md "Robustness" has the measurements behind the value; the
+# blocks). docs/decisions/robustness.md, "Work budget", has the measurements behind the value; the
 # C core's FD_DEFAULT_MAX_WORK_PER_BYTE is checked against it too.
 DEFAULT_MAX_WORK_PER_BYTE = 2048
 # The largest file read whole as one image (bytes), before anything decodes

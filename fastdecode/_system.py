@@ -211,7 +211,7 @@ def limit_threads_to_one() -> None:
 # default is 0.7 ms x (1 + log2 CPUs), 1.4 ms on 2 CPUs, about one decoded
 # image: 8 workers on 2 cores took turns image by image, each turn on caches
 # the others had filled, and paid ~6 % more CPU per image than 2 workers;
-# with 20 ms, ~1 % (DESIGN.md, "A worker's time slice"). A shorter slice still
+# with 20 ms, ~1 % (docs/decisions/loaders.md, "A worker's time slice: 20 ms"). A shorter slice still
 # preempts a longer one on wake-up, so the trainer's process, which keeps the
 # default, is not made to wait. Earlier kernels ignore the field.
 WORKER_SLICE_NS = 20_000_000

@@ -53,7 +53,8 @@ Ray Train: give the Dataset to the trainer and iterate the worker's shard::
                  datasets={"train": ds}, scaling_config=ScalingConfig(num_workers=8)).fit()
 
 A fresh job's first batch waits for its Ray workers to start and import
-Ray Data (seconds: see DESIGN.md; a fully fused chain of the plain geometry
+Ray Data (seconds: docs/decisions/ray.md, "The first batch on a fresh cluster
+is the job's worker processes"; a fully fused chain of the plain geometry
 ops, e.g. RandomResizedCrop + flip or Resize + CenterCrop, then ToTensor /
 Normalize, reaches them without torchvision or torch: its draws are torch's
 CPU draws written again, ``fastdecode.transforms.torch_draws``);
