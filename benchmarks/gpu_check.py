@@ -20,9 +20,10 @@ fails:
    a train chain (RandomResizedCrop, flip) and an eval chain (Resize +
    CenterCrop), both ending ToTensor + Normalize, against FastLoader's CPU
    path with the same workers and generator seed (the same random draws).
-   The GPU applies the very per-channel table the CPU applies (docs/decisions/fused-transforms.md,
-   "Same random draws as torchvision, one plan per image, the tensor tail"), so the check is bit-identity; the largest difference
-   is reported too.
+   The GPU applies the very per-channel table the CPU applies
+   (docs/decisions/fused-transforms.md, "Same random draws as torchvision,
+   one plan per image, the tensor tail"), so the check is bit-identity; the
+   largest difference is reported too.
 3. ``throughput``: steady-state images/s of ``FastLoader(device='cuda')``,
    of the CPU path (batches on the host, pinned) and of the CPU path plus the
    user's own ``.to('cuda')`` (eval chain): persistent workers, each epoch
