@@ -118,7 +118,7 @@ def measure_worker(ds, batch_size: int, batches: int, torch,
     missing); and the bytes of one collated batch."""
     import numpy as np
 
-    from fastdecode.loader._loader import collate
+    from fastdecode.loader import collate
 
     rng = np.random.default_rng(seed)
     times, waits = [], []
