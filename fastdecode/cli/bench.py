@@ -258,10 +258,10 @@ def plan(sections: list[str], mode: str, data: Path | None) -> str:
         2-core machine (:data:`ESTIMATE_S`; sections without a recorded
         duration named as such) and what the run prints.
     """
-    from fastdecode.cli.datagen import MARKER_NAME, default_dataset_dir
-
     seconds = float(START_S)
-    if data is None:
+    if data is None:  # datagen needs Pillow: only when the set is generated
+        from fastdecode.cli.datagen import MARKER_NAME, default_dataset_dir
+
         cached = default_dataset_dir()
         generate = not (cached / MARKER_NAME).is_file()
         seconds += GENERATE_S if generate else 0
