@@ -38,6 +38,7 @@ from fastdecode.storage import _remote, _remote_fetch, _remote_index  # noqa: E4
 
 from helpers import netns, s3_server  # noqa: E402
 from helpers.http_tree import HttpProcess, HttpTree  # noqa: E402
+from helpers.remote_roots import fresh_remote_roots  # noqa: E402
 from helpers.s3_server import S3Server  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
@@ -47,10 +48,7 @@ TF = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("FASTDECODE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("FASTDECODE_RETRY_SECONDS", "2")
-    _remote_index._TREES.clear()
-    _remote._ROOTS.clear()
+    fresh_remote_roots(tmp_path / "cache", monkeypatch)
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ pytest.importorskip("fsspec")
 from torchvision import transforms as T  # noqa: E402
 
 from fastdecode.datasets import FastImageFolder  # noqa: E402
-from fastdecode.storage import _remote, _remote_index  # noqa: E402
 
 from helpers import netns, s3_server  # noqa: E402
+from helpers.remote_roots import fresh_remote_roots  # noqa: E402
 from helpers.s3_server import KEY, S3Server  # noqa: E402
 from helpers.trees import make_tree  # noqa: E402
 
@@ -34,10 +34,7 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "storage.md"
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("FASTDECODE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("FASTDECODE_RETRY_SECONDS", "2")
-    _remote_index._TREES.clear()
-    _remote._ROOTS.clear()
+    fresh_remote_roots(tmp_path / "cache", monkeypatch)
 
 
 def test_the_s3_cases_run_in_a_loopback_only_namespace():
