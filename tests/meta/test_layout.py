@@ -24,14 +24,17 @@ MAX_IS_URL_CALLS = 4
 # What each subpackage may import, besides itself and the decode core (the
 # top-level private modules, ``api`` and ``errors``): the layers below it.
 LAYERS = {
-    "transforms": set(),
+    "augment": set(),
+    "transforms": {"augment"},
     "storage": set(),
-    "batching": {"transforms"},
-    "datasets": {"transforms", "storage", "batching"},
-    "loader": {"transforms", "storage", "batching"},
+    "batching": {"transforms", "augment"},
+    "datasets": {"transforms", "augment", "storage", "batching"},
+    "loader": {"transforms", "augment", "storage", "batching"},
     "conversion": {"storage"},
-    "integrations": {"transforms", "storage", "batching", "datasets", "loader", "conversion"},
-    "cli": {"transforms", "storage", "batching", "datasets", "loader", "conversion", "integrations"},
+    "integrations": {"transforms", "augment", "storage", "batching", "datasets", "loader",
+                     "conversion"},
+    "cli": {"transforms", "augment", "storage", "batching", "datasets", "loader", "conversion",
+            "integrations"},
 }
 
 
