@@ -73,14 +73,26 @@ def read_header(data: Any) -> ImageInfo:
     Raises
     ------
     UnsupportedFormatError
-        Neither the native decoders nor Pillow recognise the data.
+        Neither the native decoders nor Pillow recognise the data (a variant
+        the native decoder lacks, such as lossless JPEG, is read by Pillow).
     DecodeError
         The header is corrupt or truncated, or the data is empty ("Empty
         input file").
     TypeError
         ``data`` is not bytes-like.
     """
-    header = _native.read_native_header(data)
+    try:
+        header = _native.read_native_header(data)
+    except UnsupportedFormatError as native_error:
+        # A variant the native decoder lacks (lossless JPEG): the header
+        # Pillow reads, as decode_format decodes it with Pillow.
+        row = _formats.native(_native.sniff(data))
+        if row is None or not row.pillow_variants:
+            raise
+        try:
+            return _fallback.read_header(data)
+        except (DecodeError, UnsupportedFormatError):
+            raise native_error from None
     if header is None:
         header = _fallback.read_header(data)
     return header
