@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["central_crop", "flip_draw", "log_ratio", "sample_resized_crop", "standin"]
+__all__ = ["central_crop", "crop_offset", "flip_draw", "log_ratio", "sample_resized_crop",
+           "standin"]
 
 _SCRATCH = threading.local()
 
@@ -80,6 +81,13 @@ def log_ratio(ratio: tuple[float, float]) -> tuple[float, float]:
 
     logs = torch.log(torch.tensor(ratio))
     return float(logs[0]), float(logs[1])
+
+
+def crop_offset(n: int) -> int:
+    """RandomCrop's ``torch.randint(0, n, size=(1,)).item()`` (its top, then
+    its left), drawn into this thread's scratch tensor as
+    :func:`sample_resized_crop` draws its offsets."""
+    return int(_scratch()[1].random_(0, n).item())
 
 
 def flip_draw(p: float, p32: float) -> bool:

@@ -18,12 +18,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from fastdecode.transforms.draws import flip_draw, log_ratio, sample_resized_crop
+from fastdecode.transforms.draws import crop_offset, flip_draw, log_ratio, sample_resized_crop
 from fastdecode.transforms.filters import PIL_BILINEAR, PIL_FILTER_NAMES
 
-__all__ = ["CenterCropOp", "FlipOp", "GeoOp", "Geometry", "PilResize", "RandomResizedCropOp",
-           "ResizeOp", "Stop", "draw_geometry", "resized_output_size", "round_box",
-           "static_output_size"]
+__all__ = ["CenterCropOp", "FlipOp", "GeoOp", "Geometry", "PadOp", "PilResize", "RandomCropOp",
+           "RandomResizedCropOp", "ResizeOp", "Stop", "draw_geometry",
+           "resized_output_size", "round_box", "static_output_size"]
 
 
 def resized_output_size(height: int, width: int, size, max_size) -> tuple[int, int]:
@@ -179,6 +179,21 @@ class Geometry:
             self.crop = self.region
         self.content = (it - top, il - left, ih, iw)
         self.canvas = (height, width)
+
+    def do_pad(self, left: int, top: int, right: int, bottom: int) -> None:
+        """Pads the canvas with zeros, as ``F.pad(fill=0)`` does (in the
+        coordinates torchvision sees, i.e. after any mirror).
+
+        Parameters
+        ----------
+        left, top, right, bottom : int
+            The zero border added on each side (>= 0).
+        """
+        if self.flip:
+            left, right = right, left
+        ct, cl, ch, cw = self.content
+        self.content = (ct + top, cl + left, ch, cw)
+        self.canvas = (self.canvas[0] + top + bottom, self.canvas[1] + left + right)
 
     def do_resize(self, height: int, width: int, pil_filter: int) -> None:
         """Resamples the canvas to (height, width), as Resize does.
@@ -431,6 +446,70 @@ class CenterCropOp(_SizedOp):
         # (in the coordinates of what torchvision sees, i.e. after any flip:
         # do_crop mirrors the window when the canvas is flipped)
         geo.do_crop(top, left, crop_h, crop_w)
+
+
+class PadOp(GeoOp):
+    """Pad (v1) with a zero constant fill: a zero border around the canvas.
+
+    Parameters
+    ----------
+    transform : Any
+        The Pad.
+    sides : (int, int, int, int)
+        (left, top, right, bottom), each >= 0.
+    """
+
+    def __init__(self, transform, sides):
+        super().__init__(transform)
+        self.sides = sides
+
+    def apply(self, geo: Geometry) -> None:
+        """Adds the border (as :meth:`GeoOp.apply`)."""
+        geo.do_pad(*self.sides)
+
+    def fixed_size(self, size):
+        """``size`` with the border (as :meth:`GeoOp.fixed_size`)."""
+        if size is None:
+            return None
+        left, top, right, bottom = self.sides
+        return (size[0] + top + bottom, size[1] + left + right)
+
+
+class RandomCropOp(_SizedOp):
+    """RandomCrop (v1) with a zero constant fill: ``padding``, then
+    ``pad_if_needed``'s padding, then a box of ``size`` drawn as
+    ``RandomCrop.get_params`` draws it (the top, then the left offset).
+
+    Parameters
+    ----------
+    transform : Any
+        The RandomCrop.
+    size : (int, int)
+        (h, w) of the crop.
+    sides : (int, int, int, int) or None
+        ``padding`` as (left, top, right, bottom), or None.
+    """
+
+    def __init__(self, transform, size, sides):
+        super().__init__(transform)
+        self.size = size
+        self.sides = sides
+
+    def apply(self, geo: Geometry) -> None:
+        """Pads and crops ``geo``'s canvas (as :meth:`GeoOp.apply`); Stop when
+        the padded canvas is smaller than ``size`` (torchvision raises)."""
+        th, tw = self.size
+        left, top, right, bottom = self.sides or (0, 0, 0, 0)
+        height, width = geo.canvas[0] + top + bottom, geo.canvas[1] + left + right
+        if self.transform.pad_if_needed and width < tw:
+            left, right, width = left + tw - width, right + tw - width, width + 2 * (tw - width)
+        if self.transform.pad_if_needed and height < th:
+            top, bottom, height = top + th - height, bottom + th - height, height + 2 * (th - height)
+        if height < th or width < tw:
+            raise Stop("torchvision raises here: the crop is larger than the image")
+        geo.do_pad(left, top, right, bottom)
+        i = crop_offset(height - th + 1) if (height, width) != (th, tw) else 0
+        geo.do_crop(i, crop_offset(width - tw + 1) if (height, width) != (th, tw) else 0, th, tw)
 
 
 class FlipOp(GeoOp):

@@ -32,19 +32,22 @@ from fastdecode.transforms.geometry import (
     FlipOp,
     Geometry,
     GeoOp,
+    PadOp,
     PilResize,
+    RandomCropOp,
     RandomResizedCropOp,
     ResizeOp,
     Stop,
 )
 
 __all__ = ["flatten", "geo_op", "is_converter", "is_pointwise", "is_uint8_converter", "kind",
-           "register", "short_name", "tensor_geo_op"]
+           "pad_sides", "register", "short_name", "tensor_geo_op"]
 
 # What fuse translates: kind -> the class name, the same in torchvision's v1
 # and v2. fastdecode.transforms registers its own classes per kind.
 _TORCHVISION_NAMES = {"compose": "Compose", "rrc": "RandomResizedCrop", "resize": "Resize",
-                      "center_crop": "CenterCrop", "hflip": "RandomHorizontalFlip"}
+                      "center_crop": "CenterCrop", "hflip": "RandomHorizontalFlip",
+                      "random_crop": "RandomCrop", "pad": "Pad"}
 _REGISTRY: dict[str, set] = {k: set() for k in _TORCHVISION_NAMES}
 _V1 = {k: getattr(T, name) for k, name in _TORCHVISION_NAMES.items()}
 _V2 = {k: getattr(T2, name) for k, name in _TORCHVISION_NAMES.items()}
@@ -145,6 +148,8 @@ def geo_op(t: Any, tensor: bool = False) -> Optional[GeoOp]:
         if name == "center_crop":
             h, w = (int(v) for v in t.size)
             return CenterCropOp(t, (h, w))
+        if name in ("random_crop", "pad"):
+            return None if v2 else _padding_op(t, name)
         if t.antialias is False or (tensor and t.antialias is not True):
             return None  # torchvision warns on PIL images: let it
         flt = FILTERS[pil_filter(t.interpolation)]
@@ -167,6 +172,36 @@ def tensor_geo_op(t: Any) -> Optional[GeoOp]:
     if op is not None:
         op.stage = "tensor"
     return op
+
+
+def pad_sides(padding) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) of torchvision's ``padding`` (an int, or a
+    sequence of 1, 2 or 4 ints, as ``F.pad`` reads it); ValueError otherwise."""
+    if isinstance(padding, int) and not isinstance(padding, bool):
+        return (padding,) * 4
+    values = [int(v) for v in padding]
+    if len(values) == 1:
+        return (values[0],) * 4
+    if len(values) == 2:
+        return (values[0], values[1], values[0], values[1])
+    if len(values) == 4:
+        return (values[0], values[1], values[2], values[3])
+    raise ValueError(f"padding must be an int or 1, 2 or 4 ints, got {padding!r}")
+
+
+def _padding_op(t: Any, name: str) -> Optional[GeoOp]:
+    """RandomCrop / Pad (v1) when its padding is a zero constant (the
+    canvas's own zeros); None (unfused) for another fill or mode."""
+    fill = t.fill if isinstance(t.fill, (list, tuple)) else [t.fill]
+    if t.padding_mode != "constant" or any(v != 0 for v in fill):
+        return None
+    sides = None if t.padding is None else pad_sides(t.padding)
+    if sides is not None and min(sides) < 0:
+        return None
+    if name == "pad":
+        return PadOp(t, sides)
+    h, w = (int(v) for v in t.size)
+    return RandomCropOp(t, (h, w), sides)
 
 
 def _resize_op(t: Any, v2: bool, flt: int) -> Optional[ResizeOp]:
