@@ -169,6 +169,34 @@ cdef extern from "fd_color.h" nogil:
                              fd_error *err)
 
 
+cdef extern from "fd_augment.h" nogil:
+    ctypedef enum fd_aug_kind:
+        FD_AUG_COLOR
+        FD_AUG_AFFINE
+        FD_AUG_LUT
+        FD_AUG_AUTOCONTRAST
+        FD_AUG_EQUALIZE
+        FD_AUG_SHARPNESS
+
+    enum: FD_AUG_NEAREST
+    enum: FD_AUG_BILINEAR
+    enum: FD_AUG_BICUBIC
+    enum: FD_AUG_MAX_STEPS
+
+    ctypedef struct fd_aug_step:
+        fd_aug_kind kind
+        fd_color_step color
+        double matrix[6]
+        int resample
+        uint8_t fill[3]
+        const uint8_t *table
+        float factor
+
+    fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t width,
+                               fd_layout layout, const fd_aug_step *steps, size_t nsteps,
+                               fd_error *err)
+
+
 cdef extern from "fd_readahead.h" nogil:
     ctypedef struct fd_ra:
         pass

@@ -20,6 +20,13 @@ COLOR_CONTRAST: int
 COLOR_SATURATION: int
 COLOR_HUE: int
 COLOR_MAX_STEPS: int
+AUG_COLOR: int
+AUG_AFFINE: int
+AUG_LUT: int
+AUG_AUTOCONTRAST: int
+AUG_EQUALIZE: int
+AUG_SHARPNESS: int
+AUG_MAX_STEPS: int
 
 def decode_jpeg(
     data: Any,
@@ -267,6 +274,9 @@ def resize(
 def lut_to_float(src: np.ndarray, lut: np.ndarray, out: Optional[np.ndarray] = ...) -> np.ndarray: ...
 def adjust_colors(
     image: np.ndarray, steps: Iterable[Tuple[int, float]], layout: LayoutName = ...
+) -> np.ndarray: ...
+def augment(
+    pixels: np.ndarray, layout: LayoutName, steps: Iterable[Tuple[Any, ...]]
 ) -> np.ndarray: ...
 
 

@@ -255,6 +255,11 @@ static fd_status check(size_t size, uint32_t height, uint32_t width, fd_layout l
                        FD_COLOR_MAX_STEPS);
     if (nsteps > 0 && steps == NULL)
         return fd_fail(err, FD_ERR_ARGUMENT, "color: no steps given");
+    return fd_color_check_steps(steps, nsteps, err);
+}
+
+fd_status fd_color_check_steps(const fd_color_step *steps, size_t nsteps, fd_error *err)
+{
     for (size_t k = 0; k < nsteps; k++) {
         const int op = (int)steps[k].op;
         const float f = steps[k].factor;

@@ -51,4 +51,8 @@ fd_status fd_color_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t
                          fd_layout layout, const fd_color_step *steps, size_t nsteps,
                          fd_error *err);
 
+/* fd_color_apply's checks of the steps alone (op, finite factor, hue shift),
+ * for a caller that validates a whole plan before writing any pixel. */
+fd_status fd_color_check_steps(const fd_color_step *steps, size_t nsteps, fd_error *err);
+
 #endif
