@@ -1,0 +1,70 @@
+"""PixelOp, the contract of the ops run on the decoded pixels; ``apply``, their native call.
+
+A pixel op holds its source transform and draws, per image, exactly what the
+transform's ``forward`` would draw on a PIL image of the given size, from the
+same generators in the same order, returning the native steps (a tuple of
+``_native.augment`` step tuples; empty: the image passes unchanged). The
+draws depend on the image size only, never on its pixels, so a plan draws
+them before the decode. See docs/decisions/augment.md ("Draws and plans").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from fastdecode import _native
+
+__all__ = ["PixelOp", "Steps", "apply", "draw"]
+
+Steps = tuple  # a tuple of _native.augment's step tuples
+
+
+class PixelOp:
+    """One step of a chain that runs on the pixels after the geometry.
+
+    Parameters
+    ----------
+    transform : object
+        The source transform (what explain() names).
+    """
+
+    where = "decode"  # where it runs, for explain(): in the native call after the resample
+
+    def __init__(self, transform: Any):
+        self.transform = transform
+
+    def draw(self, size: tuple[int, int]) -> Steps:  # pragma: no cover - subclasses define it
+        """Draws this image's parameters as the transform's ``forward`` would.
+
+        Parameters
+        ----------
+        size : (int, int)
+            (height, width) of the image the op sees.
+
+        Returns
+        -------
+        tuple
+            The native steps to apply; empty when the image passes unchanged.
+        """
+        raise NotImplementedError
+
+
+def draw(ops: Sequence[PixelOp], size: tuple[int, int]) -> Steps:
+    """The native steps of ``ops`` in chain order, each drawing as its transform would."""
+    return tuple(step for op in ops for step in op.draw(size))
+
+
+def apply(pixels: np.ndarray, layout: str, steps: Steps) -> np.ndarray:
+    """``pixels`` (uint8 (3, H, W) for 'CHW', (H, W, 3) for 'HWC') after
+    ``steps``: in place when writable and C-contiguous, else a copy; the
+    steps in chunks of the native limit (``_native.AUG_MAX_STEPS``)."""
+    if not steps:
+        return pixels
+    if not (pixels.flags.writeable and pixels.flags.c_contiguous):
+        pixels = np.array(pixels, order="C")
+    limit = getattr(_native, "AUG_MAX_STEPS", 64)
+    for start in range(0, len(steps), limit):
+        _native.augment(pixels, layout, steps[start:start + limit])
+    return pixels

@@ -1,0 +1,44 @@
+"""Which augmentation transforms run natively (``pixel_op``), and why one does not (``why_not``).
+
+Exact types only (a subclass may override ``forward``): torchvision's v1 and
+v2 policies (:mod:`.tv_policies`), timm's (:mod:`.timm_policies`). See
+docs/decisions/augment.md ("Draws and plans").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastdecode.augment import timm_policies, tv_policies
+from fastdecode.augment.base import PixelOp
+
+__all__ = ["pixel_op", "why_not"]
+
+_POLICY_NAMES = frozenset({"RandAugment", "TrivialAugmentWide", "AutoAugment", "AugMix",
+                           "AugMixAugment"})
+
+
+def pixel_op(t: Any) -> Optional[PixelOp]:
+    """The pixel op for ``t``, or None when it is not one fuse runs natively."""
+    module = type(t).__module__
+    if module.startswith("torchvision."):
+        return tv_policies.policy_op(t)
+    if module.startswith("timm."):
+        return timm_policies.policy_op(t)
+    return None
+
+
+def why_not(t: Any) -> Optional[str]:
+    """Why an augmentation policy did not run natively (for the fusion
+    report), or None when ``t`` is not one of the policies' classes."""
+    name = type(t).__name__
+    module = type(t).__module__
+    if name not in _POLICY_NAMES or not module.startswith(("torchvision.", "timm.")):
+        return None
+    if name in ("AugMix", "AugMixAugment"):
+        return f"{name} mixes several augmented copies: it runs unfused"
+    if module.startswith("timm."):
+        return (f"timm's {name} holds an op without a native form (a blur, or an "
+                "interpolation Image.transform does not take): it runs unfused")
+    return (f"{name}'s interpolation is not nearest / bilinear / bicubic, or its fill is not "
+            "an RGB colour: it runs unfused")
