@@ -104,9 +104,11 @@ def tv_steps(name: str, magnitude: float, size: tuple[int, int], resample: int,
     raise ValueError(f"The provided operator {name} is not recognized.")
 
 
-_ENHANCE: dict[str, Callable[[float], tuple]] = {"Brightness": ops.brightness, "Color": ops.saturation, "Contrast": ops.contrast,
-            "Sharpness": ops.sharpness}
-_PLAIN: dict[str, Callable[[], tuple]] = {"AutoContrast": ops.autocontrast, "Equalize": ops.equalize, "Invert": ops.invert}
+_ENHANCE: dict[str, Callable[[float], tuple]] = {
+    "Brightness": ops.brightness, "Color": ops.saturation, "Contrast": ops.contrast,
+    "Sharpness": ops.sharpness}
+_PLAIN: dict[str, Callable[[], tuple]] = {
+    "AutoContrast": ops.autocontrast, "Equalize": ops.equalize, "Invert": ops.invert}
 KNOWN = frozenset({"Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
                    "Posterize", "Solarize", *_ENHANCE, *_PLAIN})
 
