@@ -190,13 +190,12 @@ class FusedChain(SampleReads):
         -------
         tuple of int or None
             The shape every sample's pixels have before the chain's tensor
-            step; None with a custom ``loader``, a chain whose output size
-            varies, or one with a fused RandomErasing (its tensor step erases
-            each slot's boxes, which the rings do not carry). FastLoader uses
-            it to size its batch rings.
+            step (a fused RandomErasing included: it erases boxes of the
+            result, in place); None with a custom ``loader`` or a chain whose
+            output size varies. FastLoader uses it to size its batch rings.
         """
         fused = self._batch_fused()
-        return None if fused is None or fused.erasing else tuple(fused.output_shape)
+        return None if fused is None else tuple(fused.output_shape)
 
     def pixel_table(self) -> Optional[torch.Tensor]:
         """The per-channel table (C, 256) that turns the uint8 result into
@@ -209,10 +208,31 @@ class FusedChain(SampleReads):
         torch.Tensor or None
             The (C, 256) table, entry ``[c, v]`` the result for value ``v``
             of channel ``c``; None also when :meth:`fixed_sample_shape` is
-            None.
+            None, and for a chain with a fused RandomErasing (its result is
+            not the table's alone).
         """
         fused = self._batch_fused()
         if fused is None or fused.erasing or fused.tensor_table is None:
             return None
         return torch.from_numpy(fused.tensor_table)
+
+    def _ring_table(self) -> Optional[torch.Tensor]:
+        """:meth:`pixel_table`, also for a chain with a fused RandomErasing,
+        whose boxes a ring that applies the table elsewhere then writes after
+        it (:meth:`_slot_erases`); FastLoader's rings read it
+        (loader/_protocol.py)."""
+        fused = self._batch_fused()
+        if fused is None or fused.tensor_table is None:
+            return None
+        return torch.from_numpy(fused.tensor_table)
+
+    def _slot_erases(self, pixels: Any) -> Optional[list]:
+        """The erasing boxes drawn for each slot of the uint8 (N, C, H, W)
+        ``pixels`` that :meth:`decode_batch_into` just filled, taken out, their
+        values in the result's dtype (None: the chain erases nothing)."""
+        fused = self._batch_fused()
+        if fused is None or not fused.erasing:
+            return None
+        arr = pixels.numpy() if isinstance(pixels, torch.Tensor) else pixels
+        return fused._erased.take(arr, fused.result_dtype)
 

@@ -11,7 +11,9 @@ what it was when the ring made it). :class:`RingFiller`, in the worker,
 decodes the batch into that slot through ``batches_into``
 (``batching/_buffers.py``) and returns only (slot, rows, targets). A batch
 whose slot is not free (the consumer keeps many) is made fresh, as without
-the ring.
+the ring. FastLoader's ``batch_transform`` (MixUp, CutMix) runs in the worker
+on the batch in its slot, in place (``batching/_mixing.py``); a ring of no
+slots is the path of a batch transform whose batches have no fixed shape.
 
 Decision record: docs/decisions/loaders.md ("The CPU ring", "FastLoader at 8
 workers on 2 cores", "Mapped as used, not at the start").
@@ -23,8 +25,10 @@ import resource
 from typing import Any, Callable, Iterator, Optional
 
 import torch
+from torch.utils.data import default_collate
 
 from fastdecode.batching._buffers import batches_into, holders, shared_empty, storage_use_count
+from fastdecode.batching._mixing import Collated, transform_batch
 from fastdecode.batching._seeding import carry, later_carried
 from fastdecode.loader._protocol import read_ahead_of
 
@@ -126,13 +130,25 @@ def map_slot(slot: torch.Tensor) -> None:
 class RingFiller(torch.utils.data.Dataset):
     """Runs in the workers: the batch decoded into its ring slot, returned as
     ("slot", slot, rows, [target, ...]); without a slot, or when the dataset did
-    not write the slot, ("batch", collate(samples))."""
+    not write the slot, ("batch", collate(samples)). With a batch
+    ``transform``: applied after, in place in the slot ("slot", slot, rows,
+    :class:`~fastdecode.batching._mixing.Collated` targets), or on the
+    collated batch."""
 
-    def __init__(self, dataset: Any, ring: CpuRing, collate: Callable[[Any], Any]) -> None:
+    def __init__(self, dataset: Any, ring: CpuRing, collate: Callable[[Any], Any],
+                 transform: Optional[Callable] = None) -> None:
         self.dataset = dataset
         self.slots = ring.slots
         self.collate = collate
+        self.transform = transform
         self.mapped: set[int] = set()  # slots map_slot mapped in this worker
+
+    def _made(self, batch: SlotBatch, samples: Any) -> tuple:
+        """("batch", the collated batch, transformed)."""
+        collated = self.collate(samples)
+        if self.transform is not None:
+            collated = transform_batch(self.transform, *collated, batch)
+        return "batch", collated
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -144,7 +160,7 @@ class RingFiller(torch.utils.data.Dataset):
             read_ahead(indices)
             read_ahead(batch.later)
         if batch.slot is None:
-            return "batch", self.collate(self.dataset.__getitems__(indices))
+            return self._made(batch, self.dataset.__getitems__(indices))
         if batch.slot not in self.mapped:  # its first write here: map it whole first
             map_slot(self.slots[batch.slot])
             self.mapped.add(batch.slot)
@@ -154,8 +170,15 @@ class RingFiller(torch.utils.data.Dataset):
         images = [s[0] for s in samples]
         if not all(isinstance(x, torch.Tensor) and x.data_ptr() == dest[k].data_ptr()
                    for k, x in enumerate(images)):
-            return "batch", self.collate(samples)
+            return self._made(batch, samples)
         # the targets travel as Python objects and are collated in the main
         # process: a worker then creates no shared memory per batch (none
         # to leak when it is killed, no descriptor to hand over)
-        return "slot", batch.slot, len(indices), [s[1] for s in samples]
+        targets = [s[1] for s in samples]
+        if self.transform is None:
+            return "slot", batch.slot, len(indices), targets
+        mixed, soft = transform_batch(self.transform, dest, default_collate(targets), batch)
+        if not (isinstance(mixed, torch.Tensor) and mixed.data_ptr() == dest.data_ptr()
+                and mixed.shape == dest.shape):  # a transform that made a new batch
+            return "batch", (mixed, soft)
+        return "slot", batch.slot, len(indices), Collated(soft)

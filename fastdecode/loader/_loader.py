@@ -19,11 +19,18 @@ from torch.utils.data.dataloader import _DatasetKind
 
 from fastdecode._system import usable_cpus
 from fastdecode.batching._buffers import collate
+from fastdecode.batching._mixing import TransformedCollate
 from fastdecode.errors import ResumeError
 from fastdecode.loader._cpu_ring import CpuRing, RingFiller, RingSampler
 from fastdecode.loader._cuda_ring import CudaRing, RingWriter, SlottedSampler, identity
 from fastdecode.loader._passes import LoaderBase, LoaderPasses
-from fastdecode.loader._protocol import LoaderDataset, RingDataset, fixed_shape, ring_dataset
+from fastdecode.loader._protocol import (
+    LoaderDataset,
+    RingDataset,
+    fixed_shape,
+    ring_dataset,
+    ring_table,
+)
 from fastdecode.loader._resume import Tracker
 from fastdecode.loader._setup import (
     check_oversubscription,
@@ -97,7 +104,7 @@ class FastLoader(LoaderPasses):
     collate_fn : callable, optional
         None (the default): :func:`collate`, zero-copy for the datasets'
         batch tensors. A collate_fn of one's own also turns off the CPU
-        batch ring.
+        batch ring (a MixUp/CutMix collate: pass ``batch_transform``).
     pin_memory : bool, default True
         As DataLoader's, but only where CUDA is available (else False).
     drop_last : bool, default False
@@ -152,6 +159,18 @@ class FastLoader(LoaderPasses):
         are then the sampler's draws only: ``iter()`` draws its base seed
         (the workers' seeds) from a generator of its own, so the order is the
         same in-process, in workers (persistent or not) and in threads.
+    batch_transform : callable, optional
+        ``(images, targets) -> (images, targets)``, run on each collated
+        batch where the collate runs: torchvision's MixUp/CutMix (or a
+        ``RandomChoice`` of them) and timm's ``Mixup``, as torchvision's
+        reference passes ``collate_fn=lambda b: mixup_cutmix(*default_collate(b))``,
+        with the same draws (the worker's random state, after the batch's
+        own) and the same mixed batches and soft targets, but mixed in place
+        in the batch (``fastdecode.augment.mix_batch``) and keeping the CPU
+        ring. With ``threads`` it runs in the loader's thread, in batch
+        order; with the CUDA ring on the GPU batch, after the table. With
+        ``resumable`` its draws are seeded by the batch's position (a
+        dataset with ``__getitems__``; otherwise they are the worker's).
 
     Raises
     ------
@@ -191,10 +210,17 @@ class FastLoader(LoaderPasses):
         threads: Optional[int] = None,
         device: Optional[str | torch.device] = None,
         resumable: bool | int = False,
+        batch_transform: Optional[Callable] = None,
     ) -> None:
         given = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_threads(threads, num_workers)
+        if batch_transform is not None and not callable(batch_transform):
+            raise TypeError(f"batch_transform must be callable, got "
+                            f"{type(batch_transform).__name__}")
+        if isinstance(collate_fn, TransformedCollate) and collate_fn.transform is batch_transform:
+            collate_fn = collate_fn.collate  # a loader re-created from this one's attributes
         self.threads = threads
+        self.batch_transform = batch_transform
         # an attribute, as threads and device are: Lightning re-creates a loader it did not
         # see made (trainer.fit(train_dataloaders=...)) from its attributes, under DDP
         self.resumable = resumable
@@ -239,21 +265,23 @@ class FastLoader(LoaderPasses):
         if ring_ds is not None:
             assert shape is not None
             self._ring = CudaRing(slots, (self._batch_rows(), *shape))
-            table = ring_ds.pixel_table()
+            table = ring_table(ring_ds)
             self._table = None if table is None else table.to(self.device)
             inner["worker_init_fn"] = functools.partial(ring_worker_init, init, [self._ring.ring])
             self._ring_loader = LoaderBase(
-                RingWriter(dataset, self._ring.ring),
+                RingWriter(dataset, self._ring.ring, send_batch=batch_transform is not None),
                 batch_sampler=SlottedSampler(self._batches(), slots), pin_memory=False, **inner)
         elif (cpu_ds := self._use_cpu_ring(shape, collate_fn)) is not None:
             assert shape is not None
-            table = cpu_ds.pixel_table()
+            table = ring_table(cpu_ds)
             dtype = torch.uint8 if table is None else table.dtype
             self._cpu_ring = CpuRing(slots + 1, (self._batch_rows(), *shape), dtype)
             self._ring_loader = LoaderBase(
-                RingFiller(dataset, self._cpu_ring, self.collate_fn),
+                RingFiller(dataset, self._cpu_ring, self.collate_fn, batch_transform),
                 batch_sampler=RingSampler(self._batches(), self._cpu_ring, workers),
                 pin_memory=self.pin_memory, **inner)
+        elif batch_transform is not None and threads is None:
+            self._transform_without_ring(batch_transform, workers, inner)
 
     def _make_tracker(self, resumable: bool | int) -> Optional[Tracker]:
         """The position tracker behind state_dict (None: no batches of a
@@ -293,9 +321,27 @@ class FastLoader(LoaderPasses):
                                 ("default_kwargs", {})):
                 object.__setattr__(self, f"__pl_saved_{name}", value)
 
+    def _transform_without_ring(self, transform: Callable, workers: int, inner: dict) -> None:
+        """The batch transform where no ring holds the batches: a dataset with
+        ``__getitems__`` goes through a ring of no slots (its filler runs the
+        transform after the collate, seeded by a seeded batch); any other
+        through the collate, as DataLoader's collate_fn runs."""
+        if (hasattr(self.dataset, "__getitems__") and self.batch_sampler is not None
+                and (self.device is None or self.device.type == "cpu")
+                and self._dataset_kind == _DatasetKind.Map):
+            self._cpu_ring = CpuRing(0, (), torch.uint8)
+            if not workers:
+                inner = dict(inner, prefetch_factor=None, persistent_workers=False)
+            self._ring_loader = LoaderBase(
+                RingFiller(self.dataset, self._cpu_ring, self.collate_fn, transform),
+                batch_sampler=RingSampler(self._batches(), self._cpu_ring, workers),
+                pin_memory=self.pin_memory, **inner)
+        else:
+            self.__dict__["collate_fn"] = TransformedCollate(self.collate_fn, transform)
+
     def _batch_bytes(self, shape: tuple[int, ...]) -> int:
         """Bytes of one batch as it crosses: the chain's result dtype."""
-        table = getattr(self.dataset, "pixel_table", lambda: None)()
+        table = ring_table(self.dataset)
         size = 1 if table is None else table.element_size()
         return self._batch_rows() * math.prod(shape) * size
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
 
+from fastdecode.batching._mixing import Collated, transform_batch
 from fastdecode.batching._seeding import later_carried, row_seed, seeding_of
 from fastdecode.loader._cpu_ring import CpuRing
 from fastdecode.loader._cuda_ring import CudaRing
@@ -86,6 +87,7 @@ class LoaderPasses(LoaderBase):
     _ring_loader: Optional[DataLoader]
     _table: Optional[torch.Tensor]
     _stream: Optional[torch.cuda.Stream]
+    batch_transform: Optional[Callable]
 
     @property
     def _index_sampler(self):  # DataLoader's iterators draw their batches from this
@@ -140,7 +142,8 @@ class LoaderPasses(LoaderBase):
         the workers of one left unfinished, which may still write slots."""
         assert self._cpu_ring is not None and self._ring_loader is not None
         previous = self.__dict__.get("_ring_pass")
-        if previous is not None and not self._ring_loader.persistent_workers:
+        if previous is not None and not self._ring_loader.persistent_workers \
+                and hasattr(previous, "_shutdown_workers"):  # (none in-process)
             previous._shutdown_workers()
         with self._undoing_draws():
             it = iter(self._ring_loader)
@@ -150,7 +153,8 @@ class LoaderPasses(LoaderBase):
             if item[0] == "slot":
                 _, slot, rows, targets = item
                 images = ring.take(slot, rows)
-                targets = default_collate(targets)
+                targets = targets.get() if isinstance(targets, Collated) else \
+                    default_collate(targets)
                 if self.pin_memory:
                     images, targets = images.pin_memory(), targets.pin_memory()
                 yield [images, targets]
@@ -218,11 +222,13 @@ class LoaderPasses(LoaderBase):
                 return None if samples is None else self.collate_fn(samples)
 
             def take() -> Any:
-                planned, future = pending.popleft()
+                planned, future, indices = pending.popleft()
                 batch = future.result()
                 if batch is None:  # steps that may draw, or a replacement: here
                     assert dataset is not None
                     batch = self.collate_fn(dataset._finish_plan(planned))
+                if self.batch_transform is not None:  # here, in batch order: reproducible
+                    batch = transform_batch(self.batch_transform, *batch, indices)
                 return self._to_device(batch) if move else batch
 
             read_ahead = read_ahead_of(self.dataset)
@@ -236,9 +242,9 @@ class LoaderPasses(LoaderBase):
                     else plan(list(indices), *seeded))
                 if planned is None:
                     self._warn_unsplit()
-                    pending.append((None, pool.submit(fetch, indices)))
+                    pending.append((None, pool.submit(fetch, indices), indices))
                 else:
-                    pending.append((planned, pool.submit(render, planned)))
+                    pending.append((planned, pool.submit(render, planned), indices))
                 if len(pending) >= lookahead:
                     yield take()
             while pending:

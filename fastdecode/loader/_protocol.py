@@ -7,7 +7,10 @@ by what the dataset has, never by its type (the loader imports no dataset):
 
 - :class:`RingDataset` (``fixed_sample_shape``, ``pixel_table``,
   ``decode_batch_into``): the CPU and CUDA batch rings, which the workers
-  decode each batch into in place;
+  decode each batch into in place; with ``_ring_table`` and ``_slot_erases``
+  (read when present) a chain whose tensor step ends in a fused RandomErasing
+  goes through the rings too, the CUDA ring writing each slot's boxes after
+  the table;
 - :class:`ReadAheadDataset` (``_read_ahead``): the reads of the batch a
   worker (or the thread pool) gets next, started before it decodes this one;
 - :class:`PlannedDataset` (``_plan_batch``, ``_render_plan``,
@@ -29,7 +32,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence, cast
 import torch
 
 __all__ = ["LoaderDataset", "PlannedDataset", "ReadAheadDataset", "RingDataset", "fixed_shape",
-           "planned_dataset", "read_ahead_of", "ring_dataset"]
+           "planned_dataset", "read_ahead_of", "ring_dataset", "ring_table", "slot_erases_of"]
 
 
 class LoaderDataset(Protocol):
@@ -102,6 +105,21 @@ def ring_dataset(dataset: Any, with_table: bool = False) -> Optional[RingDataset
     if with_table and not hasattr(dataset, "pixel_table"):
         return None
     return cast(RingDataset, dataset)
+
+
+def ring_table(dataset: Any) -> Optional[torch.Tensor]:
+    """The (C, 256) table a ring applies to ``dataset``'s uint8 batches (None:
+    the pixels are the result before any erasing): ``_ring_table()`` when the
+    dataset has it (a chain with a fused RandomErasing too), else
+    ``pixel_table()``."""
+    table = getattr(dataset, "_ring_table", None) or getattr(dataset, "pixel_table", None)
+    return table() if callable(table) else None
+
+
+def slot_erases_of(dataset: Any) -> Optional[Callable[[Any], Optional[list]]]:
+    """The dataset's ``_slot_erases`` (each slot's erasing boxes after
+    ``decode_batch_into``), None for a dataset without one."""
+    return getattr(dataset, "_slot_erases", None)
 
 
 def read_ahead_of(dataset: Any) -> Optional[Callable[[Sequence[int]], None]]:

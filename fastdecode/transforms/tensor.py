@@ -313,3 +313,14 @@ class ErasedSlots:
             now[key] = last.get(key, ()) if erases is None else erases
             erase(row, now[key])
         self._local.last = now
+
+    def take(self, pixels: np.ndarray, dtype: torch.dtype) -> list[Erases]:
+        """The boxes kept for each (C, H, W) slot of the uint8 (N, C, H, W)
+        ``pixels`` (no box: ``()``), taken out, their values cast to the
+        result's ``dtype`` (the cast :func:`erase`'s assignment makes): for a
+        loader that applies the table and the erasing elsewhere (the CUDA ring)."""
+        base = pixels.__array_interface__["data"][0]
+        with self._lock:
+            taken = [self._slots.pop(base + k * pixels.strides[0], None) or ()
+                     for k in range(pixels.shape[0])]
+        return [tuple((i, j, h, w, v.to(dtype)) for i, j, h, w, v in boxes) for boxes in taken]
