@@ -279,11 +279,18 @@ $(VENV)/.wheel-deps: $(VENV)/.test-deps
 # as $(VENV)/.test-deps installs them), then the default tier runs against it
 # from build/wheel-test/, outside the checkout: `import fastdecode` finds the
 # installed wheel (tests/packaging/test_installed_package.py fails if not).
-# The wheel-building tests are left out (the wheel job leaves them out too).
+# The wheel-building tests are left out (the wheel job leaves them out too),
+# and so are, by default (WHEEL_TIER=wheel), the tests that
+# tests/helpers/wheel_tier.py names and says why: the wheel's Python is the
+# checkout's byte for byte, so its tests of the source tree, of faults, of
+# endurance and of servers and frameworks stay with make test-full (~7 min
+# instead of ~17 on 2 cores; docs/decisions/wheels.md). WHEEL_TIER=default
+# runs the whole default tier, as the wheel job does on other platforms.
 # The closing lines count the tests per folder and fail when transforms,
 # datasets or loaders ran none (tests/helpers/wheel_summary.py).
 WHEEL_VENV := build/wheel-venv
 WHEEL_VPY := $(WHEEL_VENV)/bin/python
+WHEEL_TIER ?= wheel
 .PHONY: wheel-test
 wheel-test: wheel
 	rm -rf $(WHEEL_VENV) build/wheel-test && mkdir -p build/wheel-test
@@ -297,6 +304,7 @@ wheel-test: wheel
 	$(WHEEL_VPY) -m pip check
 	cd build/wheel-test && FASTDECODE_EXPECT_INSTALLED=1 $(abspath $(WHEEL_VPY)) -m pytest $(XDIST) \
 	    -p no:cacheprovider -m "not slow" -k "not test_wheel" --junitxml=junit.xml \
+	    $(if $(filter wheel,$(WHEEL_TIER)),$$($(PYTHON) $(CURDIR)/tests/helpers/wheel_tier.py)) \
 	    $(PYTEST_ARGS) $(CURDIR)/tests
 	$(WHEEL_VPY) tests/helpers/wheel_summary.py build/wheel-test/junit.xml
 
