@@ -49,6 +49,23 @@ def check_limits(max_pixels: int | None, max_work_per_byte: int | None) -> dict:
 MMAP_THRESHOLD = 1 << 20
 
 
+def _check_encoded(data: Any) -> None:
+    """TypeError for a decoded image (an image array, a tensor, a PIL image)
+    given where an encoded file is expected: the bytes would otherwise be
+    sniffed and refused as an unrecognized format."""
+    if isinstance(data, np.ndarray) and (data.ndim != 1 or data.dtype != np.uint8):
+        got = f"a {data.dtype} array of shape {data.shape}"
+    elif type(data).__module__.split(".")[0] in ("torch", "PIL"):
+        got = f"a {type(data).__module__.split('.')[0]} {type(data).__name__}"
+    else:
+        return
+    raise TypeError(
+        f"data must be an encoded image file (bytes, bytearray, memoryview, mmap or a 1-D "
+        f"uint8 numpy array), got {got}: for decoded pixels use fastdecode.transforms.fuse(chain)"
+        f"(pixels), which takes uint8 arrays, tensors and PIL images"
+    )
+
+
 def read_header(data: Any) -> ImageInfo:
     """Reads an encoded image's header: its size and format, without decoding any pixel.
 
@@ -79,8 +96,10 @@ def read_header(data: Any) -> ImageInfo:
         The header is corrupt or truncated, or the data is empty ("Empty
         input file").
     TypeError
-        ``data`` is not bytes-like.
+        ``data`` is not bytes-like, or is a decoded image (an image array,
+        a tensor, a PIL image).
     """
+    _check_encoded(data)
     try:
         header = _native.read_native_header(data)
     except UnsupportedFormatError as native_error:
@@ -166,12 +185,14 @@ def decode_image(
         Above ``max_pixels`` or ``max_work_per_byte``.
     ValueError, TypeError
         Options out of range, or an ``out`` that does not fit (as for
-        :func:`decode_jpeg`).
+        :func:`decode_jpeg`); TypeError also for a decoded image given as
+        ``data`` (an image array, a tensor, a PIL image).
     """
     options = DecodeOptions(mode=mode, scale=scale, min_size=min_size, crop=crop, size=size,
                             interpolation=interpolation, flip=flip, layout=layout, out=out,
                             exif=exif, fast=fast, strict=strict, max_pixels=max_pixels,
                             max_work_per_byte=max_work_per_byte)
+    _check_encoded(data)
     return decode_format(data, _native.sniff(data), options)
 
 

@@ -24,7 +24,6 @@ import PIL.Image
 import torch
 from torchvision import tv_tensors
 
-from fastdecode import api
 from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.color import ColorOp, Steps, color_op
 from fastdecode.transforms.color import apply as apply_color
@@ -46,7 +45,14 @@ from fastdecode.transforms.kinds import (
     is_uint8_converter,
     tensor_geo_op,
 )
-from fastdecode.transforms.render import DCT_MARGIN, Renderer
+from fastdecode.transforms.render import (
+    DCT_MARGIN,
+    Renderer,
+    as_source,
+    decoded_plan,
+    read_header,
+    to_pil,
+)
 from fastdecode.transforms.tensor import (
     ErasedSlots,
     EraseOp,
@@ -155,17 +161,6 @@ class _Draw(NamedTuple):
     rng: Optional[torch.Tensor]  # RNG state before the draws, for a tensor-stage replay
     color: Steps = ()  # the colour steps drawn (none when the geometry stopped)
     erase: Erases = ()  # the boxes erased in the result (idem)
-
-
-def _as_data(data: Any):
-    if isinstance(data, torch.Tensor):
-        if data.dtype != torch.uint8 or data.dim() != 1:
-            raise TypeError(
-                "a tensor given to a fused transform must hold encoded bytes (1-D uint8), got "
-                f"{data.dtype} shape {tuple(data.shape)}"
-            )
-        return data.contiguous().numpy()
-    return data
 
 
 class FusedTransform:
@@ -364,12 +359,14 @@ class FusedTransform:
 
     def __call__(self, data: Any):
         """The chain's result for encoded image bytes (any bytes-like, or a 1-D
-        uint8 tensor); a PIL image runs the chain unfused."""
-        if isinstance(data, PIL.Image.Image):
-            return self._run(self.steps, data)
-        data = _as_data(data)
-        draw = self._draw(data)
-        return self._complete(draw, self._render_into(data, draw))
+        uint8 tensor) or a decoded image (uint8 array or tensor, PIL image:
+        the chain's result on its PIL image; :func:`.render.as_source`)."""
+        data = as_source(data)
+        plan = decoded_plan(self, data)  # self, a gray plan, or None: unfused
+        if plan is None:
+            return self._run(self.steps, to_pil(data))
+        draw = plan._draw(data)
+        return plan._complete(draw, plan._render_into(data, draw))
 
     def decode_into(self, data: Any, out: Any) -> Geometry:
         """Decodes ``data`` into a batch slot: the chain's uint8 pixels before the tensor step.
@@ -410,7 +407,7 @@ class FusedTransform:
                 f"and tensor steps (output_shape is None); plan: {self.plan}"
             )
         target = as_numpy(out, np.uint8, self.output_shape)
-        data = _as_data(data)
+        data = as_source(data)
         draw = self._draw(data)
         value = self._render_into(data, draw, target)
         if draw.stop < len(self.geo_ops):
@@ -446,9 +443,10 @@ class FusedTransform:
         if self.output_shape is None or self.tail is None:
             raise TypeError("finish needs a chain whose output_shape is not None")
         arr = images.numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
-        if arr.dtype != np.uint8 or arr.ndim not in (3, 4) or arr.shape[-3] != 3:
+        if arr.dtype != np.uint8 or arr.ndim not in (3, 4) or arr.shape[-3] != self.output_shape[0]:
             raise ValueError(
-                f"finish takes uint8 (3, H, W) or (N, 3, H, W), got {arr.dtype} {arr.shape}"
+                f"finish takes uint8 (C, H, W) or (N, C, H, W) of C={self.output_shape[0]}, "
+                f"got {arr.dtype} {arr.shape}"
             )
         if self.tail.identity and out is None and isinstance(images, torch.Tensor):
             tensor = images.as_subclass(torch.Tensor)
@@ -471,7 +469,7 @@ class FusedTransform:
     def _draw(self, data) -> _Draw:
         """Reads the header and draws this image's geometry (consuming the RNG
         as torchvision would)."""
-        info = api.read_header(data)
+        info = read_header(data)
         rng = torch.get_rng_state() if self.tensor_stage else None
         geo, stop, replacement = draw_geometry(self.geo_ops, info.height, info.width)
         self.last_params = geo
@@ -552,7 +550,8 @@ class FusedTransform:
         """Copies an unfused result (PIL image or (C, H, W) tensor) into the
         uint8 slot ``target``."""
         if isinstance(result, PIL.Image.Image):
-            arr = np.asarray(result.convert("RGB")).transpose(2, 0, 1)
+            arr = np.asarray(result.convert("RGB" if len(target) == 3 else "L")).reshape(
+                result.height, result.width, -1).transpose(2, 0, 1)
         else:
             arr = result.as_subclass(torch.Tensor).numpy()
         if arr.shape != target.shape:  # pragma: no cover - static size says otherwise
@@ -560,8 +559,7 @@ class FusedTransform:
         np.copyto(target, arr)
 
     def _pil(self, data, geo: Geometry, fmt: str, color: Steps = ()) -> PIL.Image.Image:
-        pixels = apply_color(self.renderer.render(data, geo, "HWC", fmt=fmt), "HWC", color)
-        return PIL.Image.fromarray(pixels, "RGB")
+        return to_pil(apply_color(self.renderer.render(data, geo, "HWC", fmt=fmt), "HWC", color))
 
     @staticmethod
     def _run(steps, value):

@@ -5,24 +5,37 @@ bicubic run in the native decoder, box, hamming and lanczos in Pillow on the
 natively decoded crop; with ``exact=True`` Pillow also runs every two-pass
 bilinear / bicubic resample, so exact results are torchvision's bit for bit.
 Formats the C core does not decode (``fastdecode._formats``) are cropped
-first and then resampled, in torchvision's order. See
-docs/decisions/fused-transforms.md.
+first and then resampled, in torchvision's order.
+
+Decoded images are sources too (:func:`as_source`): a uint8 array, tensor
+or L / RGB PIL image is read as the HWC pixels ``PIL.Image.fromarray`` would
+hold (format :data:`ARRAY`, one or three channels), sliced instead of
+decoded and resampled by the same native resampler; a gray image keeps one
+channel, as torchvision keeps an L image (:func:`decoded_plan`). See
+docs/decisions/fused-transforms.md ("Decoded arrays as inputs").
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import Any, Optional
+import warnings
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import PIL.Image
+import torch
 
 from fastdecode import _formats, _native, api
 from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.geometry import Geometry, round_box
+from fastdecode.transforms.tensor import TensorTail
 
-__all__ = ["DCT_MARGIN", "REGION_MODES", "Renderer"]
+__all__ = ["ARRAY", "ArrayHeader", "DCT_MARGIN", "REGION_MODES", "Renderer", "as_source",
+           "decoded_plan", "read_header", "to_pil"]
+
+ARRAY = "array"  # the header format of a decoded image (array, tensor, PIL image)
 
 REGION_MODES = ("box", "whole", "round")
 DCT_MARGIN = 2.0  # see fuse's docstring: the measured bound
@@ -98,7 +111,8 @@ class Renderer:
         ('HWC' or 'CHW'), into ``out`` when given."""
         H, W = geo.canvas
         ct, cl, ch, cw = geo.content
-        shape = (3, H, W) if layout == "CHW" else (H, W, 3)
+        c = data.shape[2] if fmt == ARRAY else 3
+        shape = (c, H, W) if layout == "CHW" else (H, W, c)
         if ch == 0 or cw == 0:
             if out is None:
                 return np.zeros(shape, np.uint8)
@@ -120,6 +134,8 @@ class Renderer:
     def _decode(self, data, fmt: str, **kw):
         """decode_image(data, mode='RGB', **kw) under the renderer's limits,
         for data of format ``fmt`` (the header said so): no second sniff."""
+        if fmt == ARRAY:
+            return _slice_array(data, **kw)
         kw.update(self.limits)
         kw["mode"] = "RGB"
         return api.decode_format(data, fmt, kw)  # type: ignore[arg-type]
@@ -202,8 +218,8 @@ class Renderer:
         assert geo.size is not None
         crop = None if _full(geo.crop, geo.image_size) else geo.crop
         arr = self._decode(data, fmt, crop=crop, scale=1)
-        im = PIL.Image.fromarray(arr, "RGB").resize((geo.size[1], geo.size[0]), geo.filter)
-        return _slice(np.asarray(im), geo.region, geo.flip, "HWC", out, layout)
+        im = to_pil(arr).resize((geo.size[1], geo.size[0]), geo.filter)
+        return _slice(_hwc(np.asarray(im)), geo.region, geo.flip, "HWC", out, layout)
 
 
 def _slice(arr, region, flip, layout, out, to_layout=None):
@@ -224,6 +240,140 @@ def _slice(arr, region, flip, layout, out, to_layout=None):
         if to_layout == "CHW":
             part = part.transpose(2, 0, 1)
     if out is None:
-        return np.ascontiguousarray(part)
+        part = np.ascontiguousarray(part)
+        return part if part.flags.writeable else part.copy()  # (a PIL image's own pixels)
     np.copyto(out, part)
     return out
+
+
+# -- decoded images as sources -------------------------------------------------------
+
+
+class ArrayHeader(NamedTuple):
+    """The header of a decoded source (what :func:`read_header` gives for it)."""
+
+    format: str
+    width: int
+    height: int
+    channels: int
+
+
+_EXPECTED = ("encoded image bytes (bytes-like, or a 1-D uint8 array or tensor), a uint8 image "
+             "array (H, W) / (H, W, C), a uint8 tensor (C, H, W) / (H, W, C) / (H, W) or a PIL "
+             "image")
+
+
+def _hwc(arr: np.ndarray) -> np.ndarray:
+    return arr[:, :, None] if arr.ndim == 2 else arr
+
+
+def as_source(data: Any) -> Any:
+    """What a fused transform reads ``data`` as.
+
+    Encoded bytes stay as they are (a 1-D uint8 tensor as its numpy view);
+    a decoded image becomes the uint8 (H, W, C) array of its pixels, C = 1
+    or 3, as ``PIL.Image.fromarray`` would read it: numpy arrays are (H, W)
+    or (H, W, C), tensors (C, H, W) (torch's order; C = 1 or 3 first) or
+    (H, W, C) or (H, W); an L or RGB PIL image its pixels. A PIL image of
+    another mode, or a 4-channel array (RGBA), is returned as a PIL image
+    (the chain runs on it unfused). TypeError for another dtype or type,
+    ValueError for another shape, each naming what is expected.
+    """
+    if isinstance(data, PIL.Image.Image):
+        return _hwc(np.asarray(data)) if data.mode in ("L", "RGB") else data
+    if isinstance(data, torch.Tensor):
+        if data.dtype != torch.uint8:
+            raise TypeError(f"a fused transform takes {_EXPECTED}; got a {data.dtype} tensor")
+        if data.device.type != "cpu":
+            raise ValueError(f"a fused transform takes CPU tensors, got one on {data.device}")
+        tensor = data.as_subclass(torch.Tensor)
+        if tensor.dim() == 1:
+            return tensor.contiguous().numpy()
+        if tensor.dim() == 3 and tensor.shape[0] in (1, 3, 4):
+            tensor = tensor.permute(1, 2, 0)
+        return _image_array(tensor.numpy(), "tensor")
+    if isinstance(data, np.ndarray):
+        if data.dtype != np.uint8:
+            raise TypeError(f"a fused transform takes {_EXPECTED}; got a {data.dtype} array")
+        return data if data.ndim == 1 else _image_array(data, "array")
+    if isinstance(data, str):
+        raise TypeError(f"a fused transform takes {_EXPECTED}; got a str (a path? read the "
+                        "file's bytes first)")
+    return data  # bytes-like (the decoder says what else it takes)
+
+
+def _image_array(arr: np.ndarray, what: str) -> Any:
+    if arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] in (1, 3)):
+        return _hwc(arr)
+    if arr.ndim == 3 and arr.shape[2] == 4:
+        return PIL.Image.fromarray(np.ascontiguousarray(arr))  # RGBA: unfused
+    raise ValueError(f"a fused transform takes {_EXPECTED}; got a uint8 {what} of shape "
+                     f"{tuple(arr.shape)}")
+
+
+def read_header(data: Any) -> Any:
+    """The header of a source: :class:`ArrayHeader` for decoded pixels,
+    :func:`fastdecode.read_header`'s ImageInfo for encoded bytes."""
+    if isinstance(data, np.ndarray) and data.ndim == 3:
+        return ArrayHeader(ARRAY, data.shape[1], data.shape[0], data.shape[2])
+    return api.read_header(data)
+
+
+def to_pil(data: Any) -> PIL.Image.Image:
+    """The PIL image of (H, W, 1 or 3) uint8 pixels (a PIL image as it is)."""
+    if isinstance(data, PIL.Image.Image):
+        return data
+    return PIL.Image.fromarray(np.ascontiguousarray(data[:, :, 0] if data.shape[2] == 1 else data))
+
+
+def _slice_array(arr: np.ndarray, crop=None, size=None, interpolation="bilinear", flip=False,
+                 layout="HWC", out=None, scale=None, **_unused: Any):
+    """decode_image's options on decoded pixels: the crop sliced, resampled
+    by the native resampler when ``size`` is given, mirrored, in ``layout``."""
+    if scale not in (None, 1):  # pragma: no cover - the renderer never scales an array
+        raise ValueError("decoded pixels have no DCT scale")
+    part = arr if crop is None else arr[crop[0]:crop[0] + crop[2], crop[1]:crop[1] + crop[3]]
+    if size is not None:
+        return _native.resize(part, size, interpolation=interpolation, flip=flip, layout=layout,
+                              out=out)
+    result = _slice(part, (0, 0) + part.shape[:2], flip, "HWC", out, layout)
+    return result.copy() if out is None and np.may_share_memory(result, arr) else result
+
+
+def decoded_plan(plan: Any, data: Any) -> Any:
+    """The plan that runs on ``data`` (what :func:`as_source` gave): ``plan``
+    for encoded bytes and RGB pixels; for gray pixels a copy whose tensor
+    step has one channel and whose results have one (MNIST + ToTensor gives
+    (1, H, W), as torchvision does); None when the chain runs unfused on the
+    PIL image (a PIL mode or array the fused path does not read, a gray
+    image with colour, erasing or tensor-stage steps, or a tensor step that
+    fails on one channel, as it would in torchvision): warned once per plan."""
+    if isinstance(data, PIL.Image.Image):
+        return _unfused(plan, f"a {data.mode} image runs the chain unfused (the fused path "
+                              "reads L and RGB pixels)")
+    if not (isinstance(data, np.ndarray) and data.ndim == 3) or data.shape[2] == 3:
+        return plan
+    gray = plan.__dict__.get("_gray")
+    if gray is None:
+        gray = copy.copy(plan)
+        gray.__dict__.pop("_gray", None)
+        gray.output_shape = None if plan.output_shape is None else (1, *plan.output_shape[1:])
+        gray.fused_gray = not (plan.color_ops or plan.erasing or plan.tensor_stage)
+        if gray.fused_gray and plan.tail is not None:
+            try:
+                gray.tail = TensorTail(list(plan.tail.steps), channels=1)
+            except Exception:  # noqa: BLE001 - it fails in torchvision too: let it say so
+                gray.fused_gray = False
+        plan.__dict__["_gray"] = gray
+    if not gray.fused_gray:
+        return _unfused(plan, "a gray image with colour, erasing or tensor-stage steps, or a "
+                              "tensor step that fails on one channel, runs the chain unfused")
+    return gray
+
+
+def _unfused(plan: Any, reason: str) -> None:
+    warned = plan.__dict__.setdefault("_warned_inputs", set())
+    if reason not in warned:
+        warned.add(reason)
+        warnings.warn(f"fastdecode: {reason}", RuntimeWarning, stacklevel=4)
+    return None

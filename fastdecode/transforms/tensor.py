@@ -40,20 +40,21 @@ class TensorTail:
     per-pixel chain on a ramp; the caller then leaves them unfused.
     """
 
-    def __init__(self, steps: list):
+    def __init__(self, steps: list, channels: int = 3):
         from torchvision import tv_tensors  # here, not at import: see fastdecode.transforms.detached
 
         self.steps = steps
         ramp = np.repeat(np.arange(256, dtype=np.uint8)[None, :, None], 3, axis=2)
-        result: Any = PIL.Image.fromarray(ramp, "RGB")
+        result: Any = (PIL.Image.fromarray(ramp, "RGB") if channels == 3  # 1: an L image
+                       else PIL.Image.fromarray(np.ascontiguousarray(ramp[:, :, 0])))
         for step in steps:
             result = step(result)
         # a uint8 CHW numpy array (timm's ToNumpy): the pixels as they are
         self.numpy = (isinstance(result, np.ndarray) and result.dtype == np.uint8
-                      and result.shape == (3, 1, 256))
+                      and result.shape == (channels, 1, 256))
         if self.numpy:
             result = torch.from_numpy(np.ascontiguousarray(result))
-        if not isinstance(result, torch.Tensor) or tuple(result.shape) != (3, 1, 256):
+        if not isinstance(result, torch.Tensor) or tuple(result.shape) != (channels, 1, 256):
             raise TypeError(f"not a per-pixel chain: {steps}")
         if type(result) not in (torch.Tensor, tv_tensors.Image):
             raise TypeError(f"unexpected result type {type(result).__name__}")
@@ -63,7 +64,7 @@ class TensorTail:
         self.identity = self.dtype == torch.uint8 and bool(
             (table == torch.arange(256, dtype=torch.uint8)).all()
         )
-        self.table = table.numpy()  # (3, 256)
+        self.table = table.numpy()  # (channels, 256)
         if self.numpy and not self.identity:
             raise TypeError(f"not a per-pixel chain: {steps}")
 
