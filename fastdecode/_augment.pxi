@@ -59,8 +59,12 @@ cdef int _aug_step(fd_aug_step *s, object step, Py_ssize_t k, list keep) except 
         op = _aug_int(step[1], f"augment step {k}: the colour op")
         if not 0 <= op <= FD_COLOR_HUE:
             raise ValueError(f"augment step {k}: unknown colour op {step[1]!r}")
+        factor = _aug_real(step[2], f"augment step {k}: the colour factor")
+        if op == FD_COLOR_HUE and not (0 <= factor <= 255 and factor == int(factor)):
+            raise ValueError(f"augment step {k}: the hue shift must be an integer in 0..255, "
+                             f"got {step[2]!r}")
         s.color.op = <fd_color_op>op
-        s.color.factor = <float>_aug_real(step[2], f"augment step {k}: the colour factor")
+        s.color.factor = <float>factor
     elif kind == FD_AUG_AFFINE:
         try:
             matrix = tuple(step[1])
