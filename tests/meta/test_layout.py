@@ -30,11 +30,12 @@ LAYERS = {
     "batching": {"transforms", "augment"},
     "datasets": {"transforms", "augment", "storage", "batching"},
     "loader": {"transforms", "augment", "storage", "batching"},
+    "targets": {"transforms", "augment"},
     "conversion": {"storage"},
     "integrations": {"transforms", "augment", "storage", "batching", "datasets", "loader",
-                     "conversion"},
+                     "conversion", "targets"},
     "cli": {"transforms", "augment", "storage", "batching", "datasets", "loader", "conversion",
-            "integrations"},
+            "integrations", "targets"},
 }
 
 

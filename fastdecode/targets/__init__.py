@@ -1,0 +1,17 @@
+"""fastdecode.targets: detection and segmentation targets through the fused crop (torch, torchvision).
+
+:func:`fuse_joint` takes a torchvision v2 joint chain (the detection and
+segmentation references' presets: RandomHorizontalFlip, RandomZoomOut,
+RandomIoUCrop, RandomShortestSize, ScaleJitter, RandomResize, RandomCrop,
+RandomPhotometricDistort, SanitizeBoundingBoxes, ToImage, ToDtype, ...) and
+returns ``f(data, target)`` on *encoded* bytes and a v2 target (a dict of
+``BoundingBoxes``, ``Mask``, ``KeyPoints``, labels; or a tuple): the image is
+decoded once, only its kept crop, boxes and keypoints are moved by v2's own
+kernels and masks are made at the output size. See docs/decisions/detection.md.
+"""
+
+from __future__ import annotations
+
+from fastdecode.targets.joint import JointFusedTransform, fuse_joint
+
+__all__ = ["JointFusedTransform", "fuse_joint"]

@@ -1,0 +1,224 @@
+"""JointPlan: one image's geometric steps as two axis maps, for the pixels, the masks and the fill.
+
+A detection chain's leading geometric steps (at most one resize, first; then
+crops, pads and a mirror, as the reference presets make them) become, per
+axis, the stage-1 index each output position reads (-1: padding) and which
+step padded it. From that one plan come the image's
+:class:`~fastdecode.transforms.Geometry` (what the renderer decodes, once),
+the fill of the padded canvas, and every mask at the output size by index
+(a NEAREST resize, a crop, a pad and a flip are each a choice of source rows
+and columns). See docs/decisions/detection.md.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from fastdecode.transforms.filters import PIL_BILINEAR
+from fastdecode.transforms.geometry import Geometry, Stop
+
+__all__ = ["Axis", "JointPlan", "nearest_index"]
+
+
+def nearest_index(positions: np.ndarray, in_size: int, out_size: int) -> np.ndarray:
+    """torch's ``interpolate(mode='nearest')`` source index for each output position.
+
+    ATen's ``nearest_idx``: identity at equal sizes, ``i >> 1`` at twice the
+    size, else ``min(floorf(i * (float)in / out), in - 1)`` in float32.
+
+    Parameters
+    ----------
+    positions : numpy.ndarray
+        Output positions (int64, non-negative).
+    in_size, out_size : int
+        The axis length before and after the resize.
+
+    Returns
+    -------
+    numpy.ndarray
+        The source index of each position (int64).
+    """
+    if out_size == in_size:
+        return positions.copy()
+    if out_size == 2 * in_size:
+        return positions >> 1
+    scale = np.float32(in_size) / np.float32(out_size)
+    src = np.floor(positions.astype(np.float32) * scale).astype(np.int64)
+    return np.minimum(src, in_size - 1)
+
+
+class Axis:
+    """One axis of a plan: the stage-1 index of each output position and the step that padded it.
+
+    Parameters
+    ----------
+    length : int
+        The axis length of the image before any step.
+    """
+
+    def __init__(self, length: int):
+        self.size = length  # the stage-1 length (after the resize, if any)
+        self.idx = np.arange(length, dtype=np.int64)
+        self.pad = np.full(length, -1, dtype=np.int32)
+        self.flipped = False
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def crop(self, start: int, length: int, fill: int) -> None:
+        """Keeps ``length`` positions from ``start``; those outside become fill ``fill``."""
+        pos = np.arange(start, start + length, dtype=np.int64)
+        inside = (pos >= 0) & (pos < len(self.idx))
+        idx = np.full(length, -1, dtype=np.int64)
+        pad = np.full(length, fill, dtype=np.int32)
+        idx[inside] = self.idx[pos[inside]]
+        pad[inside] = self.pad[pos[inside]]
+        self.idx, self.pad = idx, pad
+
+    def extend(self, before: int, after: int, fill: int) -> None:
+        """Pads ``before`` and ``after`` positions of fill ``fill``."""
+        self.crop(-before, len(self.idx) + before + after, fill)
+
+    def flip(self) -> None:
+        """Mirrors the axis."""
+        self.idx, self.pad = self.idx[::-1].copy(), self.pad[::-1].copy()
+        self.flipped = not self.flipped
+
+    def kept(self) -> tuple[int, int, int]:
+        """(first stage-1 index kept, how many, output position of the first
+        kept one before mirroring); (0, 0, 0) when nothing is kept."""
+        where = np.flatnonzero(self.idx >= 0)
+        if where.size == 0:
+            return 0, 0, 0
+        lo, n = int(self.idx[where].min()), int(where.size)
+        pos = int(where[0])
+        if self.flipped:  # where it lands before the mirror
+            pos = len(self.idx) - int(where[-1]) - 1
+        return lo, n, pos
+
+
+class JointPlan:
+    """One image's geometric steps, planned: the axes, the resize and the fills.
+
+    Parameters
+    ----------
+    height, width : int
+        The size of the image the steps start from.
+    """
+
+    def __init__(self, height: int, width: int):
+        self.image_size = (height, width)
+        self.size: Optional[tuple[int, int]] = None
+        self.filter = PIL_BILINEAR
+        self.rows = Axis(height)
+        self.cols = Axis(width)
+        self.fills: list[tuple[tuple[int, ...], Optional[float]]] = []  # (image RGB, mask)
+
+    @property
+    def canvas(self) -> tuple[int, int]:
+        """(H, W) of the image so far."""
+        return len(self.rows), len(self.cols)
+
+    def _fill(self, image_fill: Sequence[int], mask_fill: Optional[float]) -> int:
+        entry = (tuple(int(v) for v in image_fill), mask_fill)
+        if entry not in self.fills:
+            self.fills.append(entry)
+        return self.fills.index(entry)
+
+    # -- the steps ------------------------------------------------------------------
+
+    def resize(self, height: int, width: int, pil_filter: int) -> None:
+        """Resamples the image to (height, width).
+
+        Raises
+        ------
+        Stop
+            The image was cropped, padded or resampled before (one resample,
+            first: the presets' order).
+        """
+        if (height, width) == self.canvas:
+            return
+        if self.size is not None or self.rows.flipped or self.cols.flipped:
+            raise Stop("a resample after another step")
+        if not (np.array_equal(self.rows.idx, np.arange(self.image_size[0]))
+                and np.array_equal(self.cols.idx, np.arange(self.image_size[1]))):
+            raise Stop("a resample after a crop or a pad")
+        if height <= 0 or width <= 0:
+            raise Stop("empty output size")
+        self.size, self.filter = (height, width), pil_filter
+        self.rows, self.cols = Axis(height), Axis(width)
+
+    def crop(self, top: int, left: int, height: int, width: int) -> None:
+        """Crops as ``F.crop`` does (zero where the box leaves the image)."""
+        zero = self._fill((0, 0, 0), 0)
+        self.rows.crop(top, height, zero)
+        self.cols.crop(left, width, zero)
+
+    def pad(self, padding: Sequence[int], image_fill: Sequence[int],
+            mask_fill: Optional[float]) -> None:
+        """Pads [left, top, right, bottom] with the fills of the image and the masks."""
+        left, top, right, bottom = padding
+        k = self._fill(image_fill, mask_fill)
+        self.rows.extend(top, bottom, k)
+        self.cols.extend(left, right, k)
+
+    def flip(self) -> None:
+        """Mirrors left to right."""
+        self.cols.flip()
+
+    # -- what the plan gives ---------------------------------------------------------
+
+    def geometry(self) -> Geometry:
+        """The :class:`~fastdecode.transforms.Geometry` the renderer decodes (zero padding)."""
+        r0, rn, rpos = self.rows.kept()
+        c0, cn, cpos = self.cols.kept()
+        region = (r0, c0, rn, cn)
+        crop = (0, 0) + self.image_size if self.size is not None else region
+        return Geometry(self.image_size, crop, self.size, region, self.canvas,
+                        (rpos, cpos, rn, cn), self.cols.flipped, self.filter)
+
+    def fill_image(self, canvas: np.ndarray) -> None:
+        """Writes the fills of the padded parts into a uint8 (3, H, W) canvas."""
+        if not any(any(f[0]) for f in self.fills):
+            return  # every fill is zero: the renderer's zero padding is it
+        owner = np.maximum.outer(self.rows.pad, self.cols.pad)
+        colors = np.array([f[0] if len(f[0]) == 3 else f[0] * 3 for f in self.fills], np.uint8)
+        pad = owner >= 0
+        canvas[:, pad] = colors[owner[pad]].T
+
+    def source_indices(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per axis, the index in the original image each output position
+        reads (a resize is NEAREST, as for masks); -1 where it is padding."""
+        out = []
+        for axis, n in ((self.rows, self.image_size[0]), (self.cols, self.image_size[1])):
+            idx = axis.idx.copy()
+            if self.size is not None:
+                ok = idx >= 0
+                idx[ok] = nearest_index(idx[ok], n, axis.size)
+            out.append(idx)
+        return out[0], out[1]
+
+    def mask_fill(self) -> np.ndarray:
+        """(H, W) index of the fill owning each output pixel, -1 for the kept ones."""
+        return np.maximum.outer(self.rows.pad, self.cols.pad)
+
+    def gather(self, mask: np.ndarray) -> np.ndarray:
+        """A (..., H0, W0) mask of the original image at the output, as v2 makes it.
+
+        Raises
+        ------
+        Stop
+            A padding step's mask fill is not a number v2 pads a mask with.
+        """
+        rows, cols = self.source_indices()
+        out = mask[..., np.maximum(rows, 0)[:, None], np.maximum(cols, 0)[None, :]]
+        owner = self.mask_fill()
+        if (owner >= 0).any():
+            fills = np.array([np.nan if f[1] is None else f[1] for f in self.fills], np.float64)
+            if np.isnan(fills[np.unique(owner[owner >= 0])]).any():
+                raise Stop("a mask fill that is not a number")
+            pad = owner >= 0
+            out[..., pad] = fills[owner[pad]].astype(out.dtype)
+        return out
