@@ -1,13 +1,20 @@
-"""Colour steps fused after the decode: ColorJitter, RandomGrayscale and RandomApply of them.
+"""The pixel stage fused after the geometry: colour steps and the augmentation policies.
 
-Their parameters are drawn with the RNG calls of torchvision's
+The colour steps: ColorJitter, RandomGrayscale, RandomApply of them; the
+policies: :mod:`fastdecode.augment`.
+
+The colour steps' parameters are drawn with the RNG calls of torchvision's
 ``ColorJitter.get_params`` (:func:`jitter_params`, tested against it), so a
 plan unpickled without torchvision (:mod:`.detached`) draws them too; the
-steps then run in one native call on the rendered uint8 pixels
-(``_native.adjust_colors``) with Pillow's float32 arithmetic: bit-identical
-to torchvision on the same pixels. RandomGrayscale is a saturation step of
-factor 0. Exact types only (a subclass may override ``forward``). See
-docs/decisions/fused-transforms.md ("Colour steps fuse, bit-exact").
+augmentation policies (RandAugment, TrivialAugmentWide, AutoAugment of
+torchvision v1 / v2 and timm) draw as their library draws
+(:func:`fastdecode.augment.pixel_op`). All the steps of an image then run,
+in chain order, in one native call on the rendered uint8 pixels
+(``_native.augment``) with Pillow's arithmetic: bit-identical to
+torchvision / timm on the same pixels. RandomGrayscale is a saturation step
+of factor 0. Exact types only (a subclass may override ``forward``). See
+docs/decisions/fused-transforms.md ("Colour steps fuse, bit-exact") and
+docs/decisions/augment.md.
 """
 
 from __future__ import annotations
@@ -18,16 +25,18 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from fastdecode import _native
+from fastdecode import _native, augment
+from fastdecode.augment import ops as aug_ops
+from fastdecode.augment.base import PixelOp
 
 __all__ = ["ColorOp", "Steps", "apply", "color_op", "draw", "jitter_params", "why_not"]
 
-Steps = tuple[tuple[int, float], ...]  # (op, factor) pairs for _native.adjust_colors
+Steps = augment.Steps  # _native.augment's step tuples
 
 # ColorJitter's fn_idx 0..3 -> the native op
 _OPS = (_native.COLOR_BRIGHTNESS, _native.COLOR_CONTRAST, _native.COLOR_SATURATION,
         _native.COLOR_HUE)
-_GRAY: Steps = ((_native.COLOR_SATURATION, 0.0),)
+_GRAY: Steps = (aug_ops.color_step(_native.COLOR_SATURATION, 0.0),)
 
 
 @functools.cache
@@ -52,23 +61,26 @@ def jitter_params(ranges: Sequence[Optional[Sequence[float]]]):
     return (order, *factors)
 
 
-class ColorOp:
+class ColorOp(PixelOp):
     """One colour step of a chain: :meth:`draw` consumes torch's RNG exactly
     as the transform's ``forward`` would on a PIL image and returns the native
-    steps it would apply (empty: the image passes unchanged)."""
+    steps it would apply (empty: the image passes unchanged); the size plays
+    no part."""
 
-    def __init__(self, transform: Any):
-        self.transform = transform
-
-    def draw(self) -> Steps:  # pragma: no cover - every subclass defines it
+    def draw(self, size: tuple[int, int] = (0, 0)) -> Steps:  # pragma: no cover - subclasses
         """Draws this image's parameters from torch's RNG as the transform's
         ``forward`` would, and returns the native steps they give.
+
+        Parameters
+        ----------
+        size : (int, int), optional
+            (height, width) of the image (unused by colour steps).
 
         Returns
         -------
         Steps
-            The (op, factor) steps to apply; empty when the image passes
-            unchanged.
+            The ``(AUG_COLOR, op, factor)`` steps to apply; empty when the
+            image passes unchanged.
         """
         raise NotImplementedError
 
@@ -79,10 +91,11 @@ class _Jitter(ColorOp):
         self.ranges = (transform.brightness, transform.contrast, transform.saturation,
                        transform.hue)
 
-    def draw(self) -> Steps:
+    def draw(self, size: tuple[int, int] = (0, 0)) -> Steps:
         order, b, c, s, h = jitter_params(self.ranges)
         factors: tuple[Optional[float], ...] = (b, c, s, None if h is None else _hue_shift(h))
-        return tuple((_OPS[i], f) for i in order.tolist() if (f := factors[i]) is not None)
+        return tuple(aug_ops.color_step(_OPS[i], f) for i in order.tolist()
+                     if (f := factors[i]) is not None)
 
 
 def _hue_shift(hue_factor: float) -> int:
@@ -96,7 +109,7 @@ class _Grayscale(ColorOp):
         super().__init__(transform)
         self.v2 = v2
 
-    def draw(self) -> Steps:
+    def draw(self, size: tuple[int, int] = (0, 0)) -> Steps:
         p = self.transform.p
         if self.v2:  # _RandomApplyTransform.forward
             return () if bool(torch.rand(1) >= p) else _GRAY
@@ -109,23 +122,24 @@ class _RandomApply(ColorOp):
         self.v2 = v2
         self.inner = inner
 
-    def draw(self) -> Steps:
+    def draw(self, size: tuple[int, int] = (0, 0)) -> Steps:
         p = self.transform.p
         skip = bool(torch.rand(1) >= p) if self.v2 else bool(p < torch.rand(1))
         if skip:
             return ()
-        return draw(self.inner)
+        return draw(self.inner, size)
 
 
-def draw(ops: Sequence[ColorOp]) -> Steps:
-    """The native steps of ``ops`` in chain order, each op drawing from
-    torch's RNG as its transform would."""
-    return tuple(step for op in ops for step in op.draw())
+def draw(ops: Sequence[PixelOp], size: tuple[int, int] = (0, 0)) -> Steps:
+    """The native steps of ``ops`` in chain order, each op drawing as its
+    transform would on an image of ``size`` (height, width)."""
+    return augment.draw(ops, size)
 
 
-def color_op(t: Any) -> Optional[ColorOp]:
-    """The colour op for ``t``, or None when it is not one fuse runs exactly
-    (any other step, a subclass)."""
+def color_op(t: Any) -> Optional[PixelOp]:
+    """The pixel-stage op for ``t`` (a colour step, or an augmentation op of
+    :func:`fastdecode.augment.pixel_op`), or None when it is not one fuse
+    runs exactly (any other step, a subclass)."""
     cls = type(t)
     jitters, grayscales, applies = _classes()
     try:
@@ -137,29 +151,27 @@ def color_op(t: Any) -> Optional[ColorOp]:
         if cls in applies:
             float(t.p)
             inner = [color_op(s) for s in t.transforms]
-            if inner and all(op is not None for op in inner):
-                return _RandomApply(t, applies[cls], [op for op in inner if op is not None])
+            colours = [op for op in inner if isinstance(op, ColorOp)]  # colour steps alone
+            if inner and len(colours) == len(inner):
+                return _RandomApply(t, applies[cls], colours)
+            return None
     except (TypeError, ValueError, AttributeError):
         return None
-    return None
+    return augment.pixel_op(t)
 
 
 def why_not(t: Any) -> Optional[str]:
-    """Why a colour transform did not fuse (for the fusion report), or None
-    when ``t`` is not a colour transform fuse knows."""
+    """Why a colour transform or an augmentation policy did not fuse (for the
+    fusion report), or None when ``t`` is not one fuse knows."""
     cls = type(t)
     jitters, grayscales, applies = _classes()
     inner = getattr(t, "transforms", None) if cls in applies else None
     if inner is not None and any(type(s) in jitters or type(s) in grayscales for s in inner):
         return "a RandomApply of steps other than ColorJitter / RandomGrayscale: it runs unfused"
-    return None
+    return augment.why_not(t)
 
 
 def apply(pixels: np.ndarray, layout: str, steps: Steps) -> np.ndarray:
     """``pixels`` (uint8 (3, H, W) for 'CHW', (H, W, 3) for 'HWC') after
     ``steps``: in place when writable and C-contiguous, else a copy."""
-    if not steps:
-        return pixels
-    if not (pixels.flags.writeable and pixels.flags.c_contiguous):
-        pixels = np.array(pixels, order="C")
-    return _native.adjust_colors(pixels, steps, layout)
+    return augment.apply(pixels, layout, steps)

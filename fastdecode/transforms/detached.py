@@ -175,7 +175,7 @@ class DetachedPlan:
             torch.set_rng_state(state)
             self.full().decode_into(data, out)
             return
-        color = draw_color(self.color_ops)
+        color = draw_color(self.color_ops, geo.canvas)
         self.renderer.render(data, geo, "CHW", out=out, fmt=info.format)
         apply_color(out, "CHW", color)
 

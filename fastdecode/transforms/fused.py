@@ -25,7 +25,8 @@ import torch
 from torchvision import tv_tensors
 
 from fastdecode._options import DEFAULTS as _D
-from fastdecode.transforms.color import ColorOp, Steps, color_op
+from fastdecode.augment import PixelOp
+from fastdecode.transforms.color import Steps, color_op
 from fastdecode.transforms.color import apply as apply_color
 from fastdecode.transforms.color import draw as draw_color
 from fastdecode.transforms.fingerprint import fingerprint
@@ -75,8 +76,9 @@ class ChainSplit:
     op_index: the index in ``steps`` of each op.
     tail:     the tensor table, or None (no converter fused).
     end:      index of the first trailing step (``steps[end:]`` run unfused).
-    color_ops: the colour ops after the PIL-stage geometry (``color_index``:
-              their indices in ``steps``).
+    color_ops: the pixel-stage ops after the PIL-stage geometry: colour
+              steps and augmentation policies (``color_index``: their
+              indices in ``steps``).
     erasing:  the RandomErasing ops after the tensor table.
     """
 
@@ -84,7 +86,7 @@ class ChainSplit:
     op_index: tuple[int, ...]
     tail: Optional[TensorTail]
     end: int
-    color_ops: tuple[ColorOp, ...] = ()
+    color_ops: tuple[PixelOp, ...] = ()
     color_index: tuple[int, ...] = ()
     erasing: tuple[EraseOp, ...] = ()
 
@@ -103,9 +105,11 @@ def split_chain(steps: list, exact: bool = False) -> ChainSplit:
        :mod:`.geometry` and rendered by one native decode (:mod:`.render`);
        v2 geometric steps right after ToImage / PILToTensor join at the
        tensor stage (not after colour steps: the draws would change order);
-    2. ``color``: the ColorJitter / RandomGrayscale steps right after that
-       run, drawn with the geometry and applied to the rendered pixels in one
-       native call (:mod:`.color`);
+    2. ``color``: the ColorJitter / RandomGrayscale steps and the
+       augmentation policies (RandAugment, TrivialAugmentWide, AutoAugment;
+       :mod:`fastdecode.augment`) right after that run, drawn with the
+       geometry and applied to the rendered pixels in one native call
+       (:mod:`.color`);
     3. ``tensor``: the converter and the per-pixel steps after it, one table,
        and the RandomErasing steps after it, drawn with the geometry and
        erased in place in the result (:mod:`.tensor`);
@@ -120,7 +124,7 @@ def split_chain(steps: list, exact: bool = False) -> ChainSplit:
         ops.append(op)
         index.append(i)
         i += 1
-    colors: list[ColorOp] = []
+    colors: list[PixelOp] = []
     while i < len(steps) and (cop := color_op(steps[i])) is not None:
         colors.append(cop)
         i += 1
@@ -478,7 +482,7 @@ class FusedTransform:
         color: Steps = ()
         erases: Erases = ()
         if stop == len(self.geo_ops):  # a stop: they run unfused
-            color = draw_color(self.color_ops) if self.color_ops else ()
+            color = draw_color(self.color_ops, geo.canvas) if self.color_ops else ()
             erases = self._draw_erases(geo.canvas)
         return _Draw(geo, stop, replacement, info.format, rng, color, erases)
 
