@@ -13,6 +13,11 @@ installed they subclass its classes and ``torchvision.datasets`` imports PIL
 and tqdm. The package's modules and the direction of their imports are in
 docs/architecture.md; one batch's path through them is ``datasets/_batch.py``'s
 docstring. Decision record: docs/decisions/datasets.md.
+
+torchvision's built-in datasets with a one-line swap (``fastdecode.datasets.
+CIFAR10`` for ``torchvision.datasets.CIFAR10``...): subclasses of
+torchvision's classes whose items and batches take the fused path
+(``datasets/_arrays.py``, ``datasets/_tv_files.py``; they need torchvision).
 """
 
 from typing import TYPE_CHECKING
@@ -29,10 +34,54 @@ from fastdecode.storage._folder import (
 from fastdecode.storage._readahead import ReadAheadOptions
 
 if TYPE_CHECKING:
+    from fastdecode.datasets._arrays import (
+        CIFAR10,
+        CIFAR100,
+        EMNIST,
+        KMNIST,
+        MNIST,
+        QMNIST,
+        STL10,
+        SVHN,
+        FashionMNIST,
+    )
     from fastdecode.datasets._folder import FastDatasetFolder, FastImageFolder
     from fastdecode.datasets._image_list import FastImageList
+    from fastdecode.datasets._tv_files import (
+        DTD,
+        GTSRB,
+        SUN397,
+        Country211,
+        FGVCAircraft,
+        Flowers102,
+        Food101,
+        LFWPeople,
+        OxfordIIITPet,
+        Places365,
+        StanfordCars,
+    )
 
 __all__ = [
+    "CIFAR10",
+    "CIFAR100",
+    "Country211",
+    "DTD",
+    "EMNIST",
+    "FGVCAircraft",
+    "FashionMNIST",
+    "Flowers102",
+    "Food101",
+    "GTSRB",
+    "KMNIST",
+    "LFWPeople",
+    "MNIST",
+    "OxfordIIITPet",
+    "Places365",
+    "QMNIST",
+    "STL10",
+    "SUN397",
+    "SVHN",
+    "StanfordCars",
     "IMG_EXTENSIONS",
     "ReadAheadOptions",
     "FastDatasetFolder",
@@ -49,4 +98,24 @@ __getattr__, __dir__ = lazy_attributes(globals(), {
     "FastDatasetFolder": "fastdecode.datasets._folder",
     "FastImageFolder": "fastdecode.datasets._folder",
     "FastImageList": "fastdecode.datasets._image_list",
+    "CIFAR10": "fastdecode.datasets._arrays",
+    "CIFAR100": "fastdecode.datasets._arrays",
+    "EMNIST": "fastdecode.datasets._arrays",
+    "FashionMNIST": "fastdecode.datasets._arrays",
+    "KMNIST": "fastdecode.datasets._arrays",
+    "MNIST": "fastdecode.datasets._arrays",
+    "QMNIST": "fastdecode.datasets._arrays",
+    "STL10": "fastdecode.datasets._arrays",
+    "SVHN": "fastdecode.datasets._arrays",
+    "Country211": "fastdecode.datasets._tv_files",
+    "DTD": "fastdecode.datasets._tv_files",
+    "FGVCAircraft": "fastdecode.datasets._tv_files",
+    "Flowers102": "fastdecode.datasets._tv_files",
+    "Food101": "fastdecode.datasets._tv_files",
+    "GTSRB": "fastdecode.datasets._tv_files",
+    "LFWPeople": "fastdecode.datasets._tv_files",
+    "OxfordIIITPet": "fastdecode.datasets._tv_files",
+    "Places365": "fastdecode.datasets._tv_files",
+    "StanfordCars": "fastdecode.datasets._tv_files",
+    "SUN397": "fastdecode.datasets._tv_files",
 })

@@ -125,10 +125,16 @@ def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
     Returns
     -------
     FusedTransform
-        ``f``: called on bytes, bytearray, memoryview, mmap, a uint8 numpy
-        array or a 1-D uint8 tensor (e.g. ``torchvision.io.read_file``);
-        JPEG and BMP are decoded natively, other formats through Pillow; a
-        PIL image runs the chain unfused. Random parameters come from
+        ``f``: called on encoded bytes (bytes, bytearray, memoryview, mmap,
+        a 1-D uint8 numpy array or tensor, e.g. ``torchvision.io.read_file``):
+        JPEG and BMP are decoded natively, other formats through Pillow; or
+        on a decoded image: a uint8 (H, W[, C]) array, a uint8 (C, H, W) or
+        (H, W, C) tensor, an L or RGB PIL image, whose pixels run the fused
+        steps natively with the result of the chain on their PIL image (a
+        gray image gives one channel, as torchvision); RGBA, palette and
+        other PIL modes run the chain unfused (a RuntimeWarning once). A
+        wrong dtype is a TypeError, a wrong shape a ValueError, each naming
+        what is expected. Random parameters come from
         torch's global RNG, drawn as torchvision draws them, in the same
         order. It also has ``f.plan``, ``f.explain()``,
         ``f.fusion_report()``, ``f.is_current()`` / ``f.refreshed()``,

@@ -1,0 +1,247 @@
+"""torchvision's array datasets (CIFAR, MNIST and its kin, SVHN, STL10) with the fused path:
+the same classes (subclasses), their items fused, their batches decoded in place.
+
+One mechanism, :class:`ArrayDataset`: a subclass of torchvision's class whose
+``_pixels(i)`` gives the (H, W[, C]) uint8 pixels and ``_target(i)`` the
+target exactly as torchvision's ``__getitem__`` computes them (a new array
+dataset costs those two lines). The constructor, attributes, splits,
+targets, ``download=`` and ``isinstance`` are torchvision's; ``exact=`` is
+fuse's. Each item runs :func:`~fastdecode.transforms.fuse` of ``transform``
+on the pixels (the chain's result on torchvision's PIL image, one channel
+for gray datasets as torchvision gives); a batch (DataLoader's
+``__getitems__``, FastLoader's rings through ``decode_batch_into``) is
+rendered into one uint8 batch and finished in one pass, as the file
+datasets' batch path does (``datasets/_batch.py``). Decision record:
+docs/decisions/datasets.md ("torchvision's built-in datasets").
+"""
+
+# No `from __future__ import annotations`: inspect.signature shows the
+# constructors' annotations as objects.
+from typing import Any
+
+import numpy as np
+import torch
+from torchvision import datasets as tv
+
+from fastdecode._system import settle_in_worker
+from fastdecode.api import check_limits
+from fastdecode.batching._buffers import BatchBuffers
+from fastdecode.datasets._chain import FusedChain, LiveFused
+
+__all__ = ["CIFAR10", "CIFAR100", "EMNIST", "KMNIST", "MNIST", "QMNIST", "STL10", "SVHN",
+           "ArrayDataset", "FashionMNIST"]
+
+
+class ArrayDataset(FusedChain):
+    """A torchvision array dataset on the fused path (the module doc).
+
+    Subclasses put this class first and torchvision's class second, and
+    define :meth:`_pixels` and :meth:`_target`; ``channels`` is 1 for the
+    datasets torchvision gives as L images.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        torchvision's constructor's arguments (root, train or split,
+        transform, target_transform, download...).
+    exact : bool, default False
+        Bit-identical to torchvision (see :func:`~fastdecode.transforms.fuse`).
+
+    Raises
+    ------
+    RuntimeError, ValueError
+        What torchvision's constructor raises (a missing or corrupt dataset
+        without ``download=True``, a bad split).
+    """
+
+    channels = 3
+
+    def __init__(self, *args: Any, exact: bool = False, **kwargs: Any) -> None:
+        self._live = LiveFused(bool(exact), check_limits(None, None))
+        super().__init__(*args, **kwargs)  # torchvision's constructor, next in the MRO
+
+    # -- what a dataset defines ------------------------------------------------------
+
+    def _pixels(self, index: int) -> np.ndarray:  # pragma: no cover - every subclass has it
+        """The uint8 (H, W) or (H, W, C) pixels torchvision makes its PIL image of."""
+        raise NotImplementedError
+
+    def _target(self, index: int) -> Any:  # pragma: no cover - every subclass has it
+        """The target torchvision's ``__getitem__`` returns, before target_transform."""
+        raise NotImplementedError
+
+    # -- items -----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        settle_in_worker()
+        index = range(len(self))[index]
+        pixels, target = self._pixels(index), self._target(index)
+        fused = self._live.get(self.transform)
+        if fused is None:  # no transform: torchvision's PIL image
+            from fastdecode.transforms.render import to_pil
+
+            sample: Any = to_pil(pixels[:, :, None] if pixels.ndim == 2 else pixels)
+        else:
+            sample = fused(pixels)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return sample, target
+
+    # -- batches ---------------------------------------------------------------------
+
+    def _batch_fused(self) -> Any:
+        """The plan batches are rendered with (this dataset's channel count),
+        or None: each item on its own."""
+        fused = self._live.get(self.transform)
+        if fused is None or fused.output_shape is None:
+            return None
+        if self.channels != 3:
+            from fastdecode.transforms.render import decoded_plan
+
+            fused = decoded_plan(fused, np.empty((1, 1, self.channels), np.uint8))
+        return fused if fused is not None and fused.output_shape is not None else None
+
+    def __getitems__(self, indices: list[int]) -> list[tuple[Any, Any]]:
+        """DataLoader's batched fetch: the pixels rendered into one uint8
+        batch, the chain's tensor step run over it, the samples views of it
+        (``datasets/_batch.py``); each item on its own when the chain has no
+        fixed output shape."""
+        settle_in_worker()
+        fused = self._batch_fused()
+        if fused is None:
+            return [self[i] for i in indices]
+        shape = (len(indices), *fused.output_shape)
+        buffers = self._batch_buffers()
+        if fused.tensor_table is None:
+            pixels = buffers.get("batch", shape, torch.uint8)
+            targets = self.decode_batch_into(indices, pixels)
+            batch = fused.finish(pixels)
+        else:
+            pixels = buffers.get("pixels", shape, torch.uint8, leaves=False)
+            targets = self.decode_batch_into(indices, pixels)
+            batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
+        return list(zip(buffers.rows(batch), targets))
+
+    def decode_batch_into(self, indices: list[int], pixels: Any) -> list[Any]:
+        """Renders samples ``indices`` into the uint8 (N, C, H, W) ``pixels``
+        (tensor or array), slot by slot, and returns their targets.
+
+        Parameters
+        ----------
+        indices : list of int
+            The samples, one per slot (negative indices count from the end).
+        pixels : torch.Tensor or numpy.ndarray
+            uint8, of shape ``(len(indices), *fixed_sample_shape())``.
+
+        Returns
+        -------
+        list
+            The targets, one per slot, ``target_transform`` applied.
+
+        Raises
+        ------
+        TypeError
+            The chain has no fixed output size (:meth:`fixed_sample_shape`
+            is None).
+        """
+        fused = self._batch_fused()
+        if fused is None:
+            raise TypeError("decode_batch_into needs a transform chain with a fixed output "
+                            "size (see fixed_sample_shape)")
+        slots = pixels.numpy() if isinstance(pixels, torch.Tensor) else pixels
+        targets = []
+        n = len(self)
+        for slot, index in enumerate(indices):
+            index = range(n)[index]
+            fused.decode_into(self._pixels(index), slots[slot])
+            target = self._target(index)
+            targets.append(self.target_transform(target) if self.target_transform else target)
+        return targets
+
+    def _batch_buffers(self) -> BatchBuffers:
+        buffers = self.__dict__.get("_buffers")
+        if buffers is None:
+            buffers = self.__dict__.setdefault("_buffers", BatchBuffers())
+        return buffers
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_buffers", None)  # per-thread buffers stay with their threads
+        return state
+
+
+def _hwc(chw: np.ndarray) -> np.ndarray:
+    return np.transpose(chw, (1, 2, 0))
+
+
+class CIFAR10(ArrayDataset, tv.CIFAR10):
+    """torchvision's ``CIFAR10`` on the fused path (``exact=``: as for
+    :func:`~fastdecode.transforms.fuse`); everything else is torchvision's."""
+
+    def _pixels(self, index: int) -> np.ndarray:
+        return self.data[index]
+
+    def _target(self, index: int) -> Any:
+        return self.targets[index]
+
+
+class CIFAR100(CIFAR10, tv.CIFAR100):
+    """torchvision's ``CIFAR100`` on the fused path (as :class:`CIFAR10`)."""
+
+
+class MNIST(ArrayDataset, tv.MNIST):
+    """torchvision's ``MNIST`` on the fused path: one channel, as
+    torchvision's L images (as :class:`CIFAR10`)."""
+
+    channels = 1
+
+    def _pixels(self, index: int) -> np.ndarray:
+        return self.data[index].numpy()
+
+    def _target(self, index: int) -> Any:
+        return int(self.targets[index])
+
+
+class FashionMNIST(MNIST, tv.FashionMNIST):
+    """torchvision's ``FashionMNIST`` on the fused path (as :class:`MNIST`)."""
+
+
+class KMNIST(MNIST, tv.KMNIST):
+    """torchvision's ``KMNIST`` on the fused path (as :class:`MNIST`)."""
+
+
+class EMNIST(MNIST, tv.EMNIST):
+    """torchvision's ``EMNIST`` on the fused path (as :class:`MNIST`)."""
+
+
+class QMNIST(MNIST, tv.QMNIST):
+    """torchvision's ``QMNIST`` on the fused path (as :class:`MNIST`; the
+    target is the class, or the whole row with ``compat=False``)."""
+
+    def _target(self, index: int) -> Any:
+        target = self.targets[index]
+        return int(target[0]) if self.compat else target
+
+
+class SVHN(ArrayDataset, tv.SVHN):
+    """torchvision's ``SVHN`` on the fused path (as :class:`CIFAR10`)."""
+
+    def _pixels(self, index: int) -> np.ndarray:
+        return _hwc(self.data[index])
+
+    def _target(self, index: int) -> Any:
+        return int(self.labels[index])
+
+
+class STL10(ArrayDataset, tv.STL10):
+    """torchvision's ``STL10`` on the fused path (as :class:`CIFAR10`; the
+    unlabeled split's target is None, as torchvision's)."""
+
+    def _pixels(self, index: int) -> np.ndarray:
+        return _hwc(self.data[index])
+
+    def _target(self, index: int) -> Any:
+        return int(self.labels[index]) if self.labels is not None else None

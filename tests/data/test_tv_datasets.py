@@ -1,0 +1,286 @@
+"""fastdecode.datasets' array datasets (CIFAR, MNIST and its kin, SVHN, STL10) against torchvision's
+classes on generated data in each dataset's on-disk format (as torchvision's own dataset tests
+fake them: the files written, the md5 checks patched): dataset x split x transform.
+
+Same length, targets, classes, class_to_idx and exceptions; the same items for the same seed,
+exact=True bit-identical, one channel for gray datasets; batches (``__getitems__``, DataLoader)
+equal to the items stacked; ``isinstance`` of torchvision's class."""
+
+import os
+import pickle
+import re
+import struct
+from unittest import mock
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+tv = pytest.importorskip("torchvision")
+
+from PIL import Image  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+from torchvision import datasets as tvd  # noqa: E402
+from torchvision import transforms as T  # noqa: E402
+
+from fastdecode import datasets as fdd  # noqa: E402
+
+N = 6  # images per split file
+
+
+def _images(shape, seed):
+    """Smooth random uint8 images (a photo-like low-frequency field plus noise)."""
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 256, (shape[0],) + (4, 4) + shape[3:], dtype=np.uint8)
+    big = np.repeat(np.repeat(base, -(-shape[1] // 4), 1), -(-shape[2] // 4), 2)[:, :shape[1], :shape[2]]
+    noise = rng.integers(-20, 21, big.shape)
+    return np.clip(big.astype(np.int16) + noise, 0, 255).astype(np.uint8)
+
+
+# -- the on-disk formats -------------------------------------------------------------
+
+
+def _cifar(root, name):
+    folder, files, meta, key, label = {
+        "CIFAR10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"],
+                    "batches.meta", "label_names", "labels"),
+        "CIFAR100": ("cifar-100-python", ["train", "test"], "meta", "fine_label_names",
+                     "fine_labels"),
+    }[name]
+    os.makedirs(os.path.join(root, folder))
+    classes = 10 if name == "CIFAR10" else 100
+    for k, fname in enumerate(files):
+        data = _images((N, 32, 32, 3), k).transpose(0, 3, 1, 2).reshape(N, -1)
+        labels = [int(v) for v in np.random.default_rng(k).integers(0, classes, N)]
+        with open(os.path.join(root, folder, fname), "wb") as f:
+            pickle.dump({"data": data, label: labels}, f)
+    with open(os.path.join(root, folder, meta), "wb") as f:
+        pickle.dump({key: [f"class{i}" for i in range(classes)]}, f)
+
+
+def _idx(path, arr):
+    code = {np.dtype(np.uint8): 0x08, np.dtype(np.int32): 0x0C}[arr.dtype]
+    with open(path, "wb") as f:
+        f.write(struct.pack(">BBBB", 0, 0, code, arr.ndim))
+        f.write(struct.pack(f">{arr.ndim}I", *arr.shape))
+        f.write(arr.astype(arr.dtype.newbyteorder(">")).tobytes())
+
+
+def _mnist(root, name, **kw):
+    raw = os.path.join(root, name, "raw")
+    os.makedirs(raw)
+    if name == "EMNIST":
+        prefixes = [f"emnist-{kw['split']}-{part}" for part in ("train", "test")]
+        pairs = [(f"{p}-images-idx3-ubyte", f"{p}-labels-idx1-ubyte") for p in prefixes]
+    elif name == "QMNIST":
+        pairs = [(f"qmnist-{p}-images-idx3-ubyte", f"qmnist-{p}-labels-idx2-int")
+                 for p in ("train", "test")]
+    else:
+        pairs = [(f"{p}-images-idx3-ubyte", f"{p}-labels-idx1-ubyte") for p in ("train", "t10k")]
+    for k, (images, labels) in enumerate(pairs):
+        _idx(os.path.join(raw, images), _images((N, 28, 28), 10 + k))
+        rng = np.random.default_rng(20 + k)
+        if name == "QMNIST":
+            _idx(os.path.join(raw, labels), rng.integers(0, 10, (N, 8)).astype(np.int32))
+        else:
+            _idx(os.path.join(raw, labels), rng.integers(0, 10, N).astype(np.uint8))
+
+
+def _stl10(root, name):
+    folder = os.path.join(root, "stl10_binary")
+    os.makedirs(folder)
+    for k, part in enumerate(("train", "test", "unlabeled")):
+        # stored column-major per channel (torchvision transposes H and W back)
+        _images((N, 96, 96, 3), 30 + k).transpose(0, 3, 2, 1).tofile(
+            os.path.join(folder, f"{part}_X.bin"))
+        if part != "unlabeled":
+            (np.random.default_rng(k).integers(0, 10, N) + 1).astype(np.uint8).tofile(
+                os.path.join(folder, f"{part}_y.bin"))
+    with open(os.path.join(folder, "class_names.txt"), "w") as f:
+        f.write("\n".join(f"class{i}" for i in range(10)) + "\n")
+    with open(os.path.join(folder, "fold_indices.txt"), "w") as f:
+        f.write("\n".join(" ".join(str(i) for i in range(k % N + 1)) for k in range(10)) + "\n")
+
+
+def _svhn(root, name):
+    io = pytest.importorskip("scipy.io")
+    for k, split in enumerate(("train", "test", "extra")):
+        x = _images((N, 32, 32, 3), 40 + k).transpose(1, 2, 3, 0)
+        y = np.random.default_rng(k).integers(1, 11, (N, 1)).astype(np.uint8)
+        io.savemat(os.path.join(root, f"{split}_32x32.mat"), {"X": x, "y": y})
+
+
+# dataset -> (writer, [(split id, constructor kwargs)], module whose check_integrity is patched)
+DATASETS = {
+    "CIFAR10": (_cifar, [("train", {"train": True}), ("test", {"train": False})], "cifar"),
+    "CIFAR100": (_cifar, [("train", {"train": True}), ("test", {"train": False})], "cifar"),
+    "MNIST": (_mnist, [("train", {"train": True}), ("test", {"train": False})], "mnist"),
+    "FashionMNIST": (_mnist, [("train", {"train": True}), ("test", {"train": False})], "mnist"),
+    "KMNIST": (_mnist, [("train", {"train": True}), ("test", {"train": False})], "mnist"),
+    "EMNIST": (_mnist, [("letters-train", {"split": "letters", "train": True}),
+                        ("letters-test", {"split": "letters", "train": False})], "mnist"),
+    "QMNIST": (_mnist, [("train", {"what": "train"}), ("test", {"what": "test"}),
+                        ("train-nocompat", {"what": "train", "compat": False})], "mnist"),
+    "STL10": (_stl10, [("train", {"split": "train"}), ("test", {"split": "test"}),
+                       ("unlabeled", {"split": "unlabeled"}), ("fold3", {"split": "train", "folds": 3})],
+              "stl10"),
+    "SVHN": (_svhn, [("train", {"split": "train"}), ("extra", {"split": "extra"})], "svhn"),
+}
+GRAY = {"MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST"}
+
+CHAINS = {
+    "none": lambda: None,
+    "seed-example": lambda: T.Compose([T.Resize((224, 224)), T.ToTensor(),
+                                       T.Normalize((0.5,), (0.5,))]),
+    "cifar-crop": lambda: T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(),
+                                     T.ToTensor(), T.Normalize((0.5,), (0.5,))]),
+    "rrc-uint8": lambda: T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(),
+                                    T.PILToTensor()]),
+    "resize-center": lambda: T.Compose([T.Resize(40), T.CenterCrop(36), T.ToTensor()]),
+}
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    made = {}
+
+    def root(name, split_kw):
+        key = (name, split_kw.get("split"))
+        if key not in made:
+            path = str(tmp_path_factory.mktemp(name.lower()))
+            writer = DATASETS[name][0]
+            writer(path, name, **({"split": split_kw["split"]} if name == "EMNIST" else {}))
+            made[key] = path
+        return made[key]
+
+    return root
+
+
+def _patched(module):
+    """check_integrity as a file-existence check (the md5 sums are the real files')."""
+    return mock.patch(f"torchvision.datasets.{module}.check_integrity",
+                      lambda fpath, md5=None: os.path.isfile(fpath))
+
+
+def _pair(roots, name, split_kw, transform, **fast_kw):
+    root = roots(name, split_kw)
+    with _patched(DATASETS[name][2]):
+        ours = getattr(fdd, name)(root, transform=transform, **split_kw, **fast_kw)
+        theirs = getattr(tvd, name)(root, transform=transform, **split_kw)
+    return ours, theirs
+
+
+def _cases():
+    return [pytest.param(name, kw, chain, id=f"{name}-{split}-{chain}")
+            for name, (_, splits, _) in DATASETS.items() for split, kw in splits for chain in CHAINS]
+
+
+def _same(a, b, exact):
+    if isinstance(b, Image.Image):
+        return isinstance(a, Image.Image) and a.mode == b.mode and np.array_equal(np.asarray(a),
+                                                                                np.asarray(b))
+    assert type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape)
+    if exact:
+        return torch.equal(a, b)
+    tol = 1 if a.dtype == torch.uint8 else 1.01 / 255 / 0.5  # one level, normalized by std 0.5
+    return (a.double() - b.double()).abs().max().item() <= tol
+
+
+def _targets_equal(a, b):
+    if isinstance(b, torch.Tensor):
+        return torch.equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("name,split_kw,chain", _cases())
+def test_contract(roots, name, split_kw, chain):
+    """Length, classes, targets, isinstance and every item, for the same seed (exact=True)."""
+    ours, theirs = _pair(roots, name, split_kw, CHAINS[chain](), exact=True)
+    assert isinstance(ours, getattr(tvd, name))
+    assert len(ours) == len(theirs)
+    assert getattr(ours, "classes", None) == getattr(theirs, "classes", None)
+    if hasattr(theirs, "class_to_idx"):
+        assert ours.class_to_idx == theirs.class_to_idx
+    for attr in ("targets", "labels"):
+        if hasattr(theirs, attr):
+            mine, want = getattr(ours, attr), getattr(theirs, attr)
+            assert (torch.equal(mine, want) if isinstance(want, torch.Tensor)
+                    else np.array_equal(np.asarray(mine), np.asarray(want)))
+    for i in range(len(theirs)):
+        torch.manual_seed(i)
+        a, ta = ours[i]
+        torch.manual_seed(i)
+        b, tb = theirs[i]
+        assert _same(a, b, exact=True), i
+        assert _targets_equal(ta, tb), i
+        if name in GRAY and not isinstance(b, Image.Image):
+            assert a.shape[0] == 1
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "default"])
+@pytest.mark.parametrize("name", ["CIFAR10", "MNIST", "STL10"])
+@pytest.mark.parametrize("chain", ["seed-example", "cifar-crop", "rrc-uint8"])
+def test_batches_equal_items(roots, name, chain, exact):
+    """__getitems__ (the in-place batch path) gives the items' tensors, draws in the same order."""
+    kw = DATASETS[name][1][0][1]
+    ours, theirs = _pair(roots, name, kw, CHAINS[chain](), exact=exact)
+    assert ours.fixed_sample_shape() is not None
+    indices = [3, 0, 5, 1]
+    torch.manual_seed(7)
+    batch = ours.__getitems__(indices)
+    torch.manual_seed(7)
+    items = [theirs[i] for i in indices]
+    for (a, ta), (b, tb) in zip(batch, items):
+        assert _same(a.as_subclass(torch.Tensor), b, exact)
+        assert ta == tb
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "2-workers"])
+def test_dataloader_as_in_the_seed_example(roots, workers):
+    """The seed's example, torchvision's DataLoader unchanged: the same batches and targets."""
+    ours, theirs = _pair(roots, "CIFAR10", {"train": True}, CHAINS["cifar-crop"](), exact=True)
+    got, want = [], []
+    for ds, out in ((ours, got), (theirs, want)):
+        torch.manual_seed(5)  # in-process, the chain draws from the global generator
+        loader = DataLoader(ds, batch_size=8, shuffle=True, num_workers=workers,
+                            generator=torch.Generator().manual_seed(3))
+        out.extend(loader)
+    assert len(got) == len(want)
+    for (xa, ya), (xb, yb) in zip(got, want):
+        assert torch.equal(xa.as_subclass(torch.Tensor), xb)
+        assert torch.equal(ya, yb)
+
+
+@pytest.mark.parametrize("name", sorted(DATASETS))
+def test_missing_dataset_raises_as_torchvision(tmp_path, name):
+    """No files and no download: torchvision's own exception and message."""
+    if name == "SVHN":
+        pytest.importorskip("scipy.io")
+    kw = DATASETS[name][1][0][1]
+    with _patched(DATASETS[name][2]):
+        with pytest.raises(RuntimeError) as want:
+            getattr(tvd, name)(str(tmp_path), **kw)
+        with pytest.raises(RuntimeError, match=re.escape(str(want.value))):
+            getattr(fdd, name)(str(tmp_path), **kw)
+
+
+def test_gray_stays_one_channel(roots):
+    """MNIST + ToTensor is (1, 28, 28), as torchvision's; with a step that fixes the size its
+    batch is (N, 1, 28, 28)."""
+    ours, theirs = _pair(roots, "MNIST", {"train": True}, T.ToTensor())
+    assert ours[0][0].shape == theirs[0][0].shape == (1, 28, 28)
+    assert ours.fixed_sample_shape() is None  # no step fixes the size: items one by one
+    ours.transform = T.Compose([T.RandomCrop(28, padding=2), T.ToTensor()])
+    assert ours.fixed_sample_shape() == (1, 28, 28)
+    assert ours.__getitems__([0, 1])[0][0].shape == (1, 28, 28)
+
+
+def test_a_chain_that_fails_on_gray_fails_as_in_torchvision(roots):
+    """A 3-channel Normalize on MNIST raises torchvision's error (run unfused, warned once)."""
+    chain = T.Compose([T.ToTensor(), T.Normalize([0.5] * 3, [0.5] * 3)])
+    ours, theirs = _pair(roots, "MNIST", {"train": True}, chain)
+    with pytest.raises(RuntimeError) as want:
+        theirs[0]
+    with pytest.warns(RuntimeWarning, match="runs the chain unfused"):
+        with pytest.raises(RuntimeError, match=re.escape(str(want.value))):
+            ours[0]
