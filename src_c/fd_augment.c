@@ -13,11 +13,21 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-/* Where a pixel's three values are: channel c of pixel i at p[i * ps + c * cs]. */
+/* Each kernel is written once for a pixel stride `ps` and a channel stride
+ * `cs` (channel c of pixel i at p[i * ps + c * cs]: HWC ps 3, cs 1; CHW ps 1,
+ * cs h * w) and inlined into one copy per layout, so that the constant
+ * strides let the compiler unroll and vectorize. Vector lanes compute each
+ * value with the same IEEE operations in the same order as the scalar code. */
+#if defined(__GNUC__)
+#define KERNEL static inline __attribute__((always_inline))
+#else
+#define KERNEL static inline
+#endif
+
 typedef struct {
     uint8_t *p;
-    size_t ps, cs;
     int32_t w, h;
+    size_t ps, cs;
 } image;
 
 static image view(uint8_t *p, uint32_t height, uint32_t width, fd_layout layout)
@@ -31,23 +41,20 @@ static image view(uint8_t *p, uint32_t height, uint32_t width, fd_layout layout)
     return im;
 }
 
-static inline size_t at(const image *im, int32_t x, int32_t y)
-{
-    return ((size_t)y * (size_t)im->w + (size_t)x) * im->ps;
-}
+/* Calls kernel(args..., ps, cs) with the layout's strides as constants. */
+#define BY_LAYOUT(im, kernel, ...)                                                           \
+    do {                                                                                     \
+        if ((im)->ps == 3)                                                                   \
+            kernel(__VA_ARGS__, 3, 1);                                                       \
+        else                                                                                 \
+            kernel(__VA_ARGS__, 1, (im)->cs);                                                \
+    } while (0)
 
-static inline void copy_pixel(const image *dst, size_t di, const image *src, size_t si)
+KERNEL void put3(uint8_t *out, const uint8_t *in, size_t ocs, size_t ics)
 {
-    dst->p[di] = src->p[si];
-    dst->p[di + dst->cs] = src->p[si + src->cs];
-    dst->p[di + 2 * dst->cs] = src->p[si + 2 * src->cs];
-}
-
-static inline void put_fill(const image *dst, size_t di, const uint8_t fill[3])
-{
-    dst->p[di] = fill[0];
-    dst->p[di + dst->cs] = fill[1];
-    dst->p[di + 2 * dst->cs] = fill[2];
+    out[0] = in[0];
+    out[ocs] = in[ics];
+    out[2 * ocs] = in[2 * ics];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -94,19 +101,25 @@ static inline int check_fixed(const double a[6], int32_t x, int32_t y)
            fabs(x * a[3] + y * a[4] + a[5]) < 32768.0;
 }
 
+static inline int inside(int32_t x, int32_t y, int32_t w, int32_t h)
+{
+    return (uint32_t)x < (uint32_t)w && (uint32_t)y < (uint32_t)h;
+}
+
 /* ImagingScaleAffine (a[1] == a[3] == 0, nearest): the source column of
  * each output column tabulated once from a running double sum; a row copies
- * the columns between the first and last that landed inside. */
-static void affine_scale(const image *dst, const image *src, const double a[6],
-                         const uint8_t fill[3], int32_t *xintab)
+ * the columns between the first and last that landed inside (a column in
+ * between that did not keeps calloc's 0: Pillow reads column 0 there). */
+KERNEL void affine_scale(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
+                         const double a[6], const uint8_t fill[3], int32_t *xintab, size_t ps,
+                         size_t cs)
 {
-    const int32_t w = dst->w, h = dst->h;
     double xo = a[2] + a[0] * 0.5, yo = a[5] + a[4] * 0.5;
     int32_t xmin = w, xmax = 0;
     memset(xintab, 0, (size_t)w * sizeof(*xintab));
     for (int32_t x = 0; x < w; x++) {
         const int32_t xin = coord(xo);
-        if (xin >= 0 && xin < src->w) {
+        if (xin >= 0 && xin < w) {
             xmax = x + 1;
             if (x < xmin)
                 xmin = x;
@@ -114,62 +127,66 @@ static void affine_scale(const image *dst, const image *src, const double a[6],
         }
         xo += a[0];
     }
-    for (int32_t y = 0; y < h; y++) {
+    /* a translation's columns are one run: copied a channel's row at a time */
+    int contiguous = xmin < xmax;
+    for (int32_t x = xmin + 1; x < xmax && contiguous; x++)
+        contiguous = xintab[x] == xintab[x - 1] + 1;
+    for (int32_t y = 0; y < h; y++, yo += a[4]) {
+        uint8_t *out = dst + (size_t)y * (size_t)w * ps;
         const int32_t yi = coord(yo);
-        const int inside = yi >= 0 && yi < src->h;
-        for (int32_t x = 0; x < w; x++) {
-            if (inside && x >= xmin && x < xmax)
-                copy_pixel(dst, at(dst, x, y), src, at(src, xintab[x], yi));
-            else
-                put_fill(dst, at(dst, x, y), fill);
+        const int row_inside = yi >= 0 && yi < h;
+        const uint8_t *in = src + (size_t)(row_inside ? yi : 0) * (size_t)w * ps;
+        if (row_inside && contiguous) {
+            const size_t n = (size_t)(xmax - xmin) * ps, from = (size_t)xintab[xmin] * ps;
+            for (int b = 0; b < (ps == 3 ? 1 : 3); b++)
+                memcpy(out + (size_t)xmin * ps + (size_t)b * cs, in + from + (size_t)b * cs, n);
         }
-        yo += a[4];
+        for (int32_t x = 0; x < w; x++, out += ps) {
+            if (row_inside && x >= xmin && x < xmax) {
+                if (!contiguous)
+                    put3(out, in + (size_t)xintab[x] * ps, cs, cs);
+            } else {
+                put3(out, fill, cs, 1);
+            }
+        }
     }
 }
 
 /* affine_fixed: nearest neighbour in 16.16 fixed point. */
-static void affine_fixed(const image *dst, const image *src, const double a[6],
-                         const uint8_t fill[3])
+KERNEL void affine_fixed(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
+                         const double a[6], const uint8_t fill[3], size_t ps, size_t cs)
 {
     const uint32_t a0 = fix16(a[0]), a1 = fix16(a[1]), a3 = fix16(a[3]), a4 = fix16(a[4]);
     uint32_t a2 = fix16(a[2] + a[0] * 0.5 + a[1] * 0.5);
     uint32_t a5 = fix16(a[5] + a[3] * 0.5 + a[4] * 0.5);
-    for (int32_t y = 0; y < dst->h; y++) {
+    uint8_t *out = dst;
+    for (int32_t y = 0; y < h; y++, a2 += a1, a5 += a4) {
         uint32_t xx = a2, yy = a5;
-        for (int32_t x = 0; x < dst->w; x++) {
-            const size_t di = at(dst, x, y);
+        for (int32_t x = 0; x < w; x++, out += ps, xx += a0, yy += a3) {
             const int32_t xin = fixed_int(xx), yin = fixed_int(yy);
-            if (xin >= 0 && xin < src->w && yin >= 0 && yin < src->h)
-                copy_pixel(dst, di, src, at(src, xin, yin));
+            if (inside(xin, yin, w, h))
+                put3(out, src + ((size_t)yin * (size_t)w + (size_t)xin) * ps, cs, cs);
             else
-                put_fill(dst, di, fill);
-            xx += a0;
-            yy += a3;
+                put3(out, fill, cs, 1);
         }
-        a2 += a1;
-        a5 += a4;
     }
 }
 
 /* ImagingTransformAffine's last nearest path: running double sums. */
-static void affine_double(const image *dst, const image *src, const double a[6],
-                          const uint8_t fill[3])
+KERNEL void affine_double(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
+                          const double a[6], const uint8_t fill[3], size_t ps, size_t cs)
 {
     double xo = a[2] + a[1] * 0.5 + a[0] * 0.5, yo = a[5] + a[4] * 0.5 + a[3] * 0.5;
-    for (int32_t y = 0; y < dst->h; y++) {
+    uint8_t *out = dst;
+    for (int32_t y = 0; y < h; y++, xo += a[1], yo += a[4]) {
         double xx = xo, yy = yo;
-        for (int32_t x = 0; x < dst->w; x++) {
-            const size_t di = at(dst, x, y);
+        for (int32_t x = 0; x < w; x++, out += ps, xx += a[0], yy += a[3]) {
             const int32_t xin = coord(xx), yin = coord(yy);
-            if (xin >= 0 && xin < src->w && yin >= 0 && yin < src->h)
-                copy_pixel(dst, di, src, at(src, xin, yin));
+            if (inside(xin, yin, w, h))
+                put3(out, src + ((size_t)yin * (size_t)w + (size_t)xin) * ps, cs, cs);
             else
-                put_fill(dst, di, fill);
-            xx += a[0];
-            yy += a[3];
+                put3(out, fill, cs, 1);
         }
-        xo += a[1];
-        yo += a[4];
     }
 }
 
@@ -178,27 +195,36 @@ static inline int32_t clip_index(int32_t v, int32_t size)
     return v < 0 ? 0 : v < size ? v : size - 1;
 }
 
-/* bilinear_filter32RGB at (xin, yin), already inside [0, w) x [0, h). */
-static void bilinear_at(const image *src, double xin, double yin, uint8_t out[3])
+/* Geometry.c's BILINEAR: a + (b - a) * d, in double. */
+static inline double lerp(double a, double b, double d)
 {
-    xin -= 0.5;
-    yin -= 0.5;
-    const int32_t x = floor_small(xin), y = floor_small(yin);
-    const double dx = xin - x, dy = yin - y;
-    const size_t r0 = at(src, 0, clip_index(y, src->h));
-    const int row1 = y + 1 >= 0 && y + 1 < src->h;
-    const size_t r1 = row1 ? at(src, 0, y + 1) : 0;
-    const size_t x0 = (size_t)clip_index(x, src->w) * src->ps;
-    const size_t x1 = (size_t)clip_index(x + 1, src->w) * src->ps;
+    return a + (b - a) * d;
+}
+
+/* bilinear_filter32RGB at (x + dx, y + dy) (the sample point less 0.5):
+ * columns and the first row clamped into the image, a second row outside
+ * it repeating the first (BILINEAR_BODY's v2 = v1). */
+KERNEL void bilinear_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, int32_t x,
+                        int32_t y, double dx, double dy, size_t ps, size_t cs)
+{
+    const size_t row = (size_t)w * ps;
+    if (x >= 0 && x + 1 < w && y >= 0 && y + 1 < h) { /* the 2 x 2 taps inside */
+        const uint8_t *p0 = src + (size_t)y * row + (size_t)x * ps, *p1 = p0 + row;
+        for (int b = 0; b < 3; b++) {
+            const size_t c = (size_t)b * cs;
+            const double v1 = lerp(p0[c], p0[c + ps], dx), v2 = lerp(p1[c], p1[c + ps], dx);
+            out[c] = (uint8_t)lerp(v1, v2, dy);
+        }
+        return;
+    }
+    const size_t x0 = (size_t)clip_index(x, w) * ps, x1 = (size_t)clip_index(x + 1, w) * ps;
+    const uint8_t *r0 = src + (size_t)clip_index(y, h) * row;
+    const uint8_t *r1 = y + 1 >= 0 && y + 1 < h ? src + (size_t)(y + 1) * row : NULL;
     for (int b = 0; b < 3; b++) {
-        const uint8_t *in = src->p + (size_t)b * src->cs;
-        double v1 = in[r0 + x0] + (int32_t)(in[r0 + x1] - in[r0 + x0]) * dx, v2;
-        if (row1)
-            v2 = in[r1 + x0] + (int32_t)(in[r1 + x1] - in[r1 + x0]) * dx;
-        else
-            v2 = v1;
-        v1 = v1 + (v2 - v1) * dy;
-        out[b] = (uint8_t)v1;
+        const size_t c = (size_t)b * cs;
+        const double v1 = lerp(r0[c + x0], r0[c + x1], dx);
+        const double v2 = r1 ? lerp(r1[c + x0], r1[c + x1], dx) : v1;
+        out[c] = (uint8_t)lerp(v1, v2, dy);
     }
 }
 
@@ -212,87 +238,94 @@ static inline double cubic(double v1, double v2, double v3, double v4, double d)
     return p1 + d * (p2 + d * (p3 + d * p4));
 }
 
-/* bicubic_filter32RGB at (xin, yin), already inside [0, w) x [0, h). */
-static void bicubic_at(const image *src, double xin, double yin, uint8_t out[3])
+static inline uint8_t clamp_cubic(double v)
 {
-    xin -= 0.5;
-    yin -= 0.5;
-    int32_t x = floor_small(xin), y = floor_small(yin);
-    const double dx = xin - x, dy = yin - y;
-    x--;
-    y--;
+    return v <= 0.0 ? 0 : v >= 255.0 ? 255 : (uint8_t)v;
+}
+
+/* bicubic_filter32RGB at (x + 1 + dx, y + 1 + dy): taps x .. x + 3 clamped
+ * into the image; rows y .. y + 3, the first clamped, each later one outside
+ * the image repeating the row before (BICUBIC_BODY's v2 = v1 ...). */
+KERNEL void bicubic_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, int32_t x,
+                       int32_t y, double dx, double dy, size_t ps, size_t cs)
+{
+    const size_t row = (size_t)w * ps;
+    if (x >= 0 && x + 3 < w && y >= 0 && y + 3 < h) { /* the 4 x 4 taps inside */
+        const uint8_t *p = src + (size_t)y * row + (size_t)x * ps;
+        for (int b = 0; b < 3; b++) {
+            const uint8_t *q = p + (size_t)b * cs;
+            double v[4];
+            for (int k = 0; k < 4; k++, q += row)
+                v[k] = cubic(q[0], q[ps], q[2 * ps], q[3 * ps], dx);
+            out[(size_t)b * cs] = clamp_cubic(cubic(v[0], v[1], v[2], v[3], dy));
+        }
+        return;
+    }
     size_t xs[4];
     for (int k = 0; k < 4; k++)
-        xs[k] = (size_t)clip_index(x + k, src->w) * src->ps;
-    /* rows y .. y + 3: the first clamped into the image, each later one
-     * outside it repeats the row before (BICUBIC_BODY's v2 = v1 ...) */
-    size_t rows[4];
-    int valid[4];
-    rows[0] = at(src, 0, clip_index(y, src->h));
-    valid[0] = 1;
-    for (int k = 1; k < 4; k++) {
-        valid[k] = y + k >= 0 && y + k < src->h;
-        rows[k] = valid[k] ? at(src, 0, y + k) : 0;
-    }
+        xs[k] = (size_t)clip_index(x + k, w) * ps;
+    const uint8_t *rows[4];
+    rows[0] = src + (size_t)clip_index(y, h) * row;
+    for (int k = 1; k < 4; k++)
+        rows[k] = y + k >= 0 && y + k < h ? src + (size_t)(y + k) * row : NULL;
     for (int b = 0; b < 3; b++) {
-        const uint8_t *in = src->p + (size_t)b * src->cs;
+        const size_t c = (size_t)b * cs;
         double v[4];
-        for (int k = 0; k < 4; k++) {
-            if (!valid[k]) {
-                v[k] = v[k - 1];
-                continue;
-            }
-            const uint8_t *row = in + rows[k];
-            v[k] = cubic(row[xs[0]], row[xs[1]], row[xs[2]], row[xs[3]], dx);
+        v[0] = cubic(rows[0][c + xs[0]], rows[0][c + xs[1]], rows[0][c + xs[2]],
+                     rows[0][c + xs[3]], dx);
+        for (int k = 1; k < 4; k++) {
+            const uint8_t *r = rows[k];
+            v[k] = r ? cubic(r[c + xs[0]], r[c + xs[1]], r[c + xs[2]], r[c + xs[3]], dx)
+                     : v[k - 1];
         }
-        const double r = cubic(v[0], v[1], v[2], v[3], dy);
-        out[b] = r <= 0.0 ? 0 : r >= 255.0 ? 255 : (uint8_t)r;
+        out[c] = clamp_cubic(cubic(v[0], v[1], v[2], v[3], dy));
     }
 }
 
-/* ImagingGenericTransform with affine_transform and the RGB filter: each
- * output pixel's centre mapped in double; outside [0, w) x [0, h) (NaN
- * too: Pillow's filters would read a clamped pixel there, reachable only
- * with coefficients near DBL_MAX) the fill colour. */
-static void affine_generic(const image *dst, const image *src, const double a[6], int resample,
-                           const uint8_t fill[3])
+/* ImagingGenericTransform with affine_transform and the RGB filters: each
+ * output pixel's centre mapped in double; outside [0, w) x [0, h) (NaN too:
+ * Pillow's filters would read a clamped pixel there, reachable only with
+ * coefficients near DBL_MAX) the fill colour. */
+KERNEL void affine_filtered(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
+                            const double a[6], int resample, const uint8_t fill[3], size_t ps,
+                            size_t cs)
 {
-    for (int32_t y = 0; y < dst->h; y++) {
+    uint8_t *out = dst;
+    for (int32_t y = 0; y < h; y++) {
         const double yin = y + 0.5;
-        for (int32_t x = 0; x < dst->w; x++) {
+        for (int32_t x = 0; x < w; x++, out += ps) {
             const double xin = x + 0.5;
-            const double xx = a[0] * xin + a[1] * yin + a[2];
-            const double yy = a[3] * xin + a[4] * yin + a[5];
-            const size_t di = at(dst, x, y);
-            if (!(xx >= 0.0 && xx < src->w && yy >= 0.0 && yy < src->h)) {
-                put_fill(dst, di, fill);
+            double xx = a[0] * xin + a[1] * yin + a[2];
+            double yy = a[3] * xin + a[4] * yin + a[5];
+            if (!(xx >= 0.0 && xx < w && yy >= 0.0 && yy < h)) {
+                put3(out, fill, cs, 1);
                 continue;
             }
-            uint8_t px[3];
+            xx -= 0.5;
+            yy -= 0.5;
+            const int32_t ix = floor_small(xx), iy = floor_small(yy);
+            const double dx = xx - ix, dy = yy - iy;
             if (resample == FD_AUG_BILINEAR)
-                bilinear_at(src, xx, yy, px);
+                bilinear_px(out, src, w, h, ix, iy, dx, dy, ps, cs);
             else
-                bicubic_at(src, xx, yy, px);
-            dst->p[di] = px[0];
-            dst->p[di + dst->cs] = px[1];
-            dst->p[di + 2 * dst->cs] = px[2];
+                bicubic_px(out, src, w, h, ix - 1, iy - 1, dx, dy, ps, cs);
         }
     }
 }
 
-static void affine(const image *dst, const image *src, const fd_aug_step *s, int32_t *xintab)
+static void affine(const image *im, const uint8_t *src, const fd_aug_step *s, int32_t *xintab)
 {
     const double *a = s->matrix;
-    const int32_t w = dst->w, h = dst->h;
+    const int32_t w = im->w, h = im->h;
     if (s->resample != FD_AUG_NEAREST)
-        affine_generic(dst, src, a, s->resample, s->fill);
+        BY_LAYOUT(im, affine_filtered, im->p, src, w, h, a, s->resample, s->fill);
     else if (a[1] == 0 && a[3] == 0)
-        affine_scale(dst, src, a, s->fill, xintab);
+        BY_LAYOUT(im, affine_scale, im->p, src, w, h, a, s->fill, xintab);
     else if (check_fixed(a, 0, 0) && check_fixed(a, w, h) && check_fixed(a, 0, h) &&
              check_fixed(a, w, 0))
-        affine_fixed(dst, src, a, s->fill);
+        BY_LAYOUT(im, affine_fixed, im->p, src, w, h, a, s->fill);
     else
-        affine_double(dst, src, a, s->fill);
+        BY_LAYOUT(im, affine_double, im->p, src, w, h, a, s->fill);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -301,27 +334,46 @@ static void affine(const image *dst, const image *src, const fd_aug_step *s, int
 static void apply_lut(const image *im, const uint8_t *table)
 {
     const size_t n = (size_t)im->w * (size_t)im->h;
-    for (int b = 0; b < 3; b++) {
-        uint8_t *p = im->p + (size_t)b * im->cs;
-        const uint8_t *t = table + 256 * b;
-        if (im->ps == 1) {
-            for (size_t i = 0; i < n; i++)
-                p[i] = t[p[i]];
-        } else {
-            for (size_t i = 0; i < n; i++)
-                p[i * 3] = t[p[i * 3]];
+    uint8_t *p = im->p;
+    if (!memcmp(table, table + 256, 256) && !memcmp(table, table + 512, 256)) {
+        for (size_t i = 0; i < 3 * n; i++) /* one table for every channel */
+            p[i] = table[p[i]];
+    } else if (im->ps == 3) {
+        for (size_t i = 0; i < n; i++, p += 3) {
+            p[0] = table[p[0]];
+            p[1] = table[256 + p[1]];
+            p[2] = table[512 + p[2]];
         }
+    } else {
+        for (int b = 0; b < 3; b++, p += n)
+            for (size_t i = 0; i < n; i++)
+                p[i] = table[256 * b + p[i]];
     }
 }
 
 static void histograms(const image *im, uint64_t hist[3][256])
 {
     const size_t n = (size_t)im->w * (size_t)im->h;
+    const uint8_t *p = im->p;
+    /* 32-bit counts (n < 2^32 per block), two sets alternating so that equal
+     * neighbours do not wait on each other's increment */
+    uint32_t part[2][3][256];
     memset(hist, 0, 3 * 256 * sizeof(uint64_t));
-    for (int b = 0; b < 3; b++) {
-        const uint8_t *p = im->p + (size_t)b * im->cs;
-        for (size_t i = 0; i < n; i++)
-            hist[b][p[i * im->ps]]++;
+    for (size_t start = 0; start < n; start += (size_t)1 << 30) {
+        const size_t end = n - start > ((size_t)1 << 30) ? start + ((size_t)1 << 30) : n;
+        memset(part, 0, sizeof part);
+        if (im->ps == 3) {
+            for (size_t i = start; i < end; i++)
+                for (int b = 0; b < 3; b++)
+                    part[i & 1][b][p[3 * i + (size_t)b]]++;
+        } else {
+            for (int b = 0; b < 3; b++)
+                for (size_t i = start; i < end; i++)
+                    part[i & 1][b][p[(size_t)b * n + i]]++;
+        }
+        for (int b = 0; b < 3; b++)
+            for (int v = 0; v < 256; v++)
+                hist[b][v] += (uint64_t)part[0][b][v] + part[1][b][v];
     }
 }
 
@@ -394,34 +446,107 @@ static inline uint8_t blend(int32_t degenerate, int32_t value, float alpha)
     return (uint8_t)(int32_t)t;
 }
 
-/* ImageEnhance.Sharpness: Filter.c's ImagingFilter3x3 with SMOOTH (1 1 1 /
- * 1 5 1 / 1 1 1, each / 13 in float), float sums from offset 0.5 in its
- * order (row below, row, row above; left to right), clamped and truncated;
- * the border keeps its pixels (degenerate == image there, so the blend
- * gives the pixel back), and images under 3 x 3 are left as they are
- * (ImagingFilter copies them). `src` is a copy of the image. */
-static void sharpen(const image *dst, const image *src, float alpha)
+#if defined(__SSE2__)
+/* SSE2 (every x86-64): four float lanes computing the scalar expressions
+ * below in their order, IEEE single like the scalar code, so bit for bit the
+ * same (max/min are the clamps: no value here is NaN). */
+#include <emmintrin.h>
+
+typedef struct {
+    __m128 v[4];
+} f32x16;
+
+static inline f32x16 load16(const uint8_t *p)
 {
-    if (dst->w < 3 || dst->h < 3)
-        return;
+    const __m128i z = _mm_setzero_si128(), v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    const __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+    f32x16 f;
+    f.v[0] = _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z));
+    f.v[1] = _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z));
+    f.v[2] = _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z));
+    f.v[3] = _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z));
+    return f;
+}
+
+static inline __m128 clamp255(__m128 t)
+{
+    return _mm_min_ps(_mm_max_ps(t, _mm_setzero_ps()), _mm_set1_ps(255.0f));
+}
+
+/* one row term: l * k + c * kc + r * k */
+static inline __m128 taps(__m128 l, __m128 c, __m128 r, __m128 k, __m128 kc)
+{
+    return _mm_add_ps(_mm_add_ps(_mm_mul_ps(l, k), _mm_mul_ps(c, kc)), _mm_mul_ps(r, k));
+}
+#endif
+
+/* One row of ImageEnhance.Sharpness inside the border: Filter.c's
+ * ImagingFilter3x3 with SMOOTH (1 1 1 / 1 5 1 / 1 1 1, each / 13 in float),
+ * a float sum from offset 0.5 in its order (row below, row, row above; left
+ * to right), clamped and truncated (clip8), then blended with the pixel.
+ * `d` is the distance to the left neighbour (3 interleaved, 1 planar); the
+ * row's values from..to-1 are filtered (every channel's, interleaved). */
+KERNEL void sharpen_row(uint8_t *out, const uint8_t *in_1, const uint8_t *in0,
+                        const uint8_t *in1, size_t from, size_t to, float alpha, size_t d)
+{
     const float k = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
-    const size_t ps = src->ps, row = (size_t)src->w * ps;
+    size_t i = from;
+#if defined(__SSE2__)
+    const __m128 vk = _mm_set1_ps(k), vk5 = _mm_set1_ps(k5), half = _mm_set1_ps(0.5f);
+    const __m128 va = _mm_set1_ps(alpha);
+    for (; i + 16 <= to; i += 16) {
+        const f32x16 bl = load16(in1 + i - d), bc = load16(in1 + i), br = load16(in1 + i + d);
+        const f32x16 ml = load16(in0 + i - d), mc = load16(in0 + i), mr = load16(in0 + i + d);
+        const f32x16 tl = load16(in_1 + i - d), tc = load16(in_1 + i), tr = load16(in_1 + i + d);
+        __m128i res[4];
+        for (int q = 0; q < 4; q++) {
+            __m128 ss = _mm_add_ps(half, taps(bl.v[q], bc.v[q], br.v[q], vk, vk));
+            ss = _mm_add_ps(ss, taps(ml.v[q], mc.v[q], mr.v[q], vk, vk5));
+            ss = _mm_add_ps(ss, taps(tl.v[q], tc.v[q], tr.v[q], vk, vk));
+            const __m128 deg = _mm_cvtepi32_ps(_mm_cvttps_epi32(clamp255(ss)));
+            const __m128 t = _mm_add_ps(deg, _mm_mul_ps(va, _mm_sub_ps(mc.v[q], deg)));
+            res[q] = _mm_cvttps_epi32(clamp255(t));
+        }
+        _mm_storeu_si128((__m128i *)(void *)(out + i),
+                         _mm_packus_epi16(_mm_packs_epi32(res[0], res[1]),
+                                          _mm_packs_epi32(res[2], res[3])));
+    }
+#endif
+    for (; i < to; i++) {
+        float ss = 0.5f;
+        ss += (float)in1[i - d] * k + (float)in1[i] * k + (float)in1[i + d] * k;
+        ss += (float)in0[i - d] * k + (float)in0[i] * k5 + (float)in0[i + d] * k;
+        ss += (float)in_1[i - d] * k + (float)in_1[i] * k + (float)in_1[i + d] * k;
+        ss = ss < 0.0f ? 0.0f : ss;
+        ss = ss > 255.0f ? 255.0f : ss;
+        out[i] = blend((int32_t)ss, in0[i], alpha);
+    }
+}
+
+/* The border keeps its pixels (the degenerate is the image there, so the
+ * blend gives the pixel back), and images under 3 x 3 stay as they are
+ * (ImagingFilter copies them). `src` is a copy of the image. */
+static void sharpen(const image *im, const uint8_t *src, float alpha)
+{
+    const int32_t w = im->w, h = im->h;
+    if (w < 3 || h < 3)
+        return;
+    if (im->ps == 3) {
+        const size_t row = 3 * (size_t)w;
+        for (int32_t y = 1; y < h - 1; y++) {
+            const uint8_t *in0 = src + (size_t)y * row;
+            sharpen_row(im->p + (size_t)y * row, in0 - row, in0, in0 + row, 3, row - 3, alpha,
+                        3);
+        }
+        return;
+    }
+    const size_t row = (size_t)w;
     for (int b = 0; b < 3; b++) {
-        const uint8_t *in = src->p + (size_t)b * src->cs;
-        uint8_t *out = dst->p + (size_t)b * dst->cs;
-        for (int32_t y = 1; y < dst->h - 1; y++) {
-            const uint8_t *in0 = in + (size_t)y * row, *in_1 = in0 - row, *in1 = in0 + row;
-            for (int32_t x = 1; x < dst->w - 1; x++) {
-                const size_t i = (size_t)x * ps;
-                float ss = 0.5f;
-                ss += (float)in1[i - ps] * k + (float)in1[i] * k + (float)in1[i + ps] * k;
-                ss += (float)in0[i - ps] * k + (float)in0[i] * k5 + (float)in0[i + ps] * k;
-                ss += (float)in_1[i - ps] * k + (float)in_1[i] * k + (float)in_1[i + ps] * k;
-                ss = ss < 0.0f ? 0.0f : ss;
-                ss = ss > 255.0f ? 255.0f : ss;
-                const int32_t degenerate = (int32_t)(uint8_t)ss;
-                out[(size_t)y * row + i] = blend(degenerate, in0[i], alpha);
-            }
+        const size_t plane = (size_t)b * im->cs;
+        for (int32_t y = 1; y < h - 1; y++) {
+            const uint8_t *in0 = src + plane + (size_t)y * row;
+            sharpen_row(im->p + plane + (size_t)y * row, in0 - row, in0, in0 + row, 1, row - 1,
+                        alpha, 1);
         }
     }
 }
@@ -528,7 +653,6 @@ fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32
         xintab = (int32_t *)(void *)(scratch + table_at);
     }
     const image im = view(pixels, height, width, layout);
-    const image copy = view(scratch, height, width, layout);
     for (size_t k = 0; k < nsteps && st == FD_OK; k++) {
         const fd_aug_step *s = &steps[k];
         if (needs_copy(s->kind))
@@ -538,7 +662,7 @@ fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32
             st = fd_color_apply(pixels, size, height, width, layout, &s->color, 1, err);
             break;
         case FD_AUG_AFFINE:
-            affine(&im, &copy, s, xintab);
+            affine(&im, scratch, s, xintab);
             break;
         case FD_AUG_LUT:
             apply_lut(&im, s->table);
@@ -556,7 +680,7 @@ fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32
             break;
         }
         case FD_AUG_SHARPNESS:
-            sharpen(&im, &copy, s->factor);
+            sharpen(&im, scratch, s->factor);
             break;
         }
     }
