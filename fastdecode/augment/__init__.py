@@ -12,8 +12,8 @@ colour steps. See docs/decisions/augment.md.
 
 from __future__ import annotations
 
-from fastdecode.augment.base import PixelOp, Steps, apply, draw
 from fastdecode.augment._mix import MixCollate, mix_batch  # batch mixing (H2, issue 50)
+from fastdecode.augment.base import PixelOp, Steps, apply, draw
 from fastdecode.augment.select import pixel_op, why_not
 
 __all__ = ["MixCollate", "PixelOp", "Steps", "apply", "draw", "mix_batch", "pixel_op", "why_not"]
