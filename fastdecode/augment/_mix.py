@@ -150,7 +150,8 @@ def mix_batch(transform: Callable, images: Any, labels: Any) -> Any:
     kind = _kind(transform)
     if kind in ("MixUp", "CutMix", "RandomChoice") and _float_batch(images, labels):
         return _torchvision(transform, kind, images, labels)
-    if (kind == "Mixup" and transform.mode == "batch" and _float_batch(images, labels)
+    if (kind == "Mixup" and getattr(transform, "mode", None) == "batch"
+            and _float_batch(images, labels)
             and images.shape[0] % 2 == 0):
         return _timm_batch(transform, images, labels)
     return transform(images, labels)
@@ -232,7 +233,7 @@ class MixCollate:
         tuple
             ``(images, soft_targets)``, as the transform returns them.
         """
-        t = self.transform
+        t: Any = self.transform
         if _kind(t) == "FastCollateMixup":
             if (t.mode == "batch" and batch and len(batch) % 2 == 0
                     and all(isinstance(b[0], torch.Tensor) and b[0].dtype == torch.uint8

@@ -147,7 +147,8 @@ class RingFiller(torch.utils.data.Dataset):
         """("batch", the collated batch, transformed)."""
         collated = self.collate(samples)
         if self.transform is not None:
-            collated = transform_batch(self.transform, *collated, batch)
+            images, targets = collated
+            collated = transform_batch(self.transform, images, targets, batch)
         return "batch", collated
 
     def __len__(self) -> int:

@@ -228,7 +228,8 @@ class LoaderPasses(LoaderBase):
                     assert dataset is not None
                     batch = self.collate_fn(dataset._finish_plan(planned))
                 if self.batch_transform is not None:  # here, in batch order: reproducible
-                    batch = transform_batch(self.batch_transform, *batch, indices)
+                    images, targets = batch
+                    batch = transform_batch(self.batch_transform, images, targets, indices)
                 return self._to_device(batch) if move else batch
 
             read_ahead = read_ahead_of(self.dataset)

@@ -322,6 +322,6 @@ class ErasedSlots:
         loader that applies the table and the erasing elsewhere (the CUDA ring)."""
         base = pixels.__array_interface__["data"][0]
         with self._lock:
-            taken = [self._slots.pop(base + k * pixels.strides[0], None) or ()
+            taken = [self._slots.pop(base + k * pixels.strides[0], ())
                      for k in range(pixels.shape[0])]
         return [tuple((i, j, h, w, v.to(dtype)) for i, j, h, w, v in boxes) for boxes in taken]
