@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fastdecode import _native
+
 from helpers.corpus import corpus_dir, corpus_params
 
 Image = pytest.importorskip("PIL.Image")

@@ -187,6 +187,7 @@ def write(root: Path, corpus: Path | None) -> dict[str, int]:
             n += 1
         counts[target] = n
     counts["adjust_colors"] = color_seeds(root / "adjust_colors")
+    counts["augment"] = augment_seeds(root / "augment")
     return counts
 
 
@@ -213,3 +214,54 @@ def color_seeds(out: Path) -> int:
     (out / "all-four").write_bytes(bytes([6, 8, 4]) + chain + pixels)
     (out / "unknown-op").write_bytes(bytes([0, 0, 1, 0]) + struct.pack("<f", 1.0))
     return n + 2
+
+
+def augment_step(kind: int, params: bytes = b"", resample: int = 0, fill: int | None = None) -> bytes:
+    """One of t_augment's 13-byte step records (targets.augment_steps)."""
+    b = (kind + 1) | ({0: 0, 1: 1, 2: 2, 3: 3}[resample] << 3)
+    if fill is not None:
+        b |= 32 | (fill << 6)
+    return bytes([b]) + params.ljust(12, b"\0")[:12]
+
+
+def augment_seeds(out: Path) -> int:
+    """augment's inputs (targets.t_augment): each kind alone with typical and
+    edge parameters (rotations, shears, translations, each resample, a fill;
+    LUTs of each length; sharpness factors; colour steps), a policy-like
+    sequence, and refusals, over a natural image and a 1 x 1 one."""
+    from helpers.jpeg_samples import natural_image
+
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.iterdir():
+        old.unlink()
+    pixels = natural_image(9, 11).tobytes()
+    c, s = np.cos(0.5), np.sin(0.5)
+    matrices = [(1, 0, 0, 0, 1, 0), (1, 0.3, -2, 0, 1, 0), (1, 0, 0, -0.3, 1, 1.5),
+                (1, 0, 4.5, 0, 1, -3), (c, s, -2, -s, c, 3), (-1, 0, 11, 0, -1, 9),
+                (2, 0, 0, 0, 0.5, 0), (60000, 1, 0, 0, 1, 0), (0.5, 0.1, 40000, 0.1, 1, 0),
+                (1, 0, float("inf"), 0, 1, 0), (float("nan"), 0, 0, 0, 1, 0)]
+    records = []
+    for m in matrices:
+        params = np.array(m, "<f2").tobytes()
+        records += [augment_step(1, params, r, f) for r in (0, 2, 3) for f in (None, 2)]
+    records.append(augment_step(1, np.array(matrices[1], "<f2").tobytes(), 1))
+    records += [augment_step(2, bytes([p0, p1, p2, sel, 100]))
+                for p0, p1, p2, sel in ((1, 0, 0, 0), (3, 7, 255, 1), (0, 0, 0, 2), (5, 9, 3, 0))]
+    records += [augment_step(3), augment_step(4)]
+    records += [augment_step(5, struct.pack("<f", f))
+                for f in (0.0, 0.1, 1.0, 1.9, 5.0, -2.0, float("nan"))]
+    records += [augment_step(0, bytes([op]) + struct.pack("<f", f))
+                for op, f in ((1, 1.5), (2, 0.3), (3, 0.0), (4, 13.0), (4, 2.5), (7, 1.0))]
+    records += [augment_step(-1), augment_step(6)]
+    n = 0
+    for rec in records:
+        for head, body in ((bytes([8, 10, 1]), pixels), (bytes([0, 0, 1]), pixels[:3])):
+            (out / f"step-{n}").write_bytes(head + rec + body)
+            n += 1
+    policy = b"".join([augment_step(1, np.array(matrices[4], "<f2").tobytes(), 2, 2),
+                       augment_step(5, struct.pack("<f", 1.6)), augment_step(4),
+                       augment_step(0, bytes([2]) + struct.pack("<f", 0.55)),
+                       augment_step(2, bytes([1, 0, 0xF0, 0])), augment_step(3),
+                       augment_step(1, np.array(matrices[2], "<f2").tobytes(), 3)])
+    (out / "policy").write_bytes(bytes([8, 10, 7]) + policy + pixels)
+    return n + 1

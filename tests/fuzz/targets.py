@@ -296,6 +296,124 @@ def t_adjust_colors(data: bytes) -> None:
         raise Finding(f"steps {steps}: the same call gave different pixels")
 
 
+# fd_augment.c's complaints start "augment: "; the binding's name the step
+AUGMENT_MESSAGES = re.compile(r"^augment: |^augment step \d+|^at most \d+ augment steps")
+AUGMENT_STEP = 13  # a kind byte and 12 bytes of parameters
+
+
+def augment_steps(body: bytes, n: int) -> list:
+    """t_augment's steps from 13-byte records: kind byte (low 3 bits: kind
+    + 1, so 0 and 7 are unknown kinds; bits 3-4: resample 0, 1 (refused), 2,
+    3; bit 5: a fill colour, grey (bits 6-7) * 85), then the parameters:
+    colour op byte and float32 factor; six float16 matrix entries (inf and
+    NaN included); LUT seed bytes (p[3] % 3: 256, 768 or p[4] bytes);
+    sharpness float32."""
+    from fastdecode import _native
+
+    steps: list = []
+    for k in range(n):
+        rec = body[AUGMENT_STEP * k:AUGMENT_STEP * (k + 1)]
+        if len(rec) < AUGMENT_STEP:
+            break
+        b, p = rec[0], rec[1:]
+        kind = (b & 7) - 1
+        if kind == _native.AUG_COLOR:
+            steps.append((kind, p[0] % 6 - 1, float(np.frombuffer(p[1:5], "<f4")[0])))
+        elif kind == _native.AUG_AFFINE:
+            matrix = tuple(float(v) for v in np.frombuffer(p[:12], "<f2"))
+            fill = (b >> 6) * 85
+            steps.append((kind, matrix, (0, 1, 2, 3)[(b >> 3) & 3],
+                          (fill, fill, fill) if b & 32 else None))
+        elif kind == _native.AUG_LUT:
+            size = (256, 768, p[4])[p[3] % 3]
+            steps.append((kind, bytes((i * (p[0] | 1) + p[1] ^ p[2]) & 255
+                                      for i in range(size))))
+        elif kind == _native.AUG_SHARPNESS:
+            steps.append((kind, float(np.frombuffer(p[:4], "<f4")[0])))
+        else:  # AUTOCONTRAST, EQUALIZE, or an unknown kind
+            steps.append((kind,))
+    return steps
+
+
+def pillow_augment(hwc: np.ndarray, steps: list) -> np.ndarray | None:
+    """Each step as the Pillow call it reproduces; None without Pillow."""
+    try:
+        from PIL import Image, ImageEnhance, ImageOps
+    except ImportError:
+        return None
+    from fastdecode import _native
+
+    img = Image.fromarray(hwc, "RGB")
+    enhancers = {_native.COLOR_BRIGHTNESS: ImageEnhance.Brightness,
+                 _native.COLOR_CONTRAST: ImageEnhance.Contrast,
+                 _native.COLOR_SATURATION: ImageEnhance.Color}
+    for step in steps:
+        kind = step[0]
+        if kind == _native.AUG_COLOR and step[1] == _native.COLOR_HUE:
+            arr = np.array(img)  # fd_color.c's hue: checked against Pillow in test_color.py
+            img = Image.fromarray(_native.adjust_colors(arr, [step[1:]], "HWC"), "RGB")
+        elif kind == _native.AUG_COLOR:
+            img = enhancers[step[1]](img).enhance(step[2])
+        elif kind == _native.AUG_AFFINE:
+            img = img.transform(img.size, Image.AFFINE, step[1], step[2], fillcolor=step[3])
+        elif kind == _native.AUG_LUT:
+            img = img.point(list(step[1]) * (3 if len(step[1]) == 256 else 1))
+        elif kind == _native.AUG_AUTOCONTRAST:
+            img = ImageOps.autocontrast(img)
+        elif kind == _native.AUG_EQUALIZE:
+            img = ImageOps.equalize(img)
+        else:
+            img = ImageEnhance.Sharpness(img).enhance(step[1])
+    return np.asarray(img)
+
+
+def t_augment(data: bytes) -> None:
+    """fd_augment.c through _native.augment: a small image, up to 7 steps.
+
+    data: h-1, w-1 (low 5 bits each), number of steps (low 3 bits), then
+    13 bytes a step (augment_steps), then the pixels (repeated to fill).
+    Oracle: a documented ValueError/TypeError, refused alike in both
+    layouts and with the image untouched; or the image changed in place,
+    HWC and CHW the same, the same call twice the same (no uninitialized
+    reads), and Pillow's own calls giving the same pixels.
+    """
+    from fastdecode import _native
+
+    if len(data) < 3:
+        return
+    h, w, n = (data[0] & 31) + 1, (data[1] & 31) + 1, data[2] & 7
+    body = data[3:]
+    steps = augment_steps(body, n)
+    pixels = body[AUGMENT_STEP * len(steps):] or b"\x80"
+    raw = np.frombuffer((pixels * (3 * h * w // len(pixels) + 1))[:3 * h * w], np.uint8)
+    hwc = raw.reshape(h, w, 3).copy()
+    chw = hwc.transpose(2, 0, 1).copy()  # a copy even where the transpose is contiguous (1 x 1)
+    again, before = hwc.copy(), hwc.copy()
+    try:
+        got = _native.augment(hwc, "HWC", steps)
+    except (ValueError, TypeError) as exc:
+        if not AUGMENT_MESSAGES.search(str(exc)):
+            raise Finding(f"undocumented {type(exc).__name__}: {exc}") from exc
+        if not np.array_equal(hwc, before):
+            raise Finding(f"steps {steps} refused after writing pixels") from exc
+        try:
+            _native.augment(chw, "CHW", steps)
+        except (ValueError, TypeError):
+            return
+        raise Finding(f"steps {steps} refused in HWC, accepted in CHW") from exc
+    if got is not hwc:
+        raise Finding("augment did not return its pixels")
+    _native.augment(chw, "CHW", steps)
+    _native.augment(again, "HWC", steps)
+    if not np.array_equal(chw.transpose(1, 2, 0), hwc):
+        raise Finding(f"steps {steps}: CHW differs from HWC")
+    if not np.array_equal(again, hwc):
+        raise Finding(f"steps {steps}: the same call gave different pixels")
+    expected = pillow_augment(before, steps)
+    if expected is not None and not np.array_equal(expected, hwc):
+        raise Finding(f"steps {steps} on {h}x{w}: Pillow gives other pixels")
+
+
 _CHAINS: list = []
 
 
@@ -465,6 +583,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "decode_bmp": t_decode_bmp,
     "decode_image": t_decode_image,
     "adjust_colors": t_adjust_colors,
+    "augment": t_augment,
     "wds_handler": t_wds_handler,
     "detached_plan": t_detached_plan,
     "dataset_item": t_dataset_item,

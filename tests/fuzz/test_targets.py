@@ -62,6 +62,60 @@ def test_colour_target_accepts_the_documented_refusals(steps):
     targets.run("adjust_colors", colour_input(2, 3, steps, b"\x10\x80\xf0"))
 
 
+AUGMENT_RECORDS = {
+    "rotate-bilinear-fill": seeds.augment_step(1, np.array((0.8, 0.6, -2, -0.6, 0.8, 3), "<f2")
+                                               .tobytes(), 2, 1),
+    "shear-nearest": seeds.augment_step(1, np.array((1, 0.3, -2, 0, 1, 0), "<f2").tobytes()),
+    "bicubic-mirror": seeds.augment_step(1, np.array((-1, 0, 5, 0, 1, 0), "<f2").tobytes(), 3),
+    "lut-768": seeds.augment_step(2, bytes([3, 7, 255, 1])),
+    "autocontrast": seeds.augment_step(3),
+    "equalize": seeds.augment_step(4),
+    "sharpness": seeds.augment_step(5, struct.pack("<f", 1.9)),
+    "contrast": seeds.augment_step(0, bytes([2]) + struct.pack("<f", 0.4)),
+}
+
+
+@pytest.mark.parametrize("record", list(AUGMENT_RECORDS))
+@pytest.mark.parametrize("h, w", [(1, 1), (1, 5), (4, 1), (7, 9)])
+def test_augment_target_on_every_shape(h, w, record):
+    """Each kind on every small shape: HWC = CHW = Pillow, the call repeatable."""
+    pixels = np.random.default_rng(h * 31 + w).integers(0, 256, 3 * h * w, np.uint8).tobytes()
+    targets.run("augment", bytes([h - 1, w - 1, 1]) + AUGMENT_RECORDS[record] + pixels)
+
+
+REFUSED_RECORDS = {
+    "unknown-kind": seeds.augment_step(6),
+    "resample-1": seeds.augment_step(1, np.array((1, 0, 0, 0, 1, 0), "<f2").tobytes(), 1),
+    "matrix-inf": seeds.augment_step(1, np.array((1, 0, np.inf, 0, 1, 0), "<f2").tobytes()),
+    "lut-100-bytes": seeds.augment_step(2, bytes([1, 0, 0, 2, 100])),
+    "sharpness-nan": seeds.augment_step(5, struct.pack("<f", float("nan"))),
+    "hue-fraction": seeds.augment_step(0, bytes([4]) + struct.pack("<f", 2.5)),
+}
+
+
+@pytest.mark.parametrize("record", list(REFUSED_RECORDS))
+def test_augment_target_accepts_the_documented_refusals(record):
+    """A refused step after an accepted one: refused in both layouts, nothing written."""
+    steps = seeds.augment_step(4) + REFUSED_RECORDS[record]
+    targets.run("augment", bytes([2, 3, 2]) + steps + b"\x10\x80\xf0")
+
+
+def test_augment_oracle_flags_pixels_pillow_does_not_give(monkeypatch):
+    from fastdecode import _native
+
+    real = _native.augment
+
+    def off_by_one(pixels, layout, steps):
+        real(pixels, layout, steps)
+        pixels[0, 0, 0] ^= 1  # the same in every call and layout: only Pillow can tell
+        return pixels
+
+    monkeypatch.setattr(_native, "augment", off_by_one)
+    data = bytes([0, 0, 1]) + AUGMENT_RECORDS["equalize"] + b"\x10\x80\xf0"
+    with pytest.raises(targets.Finding, match="Pillow gives other pixels"):
+        targets.run("augment", data)
+
+
 def test_pipeline_oracles_flag_an_undocumented_exception(monkeypatch):
     pytest.importorskip("torchvision")
     image = (seeds.generated()["gen-444-baseline.jpg"]) + bytes(TRAILER)
