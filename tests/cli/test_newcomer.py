@@ -183,3 +183,14 @@ def test_the_results_page_shows_measurements_not_the_projects_targets():
     for text in (generated, published, README):
         assert not re.search(r"\btargets?\b.*(judged|>=)|: (not )?met$|\bNOT met\b|\(met\)", text,
                              re.M | re.I), text
+
+
+def test_getting_started_installs_as_the_readme_does():
+    """The docs site's first page gave `pip install fastdecode` (nothing on
+    PyPI) and said wheels exist: its Install block is now the README's."""
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    install = page.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    assert "No release is on PyPI yet" in install
+    assert ["pip", "install", "fastdecode"] not in commands(install)
+    assert commands(install) == commands(section("Install"))
+    assert ["python3", "-m", "venv", "venv", "&&", ".", "venv/bin/activate"] in commands(install)
