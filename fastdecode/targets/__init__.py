@@ -12,6 +12,7 @@ kernels and masks are made at the output size. See docs/decisions/detection.md.
 
 from __future__ import annotations
 
+from fastdecode.targets.coco import CocoDetection, CocoMasks
 from fastdecode.targets.joint import JointFusedTransform, fuse_joint
 
-__all__ = ["JointFusedTransform", "fuse_joint"]
+__all__ = ["CocoDetection", "CocoMasks", "JointFusedTransform", "fuse_joint"]

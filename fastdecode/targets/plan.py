@@ -213,7 +213,16 @@ class JointPlan:
             A padding step's mask fill is not a number v2 pads a mask with.
         """
         rows, cols = self.source_indices()
-        out = mask[..., np.maximum(rows, 0)[:, None], np.maximum(cols, 0)[None, :]]
+        return self.fill_mask(mask[..., np.maximum(rows, 0)[:, None], np.maximum(cols, 0)[None, :]])
+
+    def fill_mask(self, out: np.ndarray) -> np.ndarray:
+        """Writes the mask fills of the padded parts into ``out`` (..., H, W); returns it.
+
+        Raises
+        ------
+        Stop
+            A padding step's mask fill is not a number v2 pads a mask with.
+        """
         owner = self.mask_fill()
         if (owner >= 0).any():
             fills = np.array([np.nan if f[1] is None else f[1] for f in self.fills], np.float64)
