@@ -30,7 +30,9 @@ class PixelOp:
         The source transform (what explain() names).
     """
 
-    where = "decode"  # where it runs, for explain(): in the native call after the resample
+    # how it runs, for explain(): in the native call on the decoded pixels
+    how = ("fused: drawn as its library draws it (the same generators, in the same order), its "
+           "ops run natively on the decoded pixels with Pillow's arithmetic")
 
     def __init__(self, transform: Any):
         self.transform = transform

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 from fastdecode import _native
 
 __all__ = ["Fill", "Step", "affine", "autocontrast", "brightness", "color_step", "contrast",
-           "equalize", "inverse_affine_matrix", "invert", "lut", "pil_rotate",
+           "equalize", "inverse_affine_matrix", "inverse_affine_matrix_v2", "invert", "lut", "pil_rotate",
            "posterize", "saturation", "sharpness", "solarize", "solarize_add", "tv_affine"]
 
 Step = tuple  # one tuple of _native.augment's steps
@@ -104,18 +104,19 @@ def affine(matrix: Sequence[float], resample: int, fill: Fill) -> Step:
     return (_native.AUG_AFFINE, tuple(float(v) for v in matrix[:6]), resample, fill)
 
 
-def pil_rotate(angle: float, size: tuple[int, int], resample: int, fill: Fill) -> Optional[Step]:
-    """``img.rotate(angle, resample, fillcolor=fill)`` (no expand, centre or
-    translate) on an image of ``size`` (height, width): Pillow's matrix,
-    computed as ``Image.rotate`` computes it; None for a multiple of 360
-    degrees (Pillow returns a copy). Pillow transposes for 180 degrees (and
-    90 / 270 on a square): the matrix then holds only 0, 1 and -1 and whole
-    offsets, and samples the same pixels."""
+def pil_rotate(angle: float, size: tuple[int, int], resample: int, fill: Fill,
+               center: Optional[Sequence[float]] = None) -> Optional[Step]:
+    """``img.rotate(angle, resample, center=center, fillcolor=fill)`` (no
+    expand or translate) on an image of ``size`` (height, width): Pillow's
+    matrix, computed as ``Image.rotate`` computes it; None for a multiple of
+    360 degrees without a centre (Pillow returns a copy). Pillow transposes
+    for 180 degrees (and 90 / 270 on a square): the matrix then holds only 0,
+    1 and -1 and whole offsets, and samples the same pixels."""
     angle = angle % 360.0
-    if angle == 0:
+    if angle == 0 and not center:
         return None
     h, w = size
-    cx, cy = w / 2, h / 2
+    cx, cy = (w / 2, h / 2) if center is None else (center[0], center[1])
     rad = -math.radians(angle)
     m = [round(math.cos(rad), 15), round(math.sin(rad), 15), 0.0,
          round(-math.sin(rad), 15), round(math.cos(rad), 15), 0.0]
@@ -148,12 +149,38 @@ def inverse_affine_matrix(center: Sequence[float], angle: float, translate: Sequ
     return matrix
 
 
+def inverse_affine_matrix_v2(center: Sequence[float], angle: float, translate: Sequence[float],
+                             scale: float, shear: Sequence[float]) -> list[float]:
+    """torchvision v2's own ``_get_inverse_affine_matrix`` (inverted=True): the
+    same matrix as v1's, its terms grouped otherwise (so it rounds otherwise)."""
+    rot = math.radians(angle)
+    sx = math.radians(shear[0])
+    sy = math.radians(shear[1])
+    cx, cy = center
+    tx, ty = translate
+    cos_sy = math.cos(sy)
+    tan_sx = math.tan(sx)
+    rot_minus_sy = rot - sy
+    cx_plus_tx = cx + tx
+    cy_plus_ty = cy + ty
+    a = math.cos(rot_minus_sy) / cos_sy
+    b = -(a * tan_sx + math.sin(rot))
+    c = math.sin(rot_minus_sy) / cos_sy
+    d = math.cos(rot) - c * tan_sx
+    matrix = [d / scale, -b / scale, 0.0, -c / scale, a / scale, 0.0]
+    matrix[2] += cx - matrix[0] * cx_plus_tx - matrix[1] * cy_plus_ty
+    matrix[5] += cy - matrix[3] * cx_plus_tx - matrix[4] * cy_plus_ty
+    return matrix
+
+
 def tv_affine(size: tuple[int, int], angle: float, translate: Sequence[float], scale: float,
               shear: Sequence[float], resample: int, fill: Fill,
-              center: Optional[Sequence[float]] = None) -> Step:
-    """torchvision's ``F.affine`` on a PIL image of ``size`` (height, width)
-    (v1 and v2: the centre defaults to ``[width * 0.5, height * 0.5]``)."""
+              center: Optional[Sequence[float]] = None, v2: bool = False) -> Step:
+    """torchvision's ``F.affine`` on a PIL image of ``size`` (height, width),
+    v1's or v2's matrix (the centre defaults to ``[width * 0.5, height * 0.5]``)."""
     h, w = size
     if center is None:
         center = [w * 0.5, h * 0.5]
-    return affine(inverse_affine_matrix(center, angle, translate, scale, shear), resample, fill)
+    matrix = (inverse_affine_matrix_v2 if v2 else inverse_affine_matrix)(
+        center, angle, translate, scale, shear)
+    return affine(matrix, resample, fill)

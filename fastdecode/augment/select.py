@@ -9,20 +9,23 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastdecode.augment import timm_policies, tv_policies
+from fastdecode.augment import timm_policies, tv_policies, tv_single
 from fastdecode.augment.base import PixelOp
 
 __all__ = ["pixel_op", "why_not"]
 
 _POLICY_NAMES = frozenset({"RandAugment", "TrivialAugmentWide", "AutoAugment", "AugMix",
                            "AugMixAugment"})
+_SINGLE_NAMES = frozenset({"RandomRotation", "RandomAffine", "RandomPosterize", "RandomSolarize",
+                           "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize",
+                           "RandomInvert"})
 
 
 def pixel_op(t: Any) -> Optional[PixelOp]:
     """The pixel op for ``t``, or None when it is not one fuse runs natively."""
     module = type(t).__module__
     if module.startswith("torchvision."):
-        return tv_policies.policy_op(t)
+        return tv_policies.policy_op(t) or tv_single.single_op(t)
     if module.startswith("timm."):
         return timm_policies.policy_op(t)
     return None
@@ -33,6 +36,11 @@ def why_not(t: Any) -> Optional[str]:
     report), or None when ``t`` is not one of the policies' classes."""
     name = type(t).__name__
     module = type(t).__module__
+    if name in _SINGLE_NAMES and module.startswith("torchvision."):
+        if getattr(t, "expand", False):
+            return f"{name} with expand=True changes the image size: it runs unfused"
+        return (f"{name}: a subclass, an interpolation Image.transform does not take (nearest, "
+                "bilinear, bicubic), or a fill that is not an RGB colour: it runs unfused")
     if name not in _POLICY_NAMES or not module.startswith(("torchvision.", "timm.")):
         return None
     if name in ("AugMix", "AugMixAugment"):

@@ -85,10 +85,10 @@ def tv_steps(name: str, magnitude: float, size: tuple[int, int], resample: int,
     if name in ("ShearX", "ShearY"):
         shear = math.degrees(math.atan(magnitude))
         pair = [shear, 0.0] if name == "ShearX" else [0.0, shear]
-        return (ops.tv_affine(size, 0.0, [0, 0], 1.0, pair, resample, fill, center=[0, 0]),)
+        return (ops.tv_affine(size, 0.0, [0, 0], 1.0, pair, resample, fill, [0, 0], v2),)
     if name in ("TranslateX", "TranslateY"):
         move = [int(magnitude), 0] if name == "TranslateX" else [0, int(magnitude)]
-        return (ops.tv_affine(size, 0.0, move, 1.0, [0.0, 0.0], resample, fill),)
+        return (ops.tv_affine(size, 0.0, move, 1.0, [0.0, 0.0], resample, fill, None, v2),)
     if name == "Rotate":
         step = ops.pil_rotate(magnitude, size, resample, fill)
         return () if step is None else (step,)

@@ -67,6 +67,8 @@ class ColorOp(PixelOp):
     steps it would apply (empty: the image passes unchanged); the size plays
     no part."""
 
+    how = "fused: the colours are adjusted natively on the decoded pixels, with Pillow's arithmetic"
+
     def draw(self, size: tuple[int, int] = (0, 0)) -> Steps:  # pragma: no cover - subclasses
         """Draws this image's parameters from torch's RNG as the transform's
         ``forward`` would, and returns the native steps they give.

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from torchvision import transforms as T
 from torchvision.transforms import v2 as T2
 
-from fastdecode.transforms.color import color_op
+from fastdecode.transforms.color import ColorOp, color_op
 from fastdecode.transforms.color import why_not as color_why_not
 from fastdecode.transforms.filters import FILTERS, pil_filter
 from fastdecode.transforms.geometry import static_output_size
@@ -113,9 +113,13 @@ def _why(t: Any, on_tensor: bool) -> str:
 def _why_after(f: FusedTransform, t: Any) -> str:
     """Why the first step after the fused part (not geometric, not a colour
     step fuse knows) runs unfused."""
+    known = color_why_not(t) if f.tail is None else None  # a colour / augmentation step
+    if known is not None:
+        return known
     if f.tail is not None and color_op(t) is not None:
-        return ("a colour step after the tensor converter runs in torchvision on each sample's "
-                "tensor (colour steps fuse right after the geometry, before the converter)")
+        return ("a colour or augmentation step after the tensor converter runs in torchvision "
+                "on each sample's tensor (these steps fuse right after the geometry, before the "
+                "converter)")
     if f.tail is not None:
         return (f"fuse computes only per-pixel steps after the tensor converter (Normalize, "
                 f"ToDtype, ConvertImageDtype), and {_type_name(t)} is not one; it runs in "
@@ -160,8 +164,8 @@ def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
     geometric step left unfused, or a second resample every image stops at),
     stops at a colour step it cannot run exactly (a RandomApply of colour
     and other steps), fuses nothing at all, or loses the batch path to a
-    step after the fused part (an augmentation such as RandAugment or
-    RandomErasing, a Lambda, a colour step on tensors) when the chain would
+    step after the fused part (an augmentation that does not fuse, such as
+    AugMix, a Lambda, a colour step on tensors) when the chain would
     have it otherwise. None when the leading geometric run and the colour
     steps after it fused and the unfused rest costs no batch path (a chain
     that returns PIL images, or images of different sizes, has none).
@@ -214,8 +218,7 @@ def _fused_where(f: FusedTransform) -> dict[int, str]:
         where[i] = text
     for cop in f.color_ops:
         index = next(i for i, s in enumerate(f.steps) if s is cop.transform)
-        where[index] = ("fused: the colours are adjusted natively on the decoded pixels, with "
-                        "Pillow's arithmetic")
+        where[index] = cop.how
     for eop in f.erasing:
         index = next(i for i, s in enumerate(f.steps) if s is eop.transform)
         where[index] = ("fused: its boxes are drawn with the geometry (the same generators, in "
@@ -276,7 +279,7 @@ def explain(f: FusedTransform) -> str:
                     "(fastdecode never reorders a chain)")
         lines.append(f"  {i}. {short_name(step)}\n       {text}")
     lines.append(_batches(f, report))
-    done = "the leading geometric run" + (" and the colour steps after it" if f.color_ops else "")
+    done = "the leading geometric run" + (" and the pixel steps after it" if f.color_ops else "")
     if report is not None:
         lines.append(f"Summary: {report}.")
     elif not f.trailing:
@@ -299,7 +302,8 @@ def describe(f: FusedTransform) -> str:
            else f"native decode, Pillow resample ({', '.join(pillow)})")
     lines.append(f"  decode: {geo or 'full image'}   [{how}]")
     if f.color_ops:
-        lines.append("  colour: " + " -> ".join(short_name(op.transform) for op in f.color_ops)
+        label = "colour" if all(isinstance(op, ColorOp) for op in f.color_ops) else "pixels"
+        lines.append(f"  {label}: " + " -> ".join(short_name(op.transform) for op in f.color_ops)
                      + "   [native, Pillow's arithmetic]")
     if f.tail is not None:
         kind = ("uint8, no pass" if f.tail.identity

@@ -188,3 +188,11 @@ def test_the_inverse_matrix_is_torchvisions():
     for args in [([3.5, 2.0], 17.0, [4, -2], 1.25, [5.0, -8.0]), ([0, 0], -90.0, [0, 0], 1.0,
                                                                    [math.degrees(0.3), 0.0])]:
         assert ops.inverse_affine_matrix(*args) == _get_inverse_affine_matrix(*args)
+
+
+def test_the_v2_inverse_matrix_is_v2s():
+    """v2 groups the terms otherwise: its own copy, not v1's (they differ in the last bits)."""
+    from torchvision.transforms.v2.functional._geometry import _get_inverse_affine_matrix
+
+    args = ([31.5, 22.0], 13.7, [4, -2], 1.13, [7.3, -4.1])
+    assert ops.inverse_affine_matrix_v2(*args) == _get_inverse_affine_matrix(*args)
