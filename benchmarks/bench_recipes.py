@@ -29,7 +29,8 @@ from . import bench_loader as loader_bench
 from .presets import ClassificationPresetEval, ClassificationPresetTrain
 
 DATASETS = ("ImageFolder+PIL", "FastImageFolder")
-TARGETS = {"train": 1.8, "eval": 2.0}  # issue 14: FastImageFolder over ImageFolder, 2 cores
+TARGETS = {"train": 1.8, "eval": 2.0,  # issue 14: FastImageFolder over ImageFolder, 2 cores
+           "augment": 2.5}  # issue 50: the auto-augment recipes, per core (one thread)
 MODES: dict[str, dict[str, Any]] = {
     "quick": dict(workers=[0, 2], batch=16, batches=2, rounds=3),
     "default": dict(workers=[0, 2], batch=64, batches=4, rounds=3),
@@ -69,6 +70,22 @@ RECIPES: dict[str, tuple[str, Callable[[], Any]]] = {  # name -> (kind, factory)
     "timm create_transform train re_prob=0.25": ("train", lambda: _timm(True, re_prob=0.25)),
     "timm create_transform eval": ("eval", lambda: _timm(False)),
 }
+
+
+def _augmenting(policy: str, use_v2: bool):
+    """IMAGENET1K_V2's recipe: --auto-augment <policy> --random-erase 0.1 --train-crop-size 176."""
+    return lambda: ClassificationPresetTrain(crop_size=176, auto_augment_policy=policy,
+                                             random_erase_prob=0.1, use_v2=use_v2)
+
+
+# The recipes people train with today (issue 50): the policies fuse into the decode.
+for _policy in ("ta_wide", "ra", "imagenet"):
+    for _v2 in (False, True):
+        RECIPES[f"reference train {'v2' if _v2 else 'v1'} {_policy} + random erase, 176"] = (
+            "augment", _augmenting(_policy, _v2))
+RECIPES["timm train rand-m9-mstd0.5-inc1 re_prob=0.25 interpolation=random"] = (
+    "augment", lambda: _timm(True, auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25,
+                           interpolation="random"))
 
 
 def fusion(transform) -> dict[str, Any]:
@@ -172,6 +189,9 @@ def parse_args(argv):
     parser.add_argument("--full", action="store_true", help="larger rounds, five of them")
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), metavar="NAME",
                         help="only these recipes (default: all)")
+    parser.add_argument("--workers", nargs="+", type=int, metavar="N",
+                        help="only these num_workers settings (0: one thread in this process; "
+                             "default: the mode's, 0 and 2)")
     args = parser.parse_args(argv)
     if args.quick and args.full:
         parser.error("--quick and --full exclude each other")
@@ -182,6 +202,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     mode = "quick" if args.quick else "full" if args.full else "default"
     settings = dict(MODES[mode])
+    if args.workers:
+        settings["workers"] = sorted(set(args.workers))
     data = args.data or common.default_data()
     recipes, skipped = {}, {}
     for name in args.recipes or RECIPES:

@@ -86,3 +86,14 @@ def test_rows_alternate_their_order_round_by_round(monkeypatch):
     rounds = [ran[k:k + len(opened)] for k in range(0, len(ran), len(opened))]
     assert len(opened) == 4 and len(rounds) == 3
     assert rounds == [opened, opened[::-1], opened]
+
+
+@pytest.mark.parametrize("name", [n for n, (kind, _) in bench.RECIPES.items() if kind == "augment"])
+def test_the_auto_augment_recipes_fuse_their_policy(name):
+    """Issue 50's rows: the policy runs in the decode, nothing unfused; their target is 2.5x."""
+    if name.startswith("timm"):
+        pytest.importorskip("timm")
+    report = bench.fusion(bench.RECIPES[name][1]())
+    assert report["decode"][-1] in ("TrivialAugmentWide", "RandAugment", "AutoAugment")
+    assert report["unfused"] == [] and "RandomErasing" in report["tensor"]
+    assert bench.TARGETS["augment"] == 2.5
