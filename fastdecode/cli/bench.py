@@ -33,6 +33,7 @@ SECTIONS = {
     "ray": "bench_ray",  # needs ray (fastdecode[ray]); skipped without it
     "storage": "bench_storage",  # needs FUSE (latencyfs); prints a skip line without it
     "remote": "bench_remote",  # http:// and s3:// (moto, s3fs) on 127.0.0.1; s3 left out without
+    "tv-datasets": "bench_tv_datasets",  # torchvision's CIFAR10 / Food101 swapped one line
 }
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 OPTIONAL = {"ray": "ray"}  # section -> the package it needs
@@ -44,13 +45,13 @@ OPTIONAL = {"ray": "ray"}  # section -> the package it needs
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
               "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"],
-              "storage": ["--quick"], "remote": ["--quick"]},
+              "storage": ["--quick"], "remote": ["--quick"], "tv-datasets": ["--quick"]},
     "default": {"decode": ["--limit", "200", "--rounds", "3"],
                 "transforms": ["--limit", "100", "--rounds", "3"], "loader": ["--chains", "train"],
                 "recipes": [],
-                "ray": [], "storage": [], "remote": []},
+                "ray": [], "storage": [], "remote": [], "tv-datasets": []},
     "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
-             "ray": [], "storage": ["--full"], "remote": []},
+             "ray": [], "storage": ["--full"], "remote": [], "tv-datasets": []},
 }
 
 # About how long each section takes, in seconds on a quiet 2-core machine,
@@ -86,6 +87,8 @@ and with --full or --sections:
   storage     the loaders on a mount that delays each open (needs FUSE)
   remote      http:// and s3:// roots served on 127.0.0.1
   ray         Ray Data (needs fastdecode[ray])
+  tv-datasets torchvision's CIFAR10 (the seed's example, CIFAR's crop
+              recipe) and a Food101 layout, swapped for fastdecode.datasets'
 
 It first says what it will run and about how long; each section shows a
 progress bar and prints its tables; a five-line summary ends the run (images/s
