@@ -1,0 +1,143 @@
+"""Detection and segmentation: torchvision's reference presets through CocoDetection, one thread.
+
+Per row, samples/s of torchvision's ``CocoDetection`` + ``wrap_dataset_for_transforms_v2``
+(PIL decode, pycocotools masks at full size, v2 on PIL) against fastdecode's
+``CocoDetection`` (the same wrapper; the crop decoded once, masks rasterized
+at the output), with masks and with boxes only, for each detection preset
+(fastdecode.targets.presets); and the segmentation preset on (image, label
+PNG) pairs through ``fuse_joint`` against v2. Median of interleaved rounds;
+the ratio is the median of per-round ratios. Data: a generated COCO set over
+the first N photos of ``--data`` (default: ../shared/corpus/photos). See
+docs/decisions/detection.md.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import PIL.Image
+import torch
+
+from benchmarks import _common as common
+from benchmarks._coco_data import make_coco
+
+SIZES = {"limit": ("photos", 24, 6), "rounds": ("interleaved rounds", 5, 2)}
+
+
+def _photos(data: Path | None, limit: int) -> tuple[Path, list[Path]]:
+    root = data or Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "photos"
+    files = sorted(p for p in root.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))[:limit]
+    if not files:
+        raise SystemExit(f"no JPEG photos under {root}")
+    return root, files
+
+
+def _time(run, n: int) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        run(i)
+    return n / (time.perf_counter() - start)
+
+
+def detection_rows(root: Path, ann: Path, rounds: int, bar) -> dict:
+    from torchvision import datasets
+    from torchvision.datasets import wrap_dataset_for_transforms_v2
+
+    from fastdecode.targets import CocoDetection, presets
+
+    rows: dict = {}
+    for preset in presets.DETECTION:
+        for keys in (("boxes", "labels", "masks"), ("boxes", "labels")):
+            chain = presets.detection(preset)
+            theirs = wrap_dataset_for_transforms_v2(
+                datasets.CocoDetection(root, str(ann), transforms=chain), target_keys=set(keys))
+            ours = wrap_dataset_for_transforms_v2(
+                CocoDetection(root, str(ann), transforms=chain, target_keys=keys))
+            n = len(theirs)
+            per = {"torchvision": [], "fastdecode": []}
+            for r in range(rounds):
+                for name in common.round_order(list(per), r):
+                    ds = theirs if name == "torchvision" else ours
+                    torch.manual_seed(r)
+                    per[name].append(_time(lambda i, ds=ds: ds[i], n))
+                bar.update(1)
+            rows[f"{preset} {'masks' if 'masks' in keys else 'boxes'}"] = {
+                "torchvision": statistics.median(per["torchvision"]),
+                "fastdecode": statistics.median(per["fastdecode"]),
+                "ratio": common.paired_ratio(per["fastdecode"], per["torchvision"])}
+    return rows
+
+
+def segmentation_row(files: list[Path], rounds: int, bar) -> dict:
+    from torchvision import tv_tensors
+
+    from fastdecode.targets import fuse_joint, presets
+
+    chain = presets.segmentation()
+    fused = fuse_joint(chain)
+    tmp = Path(tempfile.mkdtemp(prefix="fd-seg-"))
+    pairs = []
+    for k, path in enumerate(files):
+        with PIL.Image.open(path) as im:
+            label = (np.asarray(im.convert("L")) // 12).astype(np.uint8)
+        png = tmp / f"{k}.png"
+        PIL.Image.fromarray(label).save(png)
+        pairs.append((path, png))
+
+    def theirs(i):
+        image, png = pairs[i]
+        label = tv_tensors.Mask(torch.from_numpy(np.asarray(PIL.Image.open(png))))
+        return chain(PIL.Image.open(image).convert("RGB"), label)
+
+    def ours(i):
+        image, png = pairs[i]
+        label = tv_tensors.Mask(torch.from_numpy(np.asarray(PIL.Image.open(png))))
+        return fused(image.read_bytes(), label)
+
+    per = {"torchvision": [], "fastdecode": []}
+    for r in range(rounds):
+        for name in common.round_order(list(per), r):
+            torch.manual_seed(r)
+            per[name].append(_time(theirs if name == "torchvision" else ours, len(pairs)))
+        bar.update(1)
+    return {"torchvision": statistics.median(per["torchvision"]),
+            "fastdecode": statistics.median(per["fastdecode"]),
+            "ratio": common.paired_ratio(per["fastdecode"], per["torchvision"])}
+
+
+def table(rows: dict) -> str:
+    lines = ["| preset | torchvision samples/s | fastdecode samples/s | ratio |",
+             "|---|---:|---:|---:|"]
+    for name, row in rows.items():
+        lines.append(f"| {name} | {row['torchvision']:.1f} | {row['fastdecode']:.1f} | "
+                     f"{row['ratio']:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = common.BenchParser(__doc__, "a folder of JPEG photos", SIZES)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    root, files = _photos(args.data, args.limit)
+    tmp = Path(tempfile.mkdtemp(prefix="fd-coco-"))
+    ann = make_coco(files, root, tmp / "instances.json", seed=0)
+    with common.progress("detection", args.rounds * 11) as bar:
+        rows = detection_rows(root, ann, args.rounds, bar)
+        rows["segmentation (label PNG)"] = segmentation_row(files, args.rounds, bar)
+    report = {"command": common.command_line(__name__, argv), "data": str(root),
+              "photos": len(files), "rounds": args.rounds, "machine": common.machine_facts(),
+              "versions": common.library_versions(), "rows": rows}
+    common.emit(f"\n### detection and segmentation presets, one thread, {len(files)} photos, "
+                f"median of {args.rounds} interleaved rounds\n\n" + table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
