@@ -55,6 +55,8 @@ class ArrayDataset(FusedChain):
     """
 
     channels = 3
+    data: Any  # torchvision's class sets them
+    target_transform: Any
 
     def __init__(self, *args: Any, exact: bool = False, **kwargs: Any) -> None:
         self._live = LiveFused(bool(exact), check_limits(None, None))

@@ -87,7 +87,7 @@ class FileDataset(_FastDataset):
         """(path, target) per item, or None when the items are not."""
         raise NotImplementedError
 
-    def _torchvision(self) -> type:
+    def _torchvision(self) -> Any:
         """torchvision's class this one derives from."""
         return next(c for c in type(self).__mro__ if c.__module__.startswith("torchvision."))
 
