@@ -94,11 +94,17 @@ class JointOp:
     def _fills(self, leaves: Leaves) -> tuple[tuple[int, ...], Optional[float]]:
         """(the RGB v2 pads a PIL image with, the value it pads a mask with)."""
         fills = self.transform._fill
+        key = repr(fills)
+        cached = getattr(self, "_fill_cache", None)
+        if cached is not None and cached[0] == key and (cached[2] is not None
+                                                          or not leaves.has_masks):
+            return cached[1], cached[2]
         image = _probe_fill(_get_fill(fills, PIL.Image.Image), PIL.Image.new("RGB", (1, 1)))
         mask = _probe_fill(_get_fill(fills, tv_tensors.Mask),
                            tv_tensors.Mask(torch.zeros(1, 1, 1, dtype=torch.uint8)))
         if image is None or (mask is None and leaves.has_masks):
             raise Stop("a fill that v2's pad refuses")
+        self._fill_cache = (key, image, mask)
         return image, mask
 
     def __repr__(self) -> str:

@@ -213,7 +213,9 @@ class JointPlan:
             A padding step's mask fill is not a number v2 pads a mask with.
         """
         rows, cols = self.source_indices()
-        return self.fill_mask(mask[..., np.maximum(rows, 0)[:, None], np.maximum(cols, 0)[None, :]])
+        out = _take(_take(mask, rows, -2), cols, -1)
+        out = out.copy() if np.shares_memory(out, mask) else np.ascontiguousarray(out)
+        return self.fill_mask(out)
 
     def fill_mask(self, out: np.ndarray) -> np.ndarray:
         """Writes the mask fills of the padded parts into ``out`` (..., H, W); returns it.
@@ -231,3 +233,13 @@ class JointPlan:
             pad = owner >= 0
             out[..., pad] = fills[owner[pad]].astype(out.dtype)
         return out
+
+
+def _take(mask: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    """``mask`` at ``idx`` along ``axis`` (-1 read as 0; the fill comes after):
+    a view when ``idx`` is the whole axis, forward or mirrored."""
+    n = mask.shape[axis]
+    if len(idx) == n and idx[0] in (0, n - 1) and (np.diff(idx) == (1 if idx[0] == 0 else -1)).all():
+        sl = slice(None) if idx[0] == 0 or n == 1 else slice(None, None, -1)
+        return mask[..., sl, :] if axis == -2 else mask[..., sl]
+    return np.take(mask, np.maximum(idx, 0), axis=axis)
