@@ -13,8 +13,16 @@ keeps, straight to the output size and layout::
     x = train(open("cat.jpg", "rb").read())      # float32 (3, 224, 224)
 
 Colour steps right after the geometry (ColorJitter, hue included;
-RandomGrayscale; a RandomApply of them) fuse too, drawn as torchvision
-draws them and computed with Pillow's arithmetic.
+RandomGrayscale; a RandomApply of them) fuse too, and so do the
+augmentations of training recipes: torchvision's v1 and v2 RandAugment,
+TrivialAugmentWide, AutoAugment, RandomRotation (without ``expand``),
+RandomAffine, RandomPosterize, RandomSolarize, RandomAdjustSharpness,
+RandomAutocontrast, RandomEqualize and RandomInvert, timm's RandAugment and
+AutoAugment (:mod:`fastdecode.augment`); then the tensor tail and
+RandomErasing. Each is drawn as its library draws it, from the same
+generators in the same order, and computed with Pillow's arithmetic
+(``exact=True``: the library's result bit for bit). AugMix, timm's blur ops
+and a user's own callables run unfused, and ``explain()`` says why.
 
 :class:`RandomResizedCrop`, :class:`Resize`, :class:`CenterCrop`,
 :class:`RandomHorizontalFlip` and :class:`Compose` are torchvision's v1
@@ -135,8 +143,9 @@ def fuse(transform: Any = None, *, exact: bool = False, region: str = "box",
         other PIL modes run the chain unfused (a RuntimeWarning once). A
         wrong dtype is a TypeError, a wrong shape a ValueError, each naming
         what is expected. Random parameters come from
-        torch's global RNG, drawn as torchvision draws them, in the same
-        order. It also has ``f.plan``, ``f.explain()``,
+        the global generators the chain's library draws from (torch's; timm's
+        policies also Python's ``random`` and NumPy's), drawn as that library
+        draws them, in the same order. It also has ``f.plan``, ``f.explain()``,
         ``f.fusion_report()``, ``f.is_current()`` / ``f.refreshed()``,
         ``f.output_shape``, ``f.last_params`` and, for batch loaders,
         ``f.decode_into(data, out)`` / ``f.finish(batch)``: see
