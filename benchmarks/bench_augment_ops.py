@@ -1,7 +1,7 @@
 """Per-op cost of the native augmentation kernels against Pillow's own calls.
 
     python -m benchmarks.bench_augment_ops [--data DIR] [--limit N] [--rounds R] [--quick]
-                                           [--sizes 224 176] [--json PATH]
+                                           [--sizes 224 176] [--layout CHW|HWC] [--json PATH]
 
 Each op of the auto-augment policies (src_c/fd_augment.c, through
 ``_native.augment``) is timed against the Pillow call it reproduces bit for
@@ -13,10 +13,13 @@ after the recipes' crop (224: the ImageNet train crop; 176: torchvision's
 ends with the new one; fastdecode's from a uint8 array and copies it into
 the working buffer first (the op is in place), so its row includes a copy
 the fused chain does not make. A first pass checks both give the same pixels.
+--layout picks the working buffer's layout (CHW: the tensor's, HWC: Pillow's).
 
 Methods alternate inside each round (benchmarks._common.round_order); each
-row reports the median over rounds of the microseconds per image, and the
-speedup as the median of the per-round ratios.
+row reports the median over rounds of the CPU microseconds per image (the
+thread's CPU time: per core, as the recipes' figures, and less disturbed by
+a busy machine than wall time), and the speedup as the median of the
+per-round ratios.
 """
 
 from __future__ import annotations
@@ -101,30 +104,35 @@ def load_images(data: Path | None, limit: int, size: int) -> list[np.ndarray]:
 
 
 def time_pass(run: Callable[[int], None], count: int) -> float:
-    """Microseconds per image of one pass over `count` images."""
-    start = time.perf_counter()
+    """CPU microseconds (this thread's) per image of one pass over `count` images."""
+    start = time.thread_time()
     for i in range(count):
         run(i)
-    return (time.perf_counter() - start) / count * 1e6
+    return (time.thread_time() - start) / count * 1e6
 
 
-def measure(images: list[np.ndarray], size: int, rounds: int) -> list[dict]:
+def measure(images: list[np.ndarray], size: int, rounds: int, layout: str) -> list[dict]:
     from PIL import Image
 
     from fastdecode import _native
 
     pils = [Image.fromarray(a, "RGB") for a in images]
+    if layout == "CHW":
+        images = [np.ascontiguousarray(a.transpose(2, 0, 1)) for a in images]
     work = np.empty_like(images[0])
     rows = []
     for name, (steps, pillow) in ops(size).items():
         for a, im in zip(images, pils):  # same pixels first
             np.copyto(work, a)
-            if not np.array_equal(_native.augment(work, "HWC", steps), np.asarray(pillow(im))):
+            got = _native.augment(work, layout, steps)
+            if layout == "CHW":
+                got = got.transpose(1, 2, 0)
+            if not np.array_equal(got, np.asarray(pillow(im))):
                 sys.exit(f"{name} at {size}: fastdecode and Pillow differ")
 
         def ours(i: int, steps=steps) -> None:
             np.copyto(work, images[i])
-            _native.augment(work, "HWC", steps)
+            _native.augment(work, layout, steps)
 
         def theirs(i: int, pillow=pillow) -> None:
             pillow(pils[i])
@@ -134,7 +142,7 @@ def measure(images: list[np.ndarray], size: int, rounds: int) -> list[dict]:
         for r in range(rounds):
             for method in common.round_order(list(methods), r):
                 times[method].append(time_pass(methods[method], len(images)))
-        rows.append({"op": name, "size": size,
+        rows.append({"op": name, "size": size, "layout": layout,
                      "pillow_us": statistics.median(times["Pillow"]),
                      "fastdecode_us": statistics.median(times["fastdecode"]),
                      "speedup": common.paired_ratio(times["Pillow"], times["fastdecode"])})
@@ -142,10 +150,10 @@ def measure(images: list[np.ndarray], size: int, rounds: int) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| op | size | Pillow µs/img | fastdecode µs/img | speedup |",
+    lines = ["| op | size | Pillow CPU µs/img | fastdecode CPU µs/img | speedup |",
              "|---|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['op']} | {r['size']} | {r['pillow_us']:.1f} | "
+        lines.append(f"| {r['op']} | {r['size']} {r['layout']} | {r['pillow_us']:.1f} | "
                      f"{r['fastdecode_us']:.1f} | {r['speedup']:.2f}x |")
     return "\n".join(lines)
 
@@ -156,10 +164,12 @@ def main(argv: list[str] | None = None) -> None:
                                  "rounds": ("interleaved rounds", 9, 3)})
     parser.add_argument("--sizes", type=int, nargs="+", default=[224, 176],
                         help="square sizes the ops run at (default 224 176)")
+    parser.add_argument("--layout", choices=("CHW", "HWC"), default="CHW",
+                        help="fastdecode's working layout (default CHW)")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        rows += measure(load_images(args.data, args.limit, size), size, args.rounds)
+        rows += measure(load_images(args.data, args.limit, size), size, args.rounds, args.layout)
     header = common.command_line(__name__, argv)
     common.emit(f"`{header}`\n\n{table(rows)}\n")
     if args.json:

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h> /* every x86-64 */
+#endif
+
 /* No a * b + c contracted into an FMA: GCC in ISO C mode (setup.py's
  * -std=c99) does not contract; clang does unless told so. */
 #if defined(__clang__)
@@ -246,6 +250,35 @@ static inline uint8_t clamp_cubic(double v)
 /* bicubic_filter32RGB at (x + 1 + dx, y + 1 + dy): taps x .. x + 3 clamped
  * into the image; rows y .. y + 3, the first clamped, each later one outside
  * the image repeating the row before (BICUBIC_BODY's v2 = v1 ...). */
+#if defined(__SSE2__)
+/* The four rows' horizontal cubics at once: column k of the taps as int32
+ * lanes (one per row), the cubic's coefficients in integers (exact, as
+ * BICUBIC computes them from UINT8 operands in int), then the evaluation in
+ * two double lanes, each lane the scalar expression in its order. */
+static inline void cubic_rows(const uint8_t *q, size_t row, size_t ps, double dx, double v[4])
+{
+    __m128i t[4];
+    for (int k = 0; k < 4; k++)
+        t[k] = _mm_set_epi32(q[3 * row + (size_t)k * ps], q[2 * row + (size_t)k * ps],
+                             q[row + (size_t)k * ps], q[(size_t)k * ps]);
+    const __m128i p2 = _mm_sub_epi32(t[2], t[0]);
+    const __m128i d01 = _mm_sub_epi32(t[0], t[1]);
+    const __m128i p3 = _mm_sub_epi32(_mm_add_epi32(_mm_add_epi32(d01, d01), t[2]), t[3]);
+    const __m128i p4 = _mm_add_epi32(_mm_sub_epi32(_mm_sub_epi32(t[1], t[0]), t[2]), t[3]);
+    const __m128d d = _mm_set1_pd(dx);
+    for (int half = 0; half < 2; half++) {
+        const int sh = half ? 0xEE : 0x44; /* lanes 2, 3 or 0, 1 */
+        const __m128d c1 = _mm_cvtepi32_pd(_mm_shuffle_epi32(t[1], sh));
+        const __m128d c2 = _mm_cvtepi32_pd(_mm_shuffle_epi32(p2, sh));
+        const __m128d c3 = _mm_cvtepi32_pd(_mm_shuffle_epi32(p3, sh));
+        const __m128d c4 = _mm_cvtepi32_pd(_mm_shuffle_epi32(p4, sh));
+        const __m128d r = _mm_add_pd(
+            c1, _mm_mul_pd(d, _mm_add_pd(c2, _mm_mul_pd(d, _mm_add_pd(c3, _mm_mul_pd(d, c4))))));
+        _mm_storeu_pd(v + 2 * half, r);
+    }
+}
+#endif
+
 KERNEL void bicubic_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, int32_t x,
                        int32_t y, double dx, double dy, size_t ps, size_t cs)
 {
@@ -255,8 +288,12 @@ KERNEL void bicubic_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, i
         for (int b = 0; b < 3; b++) {
             const uint8_t *q = p + (size_t)b * cs;
             double v[4];
+#if defined(__SSE2__)
+            cubic_rows(q, row, ps, dx, v);
+#else
             for (int k = 0; k < 4; k++, q += row)
                 v[k] = cubic(q[0], q[ps], q[2 * ps], q[3 * ps], dx);
+#endif
             out[(size_t)b * cs] = clamp_cubic(cubic(v[0], v[1], v[2], v[3], dy));
         }
         return;
@@ -447,10 +484,9 @@ static inline uint8_t blend(int32_t degenerate, int32_t value, float alpha)
 }
 
 #if defined(__SSE2__)
-/* SSE2 (every x86-64): four float lanes computing the scalar expressions
- * below in their order, IEEE single like the scalar code, so bit for bit the
- * same (max/min are the clamps: no value here is NaN). */
-#include <emmintrin.h>
+/* SSE2: four float lanes computing the scalar expressions below in their
+ * order, IEEE single like the scalar code, so bit for bit the same (max/min
+ * are the clamps: no value here is NaN). */
 
 typedef struct {
     __m128 v[4];
