@@ -17,6 +17,7 @@ docs/decisions/datasets.md ("torchvision's built-in datasets").
 
 # No `from __future__ import annotations`: inspect.signature shows the
 # constructors' annotations as objects.
+import inspect
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,33 @@ from fastdecode.batching._buffers import BatchBuffers
 from fastdecode.datasets._chain import FusedChain, LiveFused
 
 __all__ = ["CIFAR10", "CIFAR100", "EMNIST", "KMNIST", "MNIST", "QMNIST", "STL10", "SVHN",
-           "ArrayDataset", "FashionMNIST"]
+           "ArrayDataset", "FashionMNIST", "torchvision_signature"]
+
+
+def torchvision_signature(cls: type, own: type, ours_doc: str) -> None:
+    """Gives ``cls`` its constructor's signature and Parameters: its
+    torchvision base's (documented as that class's), then the keyword-only
+    parameters of ``own`` (fastdecode's, documented by ``ours_doc``)."""
+    base = next(c for c in cls.__mro__ if c.__module__.startswith("torchvision."))
+    theirs = list(inspect.signature(base).parameters.values())
+    ours = [p for p in inspect.signature(own).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    kwargs = [p for p in theirs if p.kind is inspect.Parameter.VAR_KEYWORD]
+    theirs = [p for p in theirs if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    cls.__signature__ = inspect.Signature(theirs + ours + kwargs)  # type: ignore[attr-defined]
+
+    def __init__(self: Any, *args: Any, **kw: Any) -> None:  # the class's own: its doc is cls's
+        own.__init__(self, *args, **kw)  # type: ignore[misc]
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    stars: dict[Any, str] = {inspect.Parameter.VAR_POSITIONAL: "*",
+                             inspect.Parameter.VAR_KEYWORD: "**"}
+    names = ", ".join(stars.get(p.kind, "") + p.name for p in theirs + kwargs)
+    head = inspect.cleandoc(cls.__doc__ or "")
+    cls.__doc__ = (f"{head}\n\nParameters\n----------\n{names}\n    As for torchvision's "
+                   f"``{base.__name__}``.\n{inspect.cleandoc(ours_doc)}\n\nRaises\n------\n"
+                   f"RuntimeError, ValueError\n    What torchvision's constructor raises (a "
+                   f"missing or corrupt dataset without ``download=True``, a bad split).\n")
 
 
 class ArrayDataset(FusedChain):
@@ -57,6 +84,13 @@ class ArrayDataset(FusedChain):
     channels = 3
     data: Any  # torchvision's class sets them
     target_transform: Any
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        torchvision_signature(cls, ArrayDataset, """
+            exact : bool, default False
+                Bit-identical to torchvision (see :func:`~fastdecode.transforms.fuse`).
+            """)
 
     def __init__(self, *args: Any, exact: bool = False, **kwargs: Any) -> None:
         self._live = LiveFused(bool(exact), check_limits(None, None))

@@ -28,12 +28,25 @@ from torchvision import datasets as tv
 
 from fastdecode._options import DEFAULTS as _D
 from fastdecode.api import check_limits
+from fastdecode.datasets._arrays import torchvision_signature
 from fastdecode.datasets._chain import LiveFused
 from fastdecode.datasets._dataset import _FastDataset
 from fastdecode.datasets._sample import ON_ERROR
 
 __all__ = ["DTD", "GTSRB", "SUN397", "Country211", "FGVCAircraft", "FileDataset", "Flowers102",
            "Food101", "LFWPeople", "OxfordIIITPet", "Places365", "StanfordCars"]
+
+
+_OURS = """
+    exact : bool, default False
+        Bit-identical to torchvision (see :func:`~fastdecode.transforms.fuse`).
+    on_error : {'raise', 'skip', 'warn'}, default 'raise'
+        What a file that cannot be read or decoded does (as FastImageFolder's).
+    max_pixels, max_work_per_byte : int or None
+        The decode limits of every decode.
+    readahead, cache : optional
+        As FastImageFolder's ``readahead=`` and ``cache=``.
+    """
 
 
 class FileDataset(_FastDataset):
@@ -64,6 +77,11 @@ class FileDataset(_FastDataset):
         torchvision's constructor raises (RuntimeError for a missing
         dataset without ``download=True``, ValueError for a bad split...).
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if any(c.__module__.startswith("torchvision.") for c in cls.__mro__):
+            torchvision_signature(cls, FileDataset, _OURS)
 
     def __init__(self, *args: Any, exact: bool = False, on_error: str = "raise",
                  max_pixels: Optional[int] = _D["max_pixels"],
