@@ -30,6 +30,7 @@ SECTIONS = {
     "transforms": "bench_transforms",
     "loader": "bench_loader",
     "recipes": "bench_recipes",
+    "mixing": "bench_mixing",  # MixUp/CutMix end to end (2 workers) and alone
     "ray": "bench_ray",  # needs ray (fastdecode[ray]); skipped without it
     "storage": "bench_storage",  # needs FUSE (latencyfs); prints a skip line without it
     "remote": "bench_remote",  # http:// and s3:// (moto, s3fs) on 127.0.0.1; s3 left out without
@@ -44,13 +45,15 @@ OPTIONAL = {"ray": "ray"}  # section -> the package it needs
 # the train chain only (the summary's), eval in --full.
 MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
-              "loader": ["--quick"], "recipes": ["--quick"], "ray": ["--quick"],
+              "loader": ["--quick"], "recipes": ["--quick"], "mixing": ["--quick"],
+              "ray": ["--quick"],
               "storage": ["--quick"], "remote": ["--quick"], "tv-datasets": ["--quick"]},
     "default": {"decode": ["--limit", "200", "--rounds", "3"],
                 "transforms": ["--limit", "100", "--rounds", "3"], "loader": ["--chains", "train"],
-                "recipes": [],
+                "recipes": [], "mixing": [],
                 "ray": [], "storage": [], "remote": [], "tv-datasets": []},
     "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
+             "mixing": ["--full"],
              "ray": [], "storage": ["--full"], "remote": [], "tv-datasets": []},
 }
 
@@ -84,6 +87,8 @@ tree or a generated ImageNet-like one (1,000 JPEGs, made once into
 and with --full or --sections:
 
   recipes     real training recipes' transforms
+  mixing      MixUp/CutMix on the batches, 2 workers (baseline: torchvision's
+              reference collate_fn over ImageFolder)
   storage     the loaders on a mount that delays each open (needs FUSE)
   remote      http:// and s3:// roots served on 127.0.0.1
   ray         Ray Data (needs fastdecode[ray])
