@@ -63,6 +63,9 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 resume_step = 0
 ''',
     "webdataset.md": 'urls = "shards/shard-000000.tar"\n',
+    # the reference's preset ends in float tensors (MixUp mixes them)
+    "torchvision-references.md": "preset = T.Compose([T.RandomResizedCrop(64), T.ToTensor()])\n",
+    "timm.md": 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
 }
 # (page, block number) -> what it needs that is not here
 NEEDS = {
@@ -82,6 +85,8 @@ SMALLER = {
     ("file-lists.md", 0): [("batch_size=256", "batch_size=8")],
     ("file-lists.md", 1): [("batch_size=64", "batch_size=4")],
     ("resuming.md", 0): [("batch_size=256", "batch_size=2"), ("% 1000", "% 5")],
+    ("timm.md", 1): [("batch_size=128", "batch_size=8")],
+    ("timm.md", 2): [("batch_size=128", "batch_size=8")],
 }
 # after the block: what shows it did what it says
 EPILOGUE = {
@@ -91,6 +96,15 @@ EPILOGUE = {
     ("lightning-accelerate.md", 0): "assert len(next(iter(ImageNet().train_dataloader()))) == 2",
     ("lightning-accelerate.md", 2): "assert batches is loader and len(next(iter(batches))[0]) == 16",
     ("timm.md", 0): "assert fd_timm.installed()",
+    ("timm.md", 1): ("images, targets = next(iter(loader))\n"
+                     "assert images.shape == (8, 3, 224, 224) and targets.shape == (8, 1000)"),
+    ("timm.md", 2): ("images, targets = next(iter(loader))\n"
+                     "assert images.shape == (8, 3, 224, 224) and targets.shape == (8, 1000)"),
+    ("torchvision-references.md", 2): ("images, targets = next(iter(data_loader))\n"
+                                       "assert images.dtype == torch.float32 and "
+                                       "targets.shape == (16, 2)"),
+    ("torchvision-references.md", 3): ("images, targets = next(iter(data_loader))\n"
+                                       "assert targets.shape == (16, 2)"),
     ("webdataset.md", 2): ("images, labels = next(iter(loader))\n"
                            "assert images.shape == (16, 3, 64, 64) and len(labels) == 16"),
 }
