@@ -197,6 +197,9 @@ class ArrayDataset(FusedChain):
             targets.append(self.target_transform(target) if self.target_transform else target)
         return targets
 
+    def _read_ahead(self, indices: Any) -> None:
+        """Nothing to read ahead: the pixels are in memory (FastLoader calls it)."""
+
     def _batch_buffers(self) -> BatchBuffers:
         buffers = self.__dict__.get("_buffers")
         if buffers is None:

@@ -284,3 +284,21 @@ def test_a_chain_that_fails_on_gray_fails_as_in_torchvision(roots):
     with pytest.warns(RuntimeWarning, match="runs the chain unfused"):
         with pytest.raises(RuntimeError, match=re.escape(str(want.value))):
             ours[0]
+
+
+@pytest.mark.parametrize("name", ["CIFAR10", "MNIST"])
+def test_fastloader_in_process_gives_the_items(roots, name):
+    """FastLoader (its CPU ring, decode_batch_into) in-process: DataLoader's batches over
+    torchvision's class, for the same seed."""
+    import fastdecode as fd
+
+    chain = CHAINS["cifar-crop"]()
+    ours, theirs = _pair(roots, name, DATASETS[name][1][0][1], chain, exact=True)
+    torch.manual_seed(4)
+    got = list(fd.FastLoader(ours, batch_size=4, num_workers=0, pin_memory=False))
+    torch.manual_seed(4)
+    want = list(DataLoader(theirs, batch_size=4))
+    assert len(got) == len(want)
+    for (xa, ya), (xb, yb) in zip(got, want):
+        assert torch.equal(xa.as_subclass(torch.Tensor), xb)
+        assert torch.equal(ya, yb)
