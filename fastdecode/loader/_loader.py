@@ -168,9 +168,11 @@ class FastLoader(LoaderPasses):
         own) and the same mixed batches and soft targets, but mixed in place
         in the batch (``fastdecode.augment.mix_batch``) and keeping the CPU
         ring. With ``threads`` it runs in the loader's thread, in batch
-        order; with the CUDA ring on the GPU batch, after the table. With
-        ``resumable`` its draws are seeded by the batch's position (a
-        dataset with ``__getitems__``; otherwise they are the worker's).
+        order; with the CUDA ring on the GPU batch, after the table and the
+        erasing, drawing in this process, as a training loop mixing each
+        batch it receives does (timm's ``Mixup``). With ``resumable`` its
+        draws are seeded by the batch's position (a dataset with
+        ``__getitems__``; otherwise they are the collating worker's).
 
     Raises
     ------

@@ -50,3 +50,42 @@ def test_device_copy_without_ring_for_variable_shapes(tree):
     loader = fd.FastLoader(ds, batch_size=4, threads=2, device="cuda")
     images, targets = next(iter(loader))
     assert images.is_cuda and images.shape == (4, 3, 32, 32)
+
+
+def _seeded():
+    import random
+
+    import numpy as np
+
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["erasing", "erasing-then-mixup-cutmix"])
+def test_ring_carries_the_erasing_and_the_batch_transform(tree, mixed):
+    """A chain ending in a fused RandomErasing goes through the ring: the
+    workers send each slot's boxes, written on the GPU after the table
+    (ImageFolder's batches); a batch_transform runs there after them, drawing
+    in the main process, as a loop mixing each batch it receives would."""
+    from torchvision.datasets import ImageFolder
+    from torchvision.transforms import v2
+
+    chain = T.Compose([T.Resize(40), T.RandomCrop(32), T.ToTensor(), T.Normalize(MEAN, STD),
+                       T.RandomErasing(p=0.7, value="random")])
+    mix = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=3), v2.CutMix(alpha=1.0, num_classes=3)])
+    _seeded()
+    want = []
+    for x, y in torch.utils.data.DataLoader(ImageFolder(tree, chain), batch_size=4, num_workers=2):
+        want.append(mix(x, y) if mixed else (x, y))
+    ds = fd.FastImageFolder(tree, chain, exact=True)
+    _seeded()
+    loader = fd.FastLoader(ds, batch_size=4, num_workers=2, device="cuda",
+                           batch_transform=mix if mixed else None)
+    assert loader._ring is not None
+    got = list(loader)
+    assert len(got) == len(want)
+    for (a, ya), (b, yb) in zip(got, want):
+        assert a.is_cuda
+        torch.testing.assert_close(a.cpu(), b, rtol=0, atol=1e-6)
+        torch.testing.assert_close(ya.cpu(), yb, rtol=0, atol=1e-6)
