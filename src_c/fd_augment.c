@@ -61,6 +61,21 @@ KERNEL void put3(uint8_t *out, const uint8_t *in, size_t ocs, size_t ics)
     out[2 * ocs] = in[2 * ics];
 }
 
+/* The fill colour into pixels from..to-1 of a row. */
+KERNEL void fill_span(uint8_t *row, int32_t from, int32_t to, const uint8_t fill[3], size_t ps,
+                      size_t cs)
+{
+    for (int32_t x = from; x < to; x++)
+        put3(row + (size_t)x * ps, fill, cs, 1);
+}
+
+/* n consecutive pixels of a source row into a row (a channel at a time). */
+KERNEL void copy_span(uint8_t *out, const uint8_t *in, int32_t n, size_t ps, size_t cs)
+{
+    for (int b = 0; b < (ps == 3 ? 1 : 3); b++)
+        memcpy(out + (size_t)b * cs, in + (size_t)b * cs, (size_t)n * ps);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Affine (Geometry.c's ImagingTransformAffine on an RGB image)             */
 
@@ -138,21 +153,19 @@ KERNEL void affine_scale(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
     for (int32_t y = 0; y < h; y++, yo += a[4]) {
         uint8_t *out = dst + (size_t)y * (size_t)w * ps;
         const int32_t yi = coord(yo);
-        const int row_inside = yi >= 0 && yi < h;
-        const uint8_t *in = src + (size_t)(row_inside ? yi : 0) * (size_t)w * ps;
-        if (row_inside && contiguous) {
-            const size_t n = (size_t)(xmax - xmin) * ps, from = (size_t)xintab[xmin] * ps;
-            for (int b = 0; b < (ps == 3 ? 1 : 3); b++)
-                memcpy(out + (size_t)xmin * ps + (size_t)b * cs, in + from + (size_t)b * cs, n);
+        if (!(yi >= 0 && yi < h) || xmin >= xmax) {
+            fill_span(out, 0, w, fill, ps, cs);
+            continue;
         }
-        for (int32_t x = 0; x < w; x++, out += ps) {
-            if (row_inside && x >= xmin && x < xmax) {
-                if (!contiguous)
-                    put3(out, in + (size_t)xintab[x] * ps, cs, cs);
-            } else {
-                put3(out, fill, cs, 1);
-            }
-        }
+        const uint8_t *in = src + (size_t)yi * (size_t)w * ps;
+        fill_span(out, 0, xmin, fill, ps, cs);
+        if (contiguous)
+            copy_span(out + (size_t)xmin * ps, in + (size_t)xintab[xmin] * ps, xmax - xmin, ps,
+                      cs);
+        else
+            for (int32_t x = xmin; x < xmax; x++)
+                put3(out + (size_t)x * ps, in + (size_t)xintab[x] * ps, cs, cs);
+        fill_span(out, xmax, w, fill, ps, cs);
     }
 }
 
@@ -164,6 +177,27 @@ KERNEL void affine_fixed(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
     uint32_t a2 = fix16(a[2] + a[0] * 0.5 + a[1] * 0.5);
     uint32_t a5 = fix16(a[5] + a[3] * 0.5 + a[4] * 0.5);
     uint8_t *out = dst;
+    if (a0 == 65536u && a3 == 0 && w < 32768) {
+        /* a row of a shear along x: yin is the row's, and xin = x + xin(0)
+         * (whole multiples of 65536 added to sums that do not wrap: the
+         * check_fixed corners keep them within +-2^31 up to the corners'
+         * half-pixel offsets, beyond any column of a row under 32768), so
+         * the pixels inside are one run */
+        for (int32_t y = 0; y < h; y++, a2 += a1, a5 += a4, out += (size_t)w * ps) {
+            const int32_t yin = fixed_int(a5), off = fixed_int(a2);
+            if (yin < 0 || yin >= h || off >= w || off <= -w) {
+                fill_span(out, 0, w, fill, ps, cs);
+                continue;
+            }
+            const int32_t from = off < 0 ? -off : 0, to = off > 0 ? w - off : w;
+            fill_span(out, 0, from, fill, ps, cs);
+            copy_span(out + (size_t)from * ps,
+                      src + ((size_t)yin * (size_t)w + (size_t)(from + off)) * ps, to - from, ps,
+                      cs);
+            fill_span(out, to, w, fill, ps, cs);
+        }
+        return;
+    }
     for (int32_t y = 0; y < h; y++, a2 += a1, a5 += a4) {
         uint32_t xx = a2, yy = a5;
         for (int32_t x = 0; x < w; x++, out += ps, xx += a0, yy += a3) {

@@ -98,6 +98,8 @@ MATRICES = {
     "identity": lambda w, h: (1, 0, 0, 0, 1, 0),
     "shear-x-0.3": lambda w, h: (1, 0.3, 0, 0, 1, 0),
     "shear-x-neg": lambda w, h: (1, -0.27, 0, 0, 1, 0),
+    "shear-x-far-right": lambda w, h: (1, 0.3, 1.5 * w, 0, 1, 0),
+    "shear-x-rows-outside": lambda w, h: (1, -0.2, -0.5 * w, 0, 1, 0.6 * h),
     "shear-y-0.3": lambda w, h: (1, 0, 0, 0.3, 1, 0),
     "shear-xy-centred": lambda w, h: (1, 0.2, -0.1 * h, 0.15, 1, -0.075 * w),
     "translate-x-0.45": lambda w, h: (1, 0, 0.45 * w, 0, 1, 0),
