@@ -10,6 +10,10 @@ pkg-config (Windows) or to choose another copy, through
                            and jconfig.h
   FASTDECODE_JPEG_LIB      directory with the library to link
   FASTDECODE_JPEG_LIBNAME  its name without prefix/suffix (default: jpeg)
+
+libspng (PNG) and libwebp (WebP) are optional, found through pkg-config
+('spng', 'libwebp'); FASTDECODE_NO_PNG=1 / FASTDECODE_NO_WEBP=1 leave one out.
+Without one, that format decodes through Pillow.
 """
 
 import os
@@ -93,6 +97,36 @@ def libjpeg_settings():
     return settings
 
 
+# Optional codecs: (pkg-config names, the macro that makes the format a native
+# row in src_c/fd_formats.h). Without one the format goes to Pillow, and
+# `fastdecode info` says so (docs/decisions/png-webp.md).
+OPTIONAL_CODECS = {
+    "png": (("spng",), "FD_HAVE_SPNG"),
+    "webp": (("libwebp",), "FD_HAVE_WEBP"),
+}
+
+
+def optional_codec_settings():
+    """Compile and link flags of the optional codecs pkg-config finds
+    (FASTDECODE_NO_<NAME>=1 leaves one out), and the names of those it does."""
+    macros, cflags, libs, found = [], [], [], []
+    for name, (packages, macro) in OPTIONAL_CODECS.items():
+        if os.environ.get(f"FASTDECODE_NO_{name.upper()}") == "1":
+            continue
+        try:
+            out = [subprocess.run(["pkg-config", flag, *packages], capture_output=True,
+                                  text=True, check=True).stdout for flag in ("--cflags", "--libs")]
+        except (OSError, subprocess.CalledProcessError):
+            print(f"fastdecode: {'/'.join(packages)} not found by pkg-config: {name.upper()} "
+                  f"will decode through Pillow", file=sys.stderr)
+            continue
+        macros.append((macro, "1"))
+        cflags += shlex.split(out[0])
+        libs += shlex.split(out[1])
+        found.append(name)
+    return macros, cflags, libs, found
+
+
 def build_flags():
     cflags = ["-std=c99", "-Wall", "-Wextra", "-Wno-unused-function"]
     ldflags = []
@@ -115,7 +149,8 @@ class BuildExt(build_ext):
     def run(self):
         cflags, ldflags = build_flags()
         stamp = Path(self.build_temp) / "fastdecode-flags.txt"
-        signature = " ".join(cflags + ldflags)
+        codecs = optional_codec_settings()[3]  # a codec found or lost: rebuild
+        signature = " ".join(cflags + ldflags + codecs)
         if not stamp.exists() or stamp.read_text() != signature:
             self.force = True
         super().run()
@@ -145,15 +180,16 @@ def extensions():
 
     jpeg = libjpeg_settings()
     cflags, ldflags = build_flags()
+    codec_macros, codec_cflags, codec_libs, _ = optional_codec_settings()
     ext = Extension(
         "fastdecode._native",
         sources=["fastdecode/_native.pyx"] + C_SOURCES,
         include_dirs=["src_c"] + jpeg["include_dirs"],
         library_dirs=jpeg["library_dirs"],
         libraries=jpeg["libraries"],
-        extra_compile_args=cflags + jpeg["extra_compile_args"],
-        extra_link_args=ldflags + jpeg["extra_link_args"] + ["-lm", "-lpthread"],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=cflags + jpeg["extra_compile_args"] + codec_cflags,
+        extra_link_args=ldflags + jpeg["extra_link_args"] + codec_libs + ["-lm", "-lpthread"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + codec_macros,
     )
     return cythonize(
         [ext],

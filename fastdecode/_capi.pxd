@@ -113,6 +113,14 @@ cdef extern from "fd_jpeg.h" nogil:
     void fd_jpeg_library_info(char *version, size_t version_len, int *simd)
 
 
+cdef extern from "fd_png.h" nogil:
+    const char *fd_png_library_version()
+
+
+cdef extern from "fd_webp.h" nogil:
+    const char *fd_webp_library_version()
+
+
 cdef extern from "fd_resample.h" nogil:
     ctypedef enum fd_interp:
         FD_INTERP_NEAREST

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fastdecode import _native
-from fastdecode._options import BMP_OPTIONS, DEFAULTS
+from fastdecode._options import BMP_OPTIONS, DEFAULTS, PNG_OPTIONS, WEBP_OPTIONS
 
 __all__ = ["ALL_OPTIONS", "LISTED", "NATIVE", "NativeFormat", "dct_scaling", "native"]
 
@@ -62,10 +62,15 @@ class NativeFormat:
         return {k: options[k] for k in self.options if k in options}
 
 
+# PNG and WebP are rows only where the extension was built with libspng /
+# libwebp (``_native.NATIVE_FORMATS`` has them); otherwise Pillow decodes them.
+# What each sends to Pillow: docs/decisions/png-webp.md.
 NATIVE: dict[str, NativeFormat] = {f.name: f for f in (
     NativeFormat("jpeg", _native.decode_jpeg, ALL_OPTIONS, pillow_variants=True),
     NativeFormat("bmp", _native.decode_bmp, BMP_OPTIONS, pillow_variants=False),
-)}
+    NativeFormat("png", _native.decode_png, PNG_OPTIONS, pillow_variants=True),
+    NativeFormat("webp", _native.decode_webp, WEBP_OPTIONS, pillow_variants=True),
+) if f.name in _native.NATIVE_FORMATS}
 
 if tuple(NATIVE) != _native.NATIVE_FORMATS:
     raise ImportError(f"fastdecode: _formats.NATIVE has {tuple(NATIVE)}, the C core decodes "

@@ -241,6 +241,41 @@ def decode_bmp(
     MemoryError
         The output could not be allocated.
     """
+def decode_png(
+    data: Any,
+    *,
+    mode: ModeName = "RGB",
+    crop: Optional[Tuple[int, int, int, int]] = None,
+    size: Optional[Tuple[int, int]] = None,
+    interpolation: Interpolation = "bilinear",
+    flip: bool = False,
+    layout: LayoutName = "HWC",
+    out: Any = None,
+    exif: bool = False,
+    max_pixels: Optional[int] = 178956970,
+    max_work_per_byte: Optional[int] = 2048,
+) -> np.ndarray:
+    """Decodes a PNG (libspng): Pillow's convert(mode) pixels; see docs/decisions/png-webp.md."""
+
+def decode_webp(
+    data: Any,
+    *,
+    mode: ModeName = "RGB",
+    scale: Optional[float] = None,
+    min_size: Optional[Tuple[int, int]] = None,
+    crop: Optional[Tuple[int, int, int, int]] = None,
+    size: Optional[Tuple[int, int]] = None,
+    interpolation: Interpolation = "bilinear",
+    flip: bool = False,
+    layout: LayoutName = "HWC",
+    out: Any = None,
+    exif: bool = False,
+    max_pixels: Optional[int] = 178956970,
+    max_work_per_byte: Optional[int] = 2048,
+) -> np.ndarray:
+    """Decodes a WebP (libwebp), crop and M/8 scale by libwebp; see docs/decisions/png-webp.md."""
+
+def codec_versions() -> Dict[str, Optional[str]]: ...
 def sniff(data: Any) -> Optional[str]: ...
 def read_native_header(data: Any) -> Optional[ImageInfo]: ...
 def plan_shape(

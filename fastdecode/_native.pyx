@@ -494,6 +494,7 @@ def library_info():
 
 include "_jpeg.pxi"
 include "_bmp.pxi"
+include "_png.pxi"
 include "_resample.pxi"
 include "_tensor.pxi"
 include "_color.pxi"

@@ -142,3 +142,7 @@ DEFAULTS: DecodeOptions = {
 # The options BMP decoding has (no DCT scaling, no EXIF, no IDCT choice).
 BMP_OPTIONS = ("mode", "crop", "size", "interpolation", "flip", "layout", "out", "max_pixels",
                "max_work_per_byte")
+# PNG: BMP's, and exif (a file with an eXIf chunk goes to Pillow when it is set).
+PNG_OPTIONS = BMP_OPTIONS + ("exif",)
+# WebP: every option but libjpeg's IDCT choices (its scales are libwebp's rescaler).
+WEBP_OPTIONS = tuple(name for name in DEFAULTS if name not in ("fast", "strict"))

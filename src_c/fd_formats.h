@@ -13,9 +13,24 @@
 #ifndef FD_FORMATS_H
 #define FD_FORMATS_H
 
+/* PNG and WebP are rows only where their library was found (setup.py
+ * defines FD_HAVE_SPNG / FD_HAVE_WEBP); without it they go to Pillow. */
+#ifdef FD_HAVE_SPNG
+#define FD_FORMAT_ROW_PNG(ROW) ROW(FD_FORMAT_PNG, "png", fd_png_codec)
+#else
+#define FD_FORMAT_ROW_PNG(ROW)
+#endif
+#ifdef FD_HAVE_WEBP
+#define FD_FORMAT_ROW_WEBP(ROW) ROW(FD_FORMAT_WEBP, "webp", fd_webp_codec)
+#else
+#define FD_FORMAT_ROW_WEBP(ROW)
+#endif
+
 #define FD_FORMAT_ROWS(ROW)                   \
     ROW(FD_FORMAT_JPEG, "jpeg", fd_jpeg_codec) \
-    ROW(FD_FORMAT_BMP, "bmp", fd_bmp_codec)
+    ROW(FD_FORMAT_BMP, "bmp", fd_bmp_codec)    \
+    FD_FORMAT_ROW_PNG(ROW)                    \
+    FD_FORMAT_ROW_WEBP(ROW)
 
 #define FD_FORMAT_ENUM_ROW(constant, name, codec) constant,
 typedef enum { FD_FORMAT_UNKNOWN = 0, FD_FORMAT_ROWS(FD_FORMAT_ENUM_ROW) } fd_format;
