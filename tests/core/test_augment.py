@@ -436,3 +436,16 @@ def test_the_step_limit_itself_is_accepted():
     image = random_image(4, 4, 14)
     steps = [(_native.AUG_LUT, bytes(255 - i for i in range(256)))] * _native.AUG_MAX_STEPS
     np.testing.assert_array_equal(ours(image, steps, "HWC"), image)  # an even number of inverts
+
+
+def test_threads_calling_at_once_get_each_their_own_result():
+    """The GIL is released around the C call; each call owns its scratch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    images = [natural(96, 80, seed) for seed in range(8)]
+    steps = policy(80, 96)
+    expected = [ours(arr, steps, "CHW") for arr in images]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda arr: ours(arr, steps, "CHW"), images * 4))
+    for i, result in enumerate(got):
+        np.testing.assert_array_equal(result, expected[i % len(images)])
