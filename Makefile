@@ -285,11 +285,13 @@ $(VENV)/.wheel-deps: $(VENV)/.test-deps
 # and so are, by default (WHEEL_TIER=wheel), the tests that
 # tests/helpers/wheel_tier.py names and says why: the wheel's Python is the
 # checkout's byte for byte, so its tests of the source tree, of faults, of
-# endurance and of servers and frameworks stay with make test-full (~7 min
-# instead of ~17 on 2 cores; docs/decisions/wheels.md). WHEEL_TIER=default
+# endurance and of servers and frameworks stay with make test-full (the
+# tier is ~40% of the default tier's test time; docs/decisions/wheels.md,
+# 2026-12-07, has the measurements). WHEEL_TIER=default
 # runs the whole default tier, as the wheel job does on other platforms.
-# The closing lines count the tests per folder and fail when transforms,
-# datasets or loaders ran none (tests/helpers/wheel_summary.py).
+# The closing lines (printed after a failed run too) count the tests per
+# folder and fail when transforms, datasets or loaders ran none
+# (tests/helpers/wheel_summary.py).
 WHEEL_VENV := build/wheel-venv
 WHEEL_VPY := $(WHEEL_VENV)/bin/python
 WHEEL_TIER ?= wheel
@@ -307,8 +309,9 @@ wheel-test: wheel
 	cd build/wheel-test && FASTDECODE_EXPECT_INSTALLED=1 $(abspath $(WHEEL_VPY)) -m pytest $(XDIST) \
 	    -p no:cacheprovider -m "not slow" -k "not test_wheel" --junitxml=junit.xml \
 	    $(if $(filter wheel,$(WHEEL_TIER)),$$($(PYTHON) $(CURDIR)/tests/helpers/wheel_tier.py)) \
-	    $(PYTEST_ARGS) $(CURDIR)/tests
-	$(WHEEL_VPY) tests/helpers/wheel_summary.py build/wheel-test/junit.xml
+	    $(PYTEST_ARGS) $(CURDIR)/tests; \
+	  status=$$?; cd $(CURDIR) && $(WHEEL_VPY) tests/helpers/wheel_summary.py build/wheel-test/junit.xml \
+	  && exit $$status
 
 # Coverage-guided fuzzing (tests/fuzz; not part of `make test` nor .ci/run;
 # campaign results in tests/fuzz/RESULTS.md).
