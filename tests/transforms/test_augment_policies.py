@@ -70,10 +70,11 @@ POLICIES = {
     "timm-v0r": (_timm_auto("v0r"), False),
 }
 SEEDS = range(4)
-# The default mode's floor per policy, measured on the photos (docs/decisions/augment.md):
-# the geometry's resample differs within its bound, and the ops that remap levels
-# (solarize, posterize, equalize, autocontrast) can move a pixel across a step.
-MIN_PSNR = 30.0
+# The default mode's floor, measured on 48 photos x 4 seeds per policy
+# (tests/transforms/augment_bound.py; docs/decisions/augment.md): 98 % of the results are
+# bit-identical, the lowest 36.1 dB (RandAugment: a level step of solarize / posterize
+# moves the pixels the resample left one level off); the colour steps' 35 dB floor holds.
+MIN_PSNR = 35.0
 MEDIAN_PSNR = 45.0
 
 
