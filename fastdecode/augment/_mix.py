@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils.data import default_collate
 
-__all__ = ["MixCollate", "mix_batch"]
+__all__ = ["MixCollate", "fast_collate_mixup", "mix_batch"]
 
 
 def _kind(t: Any) -> Optional[str]:
@@ -186,6 +186,18 @@ def _timm_collate_batch(t: Any, batch: list) -> Any:
     return images, mixup_target(labels, t.num_classes, lam, t.label_smoothing, t.multi_label)
 
 
+def fast_collate_mixup(t: Any, batch: list) -> Any:
+    """timm's ``FastCollateMixup`` (or a subclass) called on ``batch``: its
+    'batch' mode on uint8 tensor samples in place on the collated batch, the
+    rest as timm's own ``__call__``."""
+    if (t.mode == "batch" and batch and len(batch) % 2 == 0
+            and all(isinstance(b[0], torch.Tensor) and b[0].dtype == torch.uint8 for b in batch)):
+        return _timm_collate_batch(t, batch)
+    from timm.data.mixup import FastCollateMixup
+
+    return FastCollateMixup.__call__(t, batch)
+
+
 class MixCollate:
     """A collate_fn that collates a batch and mixes it in place: torchvision's
     reference ``lambda batch: mixup_cutmix(*default_collate(batch))`` (or
@@ -235,11 +247,7 @@ class MixCollate:
         """
         t: Any = self.transform
         if _kind(t) == "FastCollateMixup":
-            if (t.mode == "batch" and batch and len(batch) % 2 == 0
-                    and all(isinstance(b[0], torch.Tensor) and b[0].dtype == torch.uint8
-                            for b in batch)):
-                return _timm_collate_batch(t, batch)
-            return t(batch)
+            return fast_collate_mixup(t, batch)
         images, labels = (self.collate or default_collate)(batch)
         return mix_batch(t, images, labels)
 

@@ -24,7 +24,15 @@ indices are timm's; ``torch/image_folder`` becomes a FastImageFolder
 fused runs unfused, and the dataset says so once. Configurations fastdecode
 does not serve (``load_bytes``, an ``input_img_mode`` other than RGB, a .tar
 root, hfds/tfds/wds readers) stay timm's, with a warning for the folder cases.
-Decision record: docs/decisions/datasets.md (timm's scripts).
+
+:func:`install` also gives timm's prefetcher path (``create_loader(...,
+use_prefetcher=True)``) two collates that take FastImageFolder's uint8 batch
+as it is: ``timm.data.loader.fast_collate`` hands the batch on without a
+zeroed copy, and ``timm.data.FastCollateMixup`` (what train.py builds for
+``--mixup``/``--cutmix`` with the prefetcher) mixes it in place
+(:func:`fastdecode.augment.mix_batch`'s rules): the same batches, targets and
+draws as timm's. Decision records: docs/decisions/datasets.md (timm's
+scripts), augment.md ("Batch mixing").
 """
 
 from __future__ import annotations
@@ -35,6 +43,10 @@ import sys
 import warnings
 from typing import Any, Callable, Optional
 
+import torch
+
+from fastdecode.augment._mix import fast_collate_mixup
+from fastdecode.batching._buffers import note_batch_taken_whole, whole_batch
 from fastdecode.datasets import FastImageFolder
 
 __all__ = ["TimmImageFolder", "install", "installed", "main", "uninstall"]
@@ -168,18 +180,72 @@ def _image_folder(root: Any, **kwargs: Any) -> FastImageFolder:
     return FastImageFolder(root, **kwargs, **_OPTIONS)
 
 
+def _fast_collate(batch: Any) -> Any:
+    """timm's ``fast_collate``; samples that are the rows of one uint8 batch
+    (FastImageFolder's) are that batch, handed on without timm's zeroed copy."""
+    from torch.utils.data import default_collate
+
+    images = [b[0] for b in batch] if batch and isinstance(batch[0], tuple) else []
+    whole = whole_batch(images) if images and isinstance(images[0], torch.Tensor) \
+        and images[0].dtype == torch.uint8 else None
+    if whole is None:
+        from timm.data import loader
+
+        return _ORIGINAL.get("fast_collate", loader.fast_collate)(batch)
+    note_batch_taken_whole()
+    targets = default_collate([b[1] for b in batch])
+    return whole, targets.long() if targets.ndim == 1 else targets
+
+
+_IN_PLACE: dict[str, type] = {}
+
+
+def _in_place_mixup() -> type:
+    """timm's FastCollateMixup whose 'batch' mode mixes in place (made once,
+    timm imported on first use)."""
+    if "class" not in _IN_PLACE:
+        from timm.data.mixup import FastCollateMixup
+
+        class InPlaceFastCollateMixup(FastCollateMixup):
+            """timm's ``FastCollateMixup``; its 'batch' mode mixes the collated
+            uint8 batch in place (``fastdecode.augment.MixCollate``), with
+            timm's draws, batches and soft targets."""
+
+            def __call__(self, batch: Any, _: Any = None) -> Any:
+                return fast_collate_mixup(self, batch)
+
+            def __reduce__(self) -> Any:  # pickled by its state: the class is made lazily
+                return _rebuilt_mixup, (dict(self.__dict__),)
+
+        _IN_PLACE["class"] = InPlaceFastCollateMixup
+    return _IN_PLACE["class"]
+
+
+def _rebuilt_mixup(state: dict) -> Any:
+    mixup: Any = object.__new__(_in_place_mixup())
+    mixup.__dict__.update(state)
+    return mixup
+
+
 def install(*, exact: bool = False, on_error: str = "raise") -> None:
     """Makes ``timm.data.create_dataset`` build fastdecode datasets (folders
-    and ``torch/image_folder``); ``exact`` and ``on_error`` as FastImageFolder's.
-    Calling it again changes the options; :func:`uninstall` undoes it."""
-    from timm.data import dataset_factory
+    and ``torch/image_folder``), and timm's prefetcher collates take their
+    batches as they are (the module doc); ``exact`` and ``on_error`` as
+    FastImageFolder's. Calling it again changes the options; :func:`uninstall`
+    undoes it."""
+    import timm.data
+    from timm.data import dataset_factory, loader
 
     if not _ORIGINAL:
         _ORIGINAL.update(ImageDataset=dataset_factory.ImageDataset,
-                         ImageFolder=dataset_factory.ImageFolder)
+                         ImageFolder=dataset_factory.ImageFolder,
+                         fast_collate=loader.fast_collate,
+                         FastCollateMixup=timm.data.FastCollateMixup)
     _OPTIONS.update(exact=exact, on_error=on_error)
     setattr(dataset_factory, "ImageDataset", _image_dataset)  # noqa: B010 (module globals)
     setattr(dataset_factory, "ImageFolder", _image_folder)  # noqa: B010
+    setattr(loader, "fast_collate", _fast_collate)  # noqa: B010
+    setattr(timm.data, "FastCollateMixup", _in_place_mixup())  # noqa: B010
 
 
 def installed() -> bool:
@@ -193,13 +259,16 @@ def installed() -> bool:
 
 
 def uninstall() -> None:
-    """Gives timm's factory its own classes back."""
+    """Gives timm's factory its own classes back, and its collates."""
     if not _ORIGINAL:
         return
-    from timm.data import dataset_factory
+    import timm.data
+    from timm.data import dataset_factory, loader
 
     setattr(dataset_factory, "ImageDataset", _ORIGINAL.pop("ImageDataset"))  # noqa: B010
     setattr(dataset_factory, "ImageFolder", _ORIGINAL.pop("ImageFolder"))  # noqa: B010
+    setattr(loader, "fast_collate", _ORIGINAL.pop("fast_collate"))  # noqa: B010
+    setattr(timm.data, "FastCollateMixup", _ORIGINAL.pop("FastCollateMixup"))  # noqa: B010
     _OPTIONS.clear()
 
 

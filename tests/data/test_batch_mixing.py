@@ -282,3 +282,55 @@ def test_timms_prefetcher_loader_gives_image_folders_batches(tree, re_prob, coll
     loader = _timm_loader(ds, collate_fn=collate_fn(), **options)
     assert ds._batch_fused() is not None and ds.fixed_sample_shape() == (3, 48, 48)
     same(list(loader), want)
+
+
+@pytest.fixture
+def timm_installed():
+    fd_timm = pytest.importorskip("fastdecode.integrations.timm")
+    pytest.importorskip("timm")
+    fd_timm.install(exact=True)
+    try:
+        yield fd_timm
+    finally:
+        fd_timm.uninstall()
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "workers2"])
+@pytest.mark.parametrize("collate", ["fast-collate", "fast-collate-mixup"])
+def test_installed_timm_collates_take_the_batch_as_it_is(tree, timm_installed, collate, workers):
+    """After fastdecode.integrations.timm.install(), create_loader's
+    fast_collate and timm.data.FastCollateMixup (what train.py builds) take
+    FastImageFolder's uint8 batch as it is: timm's batches, targets and draws."""
+    import timm.data
+
+    options = dict(re_prob=0.5, num_workers=workers)
+    timm_installed.uninstall()
+    seeded()
+    want = list(_timm_loader(ImageFolder(tree), collate_fn=_fast_collate_mixup()
+                             if collate == "fast-collate-mixup" else None, **options))
+    timm_installed.install(exact=True)
+    mixup = timm.data.FastCollateMixup(mixup_alpha=0.8, cutmix_alpha=1.0, num_classes=CLASSES)
+    assert type(mixup).__name__ == "InPlaceFastCollateMixup"
+    seeded()
+    got = list(_timm_loader(fd.FastImageFolder(tree, exact=True),
+                            collate_fn=mixup if collate == "fast-collate-mixup" else None,
+                            **options))
+    same(got, want)
+
+
+def test_installed_fast_collate_hands_the_batch_on_without_a_copy(tree, timm_installed):
+    import pickle
+
+    import timm.data
+    from timm.data import loader
+
+    ds = fd.FastImageFolder(tree, _timm_chain(use_prefetcher=True))  # uint8 samples
+    samples = ds.__getitems__([0, 1, 2, 3])
+    images, targets = loader.fast_collate(samples)
+    assert images.data_ptr() == samples[0][0].data_ptr() and images.dtype == torch.uint8
+    assert targets.dtype == torch.long and targets.tolist() == [s[1] for s in samples]
+    mixup = pickle.loads(pickle.dumps(timm.data.FastCollateMixup(num_classes=CLASSES)))
+    assert type(mixup).__name__ == "InPlaceFastCollateMixup" and mixup.num_classes == CLASSES
+    timm_installed.uninstall()
+    assert timm.data.FastCollateMixup.__name__ == "FastCollateMixup"
+    assert loader.fast_collate.__module__ == "timm.data.loader"
