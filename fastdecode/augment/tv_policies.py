@@ -18,6 +18,7 @@ import functools
 import math
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 
 from fastdecode.augment import ops
@@ -113,6 +114,11 @@ KNOWN = frozenset({"Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "
                    "Posterize", "Solarize", *_ENHANCE, *_PLAIN})
 
 
+def _f32(p: float) -> float:
+    """``p`` rounded to float32, as torch compares a float32 tensor with a Python float."""
+    return float(np.float32(p))
+
+
 def _values(magnitudes: Any) -> Optional[list[float]]:
     """A magnitude tensor as the Python floats ``float(m[i])`` gives (None: no magnitude)."""
     if magnitudes is None or magnitudes.ndim == 0:
@@ -126,12 +132,22 @@ class TvPolicy(PixelOp):
     def __init__(self, transform: Any, kind: str, v2: bool, resample: int, fill: ops.Fill):
         super().__init__(transform)
         self.kind, self.v2, self.resample, self.fill = kind, v2, resample, fill
-        self._tables: dict[tuple[int, int], list] = {}
+        self._tables: dict[tuple[int, int], tuple[list, dict]] = {}
+        # the policies' probabilities as float32: torch compares a float32 draw with them so
+        self._p32 = [[_f32(p) for _, p, _ in sub] for sub in getattr(
+            transform, "_policies" if v2 else "policies", ())] if kind == "auto" else []
 
     def _table(self, size: tuple[int, int]) -> list:
         """[(name, magnitudes or None, signed)] in the space's order, for ``size``."""
-        table = self._tables.get(size)
-        if table is None:
+        return self._tables_of(size)[0]
+
+    def _space(self, size: tuple[int, int]) -> dict:
+        """name -> (magnitudes or None, signed), for ``size``."""
+        return self._tables_of(size)[1]
+
+    def _tables_of(self, size: tuple[int, int]) -> tuple[list, dict]:
+        tables = self._tables.get(size)
+        if tables is None:
             t, (h, w) = self.transform, size
             if self.v2:
                 bins = 10 if self.kind == "auto" else t.num_magnitude_bins
@@ -142,10 +158,11 @@ class TvPolicy(PixelOp):
                 bins = 10 if self.kind == "auto" else t.num_magnitude_bins
                 space = t._augmentation_space(bins, (h, w))
             table = [(k, _values(m), s) for k, (m, s) in space.items()]
+            tables = (table, {k: (values, s) for k, values, s in table})
             if len(self._tables) >= _MAX_SIZES:
                 self._tables.clear()
-            self._tables[size] = table
-        return table
+            self._tables[size] = tables
+        return tables
 
     def _steps(self, name: str, magnitude: float, size: tuple[int, int]) -> Steps:
         return tv_steps(name, magnitude, size, self.resample, self.fill, self.v2)
@@ -179,12 +196,12 @@ class TvPolicy(PixelOp):
     def _auto1(self, size):
         policies = self.transform.policies
         policy_id = int(torch.randint(len(policies), (1,)).item())
-        probs = torch.rand((2,))
-        signs = torch.randint(2, (2,))
-        space = {name: (values, signed) for name, values, signed in self._table(size)}
+        probs = torch.rand((2,)).tolist()
+        signs = torch.randint(2, (2,)).tolist()
+        space, p32 = self._space(size), self._p32[policy_id]
         steps: list = []
-        for i, (name, p, magnitude_id) in enumerate(policies[policy_id]):
-            if probs[i] <= p:
+        for i, (name, _, magnitude_id) in enumerate(policies[policy_id]):
+            if probs[i] <= p32[i]:  # torch's float32 comparison
                 values, signed = space[name]
                 magnitude = values[magnitude_id] if magnitude_id is not None else 0.0
                 if signed and signs[i] == 0:
@@ -202,7 +219,7 @@ class TvPolicy(PixelOp):
             magnitude = 0.0
             if values is not None:
                 magnitude = values[t.magnitude]
-                if signed and torch.rand(()) <= 0.5:
+                if signed and torch.rand(()).item() <= 0.5:
                     magnitude *= -1
             steps += self._steps(name, magnitude, size)
         return tuple(steps)
@@ -213,23 +230,23 @@ class TvPolicy(PixelOp):
         magnitude = 0.0
         if values is not None:
             magnitude = values[int(torch.randint(t.num_magnitude_bins, ()))]
-            if signed and torch.rand(()) <= 0.5:
+            if signed and torch.rand(()).item() <= 0.5:
                 magnitude *= -1
         return self._steps(name, magnitude, size)
 
     def _auto2(self, size):
         policies = self.transform._policies
-        policy = policies[int(torch.randint(len(policies), ()))]
-        space = {name: (values, signed) for name, values, signed in self._table(size)}
+        policy_id = int(torch.randint(len(policies), ()))
+        space, p32 = self._space(size), self._p32[policy_id]
         steps: list = []
-        for name, p, magnitude_id in policy:
-            if not torch.rand(()) <= p:
+        for i, (name, _, magnitude_id) in enumerate(policies[policy_id]):
+            if not torch.rand(()).item() <= p32[i]:  # torch's float32 comparison
                 continue
             values, signed = space[name]
             magnitude = 0.0
             if values is not None:
                 magnitude = values[magnitude_id]
-                if signed and torch.rand(()) <= 0.5:
+                if signed and torch.rand(()).item() <= 0.5:
                     magnitude *= -1
             steps += self._steps(name, magnitude, size)
         return tuple(steps)
