@@ -40,11 +40,17 @@ def _kind(t: Any) -> Optional[str]:
     return None
 
 
-def _float_batch(images: Any, labels: Any) -> bool:
-    """A (N, C, H, W) floating batch and labels torchvision takes."""
-    return (isinstance(images, torch.Tensor) and images.ndim == 4 and images.is_floating_point()
+def _batch(images: Any, labels: Any) -> bool:
+    """A (N, C, H, W) batch and labels torchvision takes (any dtype: a MixUp
+    of integer images is then the transform's own call, which refuses it)."""
+    return (isinstance(images, torch.Tensor) and images.ndim == 4
             and isinstance(labels, torch.Tensor) and labels.ndim in (1, 2)
             and images.shape[0] == labels.shape[0] and images.shape[0] > 0)
+
+
+def _float_batch(images: Any, labels: Any) -> bool:
+    """A floating :func:`_batch`."""
+    return _batch(images, labels) and images.is_floating_point()
 
 
 def _tv_labels_ok(t: Any, labels: torch.Tensor) -> bool:
@@ -83,7 +89,7 @@ def _torchvision(t: Any, kind: str, images: Any, labels: Any) -> Any:
         if inner not in ("MixUp", "CutMix") or not _tv_labels_ok(chosen, labels):
             return chosen(images, labels)
         return _torchvision(chosen, inner, images, labels)
-    if not _tv_labels_ok(t, labels):
+    if not _tv_labels_ok(t, labels) or (kind == "MixUp" and not images.is_floating_point()):
         return t(images, labels)
     params = t.make_params([images])  # the transform's own draws
     if kind == "MixUp":
@@ -148,7 +154,7 @@ def mix_batch(transform: Callable, images: Any, labels: Any) -> Any:
         batch, integer images for MixUp).
     """
     kind = _kind(transform)
-    if kind in ("MixUp", "CutMix", "RandomChoice") and _float_batch(images, labels):
+    if kind in ("MixUp", "CutMix", "RandomChoice") and _batch(images, labels):
         return _torchvision(transform, kind, images, labels)
     if (kind == "Mixup" and getattr(transform, "mode", None) == "batch"
             and _float_batch(images, labels)

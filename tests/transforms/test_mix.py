@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 
 import numpy as np
 import pytest
@@ -86,6 +87,30 @@ def test_mix_batch_gives_the_transforms_batch_targets_and_draws(mixer_id, shape_
     assert torch.equal(now[0], after[0]) and (now[1] == after[1]).all() and now[2] == after[2]
     if mixer_id in IN_PLACE:
         assert got_images.data_ptr() == ours.data_ptr()  # mixed where it was
+
+
+@pytest.mark.parametrize("mixer_id", ["tv-cutmix", "tv-choice"])
+def test_a_uint8_batch_is_cut_and_pasted_in_place(mixer_id):
+    """CutMix pastes boxes, whatever the dtype (a RandomChoice that picks
+    MixUp for uint8 images refuses them as torchvision does)."""
+    t = MIXERS[mixer_id]()
+    g = torch.Generator().manual_seed(2)
+    images = torch.randint(0, 256, (6, 3, 20, 24), dtype=torch.uint8, generator=g)
+    labels = torch.randint(0, CLASSES, (6,), generator=g)
+    for seed in range(4):
+        seeded(seed)
+        try:
+            want = t(images.clone(), labels)
+        except RuntimeError as exc:
+            seeded(seed)
+            with pytest.raises(RuntimeError, match=re.escape(str(exc))):
+                mix_batch(t, images.clone(), labels)
+            continue
+        seeded(seed)
+        ours = images.clone()
+        got = mix_batch(t, ours, labels)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert got[0].data_ptr() == ours.data_ptr()
 
 
 @pytest.mark.parametrize("mixer_id", ["tv-mixup", "tv-cutmix"])
