@@ -209,3 +209,44 @@ def test_the_tensor_tail_follows_the_policy(seed):
     theirs, _ = _run(lambda d: chain(pil_of(d)), data, seed)
     ours, _ = _run(fuse(chain, exact=True), data, seed)
     assert torch.equal(ours, theirs)
+
+
+# -- what explain() and fusion_report() say --------------------------------------------
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_explain_names_the_policy_and_where_it_runs(policy):
+    chain = _chain(policy)
+    f = fuse(chain)
+    text = f.explain()
+    assert "drawn as its library draws it" in text and "Summary: every step fused." in text
+    assert f.fusion_report() is None
+    assert "pixels: " in repr(f)
+
+
+UNFUSED = {
+    # id: (the step after the policy / in its place, words of the reason)
+    "user-callable": (lambda: T.Lambda(lambda img: img), "not a transform fuse knows"),
+    "augmix": (lambda: T.AugMix(), "AugMix mixes several augmented copies"),
+    "timm-blur": (lambda: pytest.importorskip("timm.data.auto_augment").rand_augment_transform(
+        "rand-m9-t3a", {}), "holds an op without a native form"),
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("case", list(UNFUSED))
+def test_what_cannot_run_natively_runs_unfused_and_says_why(case):
+    """The chain still fuses what comes before; the step and the rest run
+    unfused, and the report (the datasets' one warning) says why."""
+    make, words = UNFUSED[case]
+    step = make()
+    chain = T.Compose([T.RandomResizedCrop(64), T.RandAugment(), step, T.PILToTensor()])
+    f = fuse(chain)
+    assert f.plan["color"] == [chain.transforms[1]] and f.trailing[0] is step
+    report = f.fusion_report()
+    assert report is not None and report.step is step and words in report.reason
+    assert words in f.explain()
+    data = encode(90, 120)
+    theirs, _ = _run(lambda d: chain(pil_of(d)), data, 3)
+    ours, _ = _run(fuse(chain, exact=True), data, 3)
+    assert torch.equal(ours, theirs)
