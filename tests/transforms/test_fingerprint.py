@@ -210,6 +210,13 @@ FAMILIES = {
     # v0r: v0's policy with the posterize timm runs under Pillow 13 (v0's asks for 0 bits)
     "timm-v0r": (lambda: _timm_chain(auto_augment="v0r"), _timm_op_set("AutoAugment", "prob", 0.1)),
     "timm-erasing": (lambda: _timm_chain(re_prob=0.25), _set("RandomErasing", "probability", 0.5)),
+    # the single-op augmentations and timm's original policy, fused since issue 50
+    "v1-posterize": (lambda: _v1_chain(T.RandomPosterize(4)), _set("RandomPosterize", "bits", 3)),
+    "v2-invert": (lambda: _v2_chain(T2.RandomInvert()), _set("RandomInvert", "p", 0.2)),
+    "v2-affine-fill-dict": (lambda: _v2_chain(T2.RandomAffine(10, fill={"others": 5})),
+                            _set_item("RandomAffine", "_fill", "others", 9)),
+    "timm-original": (lambda: _timm_chain(auto_augment="original-mstd0.5"),
+                      _timm_op_set("AutoAugment", "prob", 0.1)),
 }
 
 
