@@ -1,0 +1,193 @@
+"""Native WebP (src_c/fd_webp.c, libwebp): Pillow's pixels for every conformance
+vector, libwebp's crop and scale, typed errors for bad files (issue 53).
+
+* ``../shared/corpus/webp`` (libwebp's test vectors: lossy, lossless, alpha),
+  each file x {decode RGB, decode L, a crop-and-resize chain fused with
+  exact=True}: Pillow's ``convert()`` / torchvision's pixels, or a typed error
+  where Pillow refuses. Skipped when the corpus is absent.
+* Crops at every parity: libwebp's crop (widened by a margin, to an even
+  origin) gives the slice of the full decode.
+* Reduced scales (libwebp's rescaler): the C planner's shape, and close to
+  Pillow's reduction of the same crop.
+* Animations: Pillow's first frame through decode_image; truncated and
+  corrupt files: typed errors.
+* Fused chains on photos re-encoded to WebP (lossy and lossless), equal to
+  torchvision with exact=True.
+
+Also run against the ASan/UBSan build by `make test-sanitize`.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms as T
+from PIL import Image
+
+import fastdecode as fd
+from fastdecode import _native
+from fastdecode.transforms import fuse
+
+from helpers.png_webp import corpus_files, photos, pillow_image, pillow_pixels
+
+pytestmark = pytest.mark.skipif("webp" not in _native.NATIVE_FORMATS,
+                                reason="built without libwebp: WebP decodes through Pillow")
+
+FILES = corpus_files("webp", ".webp")
+CHAIN = T.Compose([T.RandomResizedCrop(40, scale=(0.2, 1.0)), T.RandomHorizontalFlip(),
+                   T.PILToTensor()])
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+@pytest.mark.parametrize("path", FILES)
+def test_corpus_decode(path, mode):
+    data = path.read_bytes()
+    ref = pillow_pixels(data, mode)
+    if ref is None:
+        with pytest.raises(fd.DecodeError, match=r"\w"):
+            fd.decode_image(data, mode=mode)
+        return
+    np.testing.assert_array_equal(_native.decode_webp(data, mode=mode), ref)
+    np.testing.assert_array_equal(fd.decode_image(data, mode=mode), ref)
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_corpus_fused_crop_resize(path):
+    data = path.read_bytes()
+    fused = fuse(CHAIN, exact=True)
+    if pillow_pixels(data) is None:
+        with pytest.raises(fd.DecodeError, match=r"\w"):
+            fused(data)
+        return
+    torch.manual_seed(11)
+    ours = fused(data)
+    torch.manual_seed(11)
+    assert torch.equal(ours, CHAIN(pillow_image(data)))
+
+
+@pytest.mark.parametrize("parity", ["even", "odd-left", "odd-top", "odd-both"])
+@pytest.mark.parametrize("path", FILES[:: max(1, len(FILES) // 12)])
+def test_crop_is_the_slice_of_the_full_decode(path, parity):
+    data = path.read_bytes()
+    full = _native.decode_webp(data)
+    h, w = full.shape[:2]
+    top = ((h // 4) & ~1) + (parity in ("odd-top", "odd-both"))
+    left = ((w // 3) & ~1) + (parity in ("odd-left", "odd-both"))
+    ch, cw = max(1, min(h - top, h // 2 + 1)), max(1, min(w - left, w // 2 + 1))
+    got = _native.decode_webp(data, crop=(top, left, ch, cw), flip=True, layout="CHW")
+    want = full[top:top + ch, left:left + cw][:, ::-1].transpose(2, 0, 1)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("scale", [0.5, 0.25, 0.125])
+@pytest.mark.parametrize("path", FILES[:: max(1, len(FILES) // 8)])
+def test_reduced_scale_is_the_planners_shape(path, scale):
+    data = path.read_bytes()
+    h, w = _native.decode_webp(data).shape[:2]
+    crop = (h // 5, w // 7, max(1, h // 2), max(1, w // 2))
+    for kw in ({}, {"crop": crop}):
+        got = _native.decode_webp(data, scale=scale, **kw)
+        assert got.shape == _native.plan_shape(h, w, scale=scale, **kw).shape
+
+
+@pytest.mark.parametrize("scale", [0.5, 0.25])
+def test_reduced_scale_is_close_to_pillow_on_photos(webp_photos, scale):
+    """libwebp's rescaler (not Pillow's filter: exact=False's trade, as the DCT
+    scale is for JPEG) of a crop: within a few levels of Pillow's box
+    reduction of the same crop, on photos (on a one-pixel checkerboard it is
+    not: its fixed-point weights make 85 of a 0/255 average)."""
+    data = webp_photos["lossy"][0]
+    full = _native.decode_webp(data)
+    h, w = full.shape[:2]
+    plan = _native.plan_shape(h, w, scale=scale, crop=(64, 96, 200, 240))
+    got = _native.decode_webp(data, scale=scale, crop=(64, 96, 200, 240))
+    top, left, rh, rw = plan.region
+    m = round(scale * 8)
+    box = (left * 8 / m, top * 8 / m, (left + rw) * 8 / m, (top + rh) * 8 / m)
+    ref = np.asarray(Image.fromarray(full).resize((rw, rh), Image.Resampling.BOX, box=box))
+    assert np.abs(got.astype(int) - ref).mean() < 3
+
+
+def _animation() -> bytes:
+    frames = [Image.new("RGB", (20, 12), c) for c in ((250, 0, 0), (0, 250, 0))]
+    buf = io.BytesIO()
+    frames[0].save(buf, "WEBP", save_all=True, append_images=frames[1:], lossless=True)
+    return buf.getvalue()
+
+
+def test_animation_is_pillows_first_frame():
+    data = _animation()
+    with pytest.raises(fd.UnsupportedFormatError, match="animated WebP"):
+        _native.decode_webp(data)
+    np.testing.assert_array_equal(fd.decode_image(data), pillow_pixels(data))
+    assert fd.decode_image(data)[0, 0].tolist() == [250, 0, 0]
+
+
+@pytest.fixture(scope="module")
+def lossy():
+    return photos("WEBP", 1, quality=80)[0]
+
+
+@pytest.mark.parametrize("cut", [12, 30, 100, 1000, -10])
+def test_truncated(lossy, cut):
+    with pytest.raises(fd.DecodeError, match="WebP"):
+        fd.decode_image(lossy[:cut])
+
+
+def test_corrupt_frame_header(lossy):
+    data = bytearray(lossy)
+    start = data.index(b"\x9d\x01\x2a")  # the VP8 key frame's start code
+    data[start:start + 3] = b"\x00\x00\x00"
+    with pytest.raises(fd.DecodeError, match="WebP"):
+        _native.decode_webp(bytes(data))
+
+
+def test_header_and_limits(lossy):
+    info = fd.read_header(lossy)
+    assert (info.format, info.channels, info.color_space) == ("webp", 3, "rgb")
+    with pytest.raises(fd.ImageTooLargeError, match="max_pixels"):
+        fd.decode_image(lossy, max_pixels=info.width * info.height - 1)
+
+
+def test_flat_lossless_bomb_is_refused_by_the_work_budget():
+    """4000 x 4000 of one colour is a few hundred bytes of lossless WebP."""
+    buf = io.BytesIO()
+    Image.new("RGB", (4000, 4000), (3, 4, 5)).save(buf, "WEBP", lossless=True)
+    with pytest.raises(fd.ImageTooLargeError, match="max_work_per_byte=64"):
+        fd.decode_image(buf.getvalue(), max_work_per_byte=64)
+
+
+TRAIN = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+                   T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+EVAL = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor()])
+
+
+@pytest.fixture(scope="module")
+def webp_photos():
+    return {"lossy": photos("WEBP", 3, quality=85), "lossless": photos("WEBP", 2, lossless=True)}
+
+
+@pytest.mark.parametrize("chain", ["train", "eval"])
+@pytest.mark.parametrize("kind,index", [("lossy", 0), ("lossy", 1), ("lossy", 2),
+                                        ("lossless", 0), ("lossless", 1)])
+def test_fused_chain_on_photos_is_torchvisions(webp_photos, kind, index, chain):
+    tf = {"train": TRAIN, "eval": EVAL}[chain]
+    data = webp_photos[kind][index]
+    torch.manual_seed(index)
+    ours = fuse(tf, exact=True)(data)
+    torch.manual_seed(index)
+    assert torch.equal(ours, tf(pillow_image(data)))
+
+
+def test_fused_default_mode_scales_with_libwebp(webp_photos):
+    """exact=False: the crop is decoded at a reduced scale; close to torchvision."""
+    data = webp_photos["lossy"][0]
+    torch.manual_seed(0)
+    ours = fuse(EVAL)(data)
+    torch.manual_seed(0)
+    ref = EVAL(pillow_image(data))
+    assert ours.shape == ref.shape
+    assert (ours - ref).abs().mean() < 0.02
