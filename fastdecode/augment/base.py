@@ -66,7 +66,7 @@ def apply(pixels: np.ndarray, layout: str, steps: Steps) -> np.ndarray:
         return pixels
     if not (pixels.flags.writeable and pixels.flags.c_contiguous):
         pixels = np.array(pixels, order="C")
-    limit = getattr(_native, "AUG_MAX_STEPS", 64)
+    limit = _native.AUG_MAX_STEPS
     for start in range(0, len(steps), limit):
         _native.augment(pixels, layout, steps[start:start + limit])
     return pixels
