@@ -44,13 +44,20 @@ static void sample(const uint64_t *t, size_t k, uint32_t h, const fd_grid *g, ui
             else
                 hi = mid;
         }
+        size_t end = lo; /* first toggle of the next column */
+        while (end < k && t[end] < base + h)
+            end++;
+        if (end == lo && !(lo & 1))
+            continue; /* no toggle in this column and an even count before: all zero */
         size_t j = lo;
         for (uint32_t r = 0; r < g->n_rows; r++) {
             int64_t y = g->rows[r];
             if (y < 0)
                 continue;
-            while (j < k && t[j] <= base + (uint64_t)y)
+            while (j < end && t[j] <= base + (uint64_t)y)
                 j++;
+            if (j == end && !(j & 1))
+                break; /* past the column's last toggle, even: the rest is zero */
             out[(size_t)r * g->n_cols + c] |= (uint8_t)(j & 1);
         }
     }

@@ -183,10 +183,24 @@ class JointPlan:
         """Writes the fills of the padded parts into a uint8 (3, H, W) canvas."""
         if not any(any(f[0]) for f in self.fills):
             return  # every fill is zero: the renderer's zero padding is it
-        owner = np.maximum.outer(self.rows.pad, self.cols.pad)
         colors = np.array([f[0] if len(f[0]) == 3 else f[0] * 3 for f in self.fills], np.uint8)
-        pad = owner >= 0
-        canvas[:, pad] = colors[owner[pad]].T
+        self._fill_bands(canvas, colors.T[:, :, None])
+
+    def _fill_bands(self, out: np.ndarray, values: np.ndarray) -> None:
+        """Writes ``values[..., k, :]`` where fill k owns a pixel (the later
+        step's padding over the earlier's), band by band: a padded row run at
+        once, then the padded column runs of the rows left. ``values`` is
+        (n_fills, 1) for masks, (3, n_fills, 1) for the image."""
+        rp, cp = self.rows.pad, self.cols.pad
+        for a, b, k in _runs(rp):
+            if k >= 0:
+                out[..., a:b, :] = values[..., np.maximum(k, cp), 0][..., None, :]
+        for a, b, k in _runs(cp):
+            if k < 0:
+                continue
+            for ra, rb, kr in _runs(rp):
+                if kr < 0:
+                    out[..., ra:rb, a:b] = values[..., k, :, None]
 
     def source_indices(self) -> tuple[np.ndarray, np.ndarray]:
         """Per axis, the index in the original image each output position
@@ -199,10 +213,6 @@ class JointPlan:
                 idx[ok] = nearest_index(idx[ok], n, axis.size)
             out.append(idx)
         return out[0], out[1]
-
-    def mask_fill(self) -> np.ndarray:
-        """(H, W) index of the fill owning each output pixel, -1 for the kept ones."""
-        return np.maximum.outer(self.rows.pad, self.cols.pad)
 
     def gather(self, mask: np.ndarray) -> np.ndarray:
         """A (..., H0, W0) mask of the original image at the output, as v2 makes it.
@@ -225,14 +235,25 @@ class JointPlan:
         Stop
             A padding step's mask fill is not a number v2 pads a mask with.
         """
-        owner = self.mask_fill()
-        if (owner >= 0).any():
-            fills = np.array([np.nan if f[1] is None else f[1] for f in self.fills], np.float64)
-            if np.isnan(fills[np.unique(owner[owner >= 0])]).any():
-                raise Stop("a mask fill that is not a number")
-            pad = owner >= 0
-            out[..., pad] = fills[owner[pad]].astype(out.dtype)
+        used = set(np.unique(self.rows.pad)) | set(np.unique(self.cols.pad))
+        used.discard(-1)
+        if not used:
+            return out
+        fills = np.array([np.nan if f[1] is None else f[1] for f in self.fills], np.float64)
+        if np.isnan(fills[sorted(used)]).any():
+            raise Stop("a mask fill that is not a number")
+        self._fill_bands(out, fills.astype(out.dtype)[:, None])
         return out
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int, int]]:
+    """(start, end, value) of each run of equal values."""
+    if values.size == 0:
+        return []
+    edges = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate([[0], edges])
+    ends = np.concatenate([edges, [values.size]])
+    return [(int(a), int(b), int(values[a])) for a, b in zip(starts, ends)]
 
 
 def _take(mask: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
