@@ -250,3 +250,42 @@ def test_what_cannot_run_natively_runs_unfused_and_says_why(case):
     theirs, _ = _run(lambda d: chain(pil_of(d)), data, 3)
     ours, _ = _run(fuse(chain, exact=True), data, 3)
     assert torch.equal(ours, theirs)
+
+
+# -- the batch path keeps the draws -------------------------------------------------------
+
+
+@pytest.mark.parametrize("way", ["getitems", "dataloader", "fastloader-threads2"])
+@pytest.mark.parametrize("recipe", ["ta_wide", "imagenet"])
+def test_batches_of_the_reference_recipe_draw_as_image_folder(recipe, way, tmp_path):
+    """FastImageFolder's batched fetch and DataLoader over it: ImageFolder's
+    samples in order for one seed, exact=True bit for bit; FastLoader(threads=2)'s
+    planned batches: its one-thread batches."""
+    from torchvision.datasets import ImageFolder
+
+    from benchmarks.presets import ClassificationPresetTrain
+    from fastdecode import FastImageFolder, FastLoader
+
+    from helpers.trees import write_image
+
+    for i in range(6):
+        write_image(tmp_path / f"c{i % 2}" / f"{i}.jpg", "JPEG", (150 + 9 * i, 200 - 7 * i),
+                    seed=i)
+    preset = ClassificationPresetTrain(crop_size=64, auto_augment_policy=recipe,
+                                       random_erase_prob=0.5)
+    ref = ImageFolder(str(tmp_path), transform=preset)
+    fast = FastImageFolder(str(tmp_path), transform=preset, exact=True)
+    _seed(7)
+    if way == "getitems":
+        theirs = torch.stack([ref[i][0] for i in range(6)])
+        _seed(7)
+        ours = torch.stack([s for s, _ in fast.__getitems__(list(range(6)))])
+    elif way == "dataloader":  # a loader draws its base seed first
+        theirs = next(iter(torch.utils.data.DataLoader(ref, batch_size=6)))[0]
+        _seed(7)
+        ours = next(iter(torch.utils.data.DataLoader(fast, batch_size=6)))[0]
+    else:  # FastLoader's planned batches (draws in order, renders in 2 threads) = one thread's
+        theirs = next(iter(FastLoader(fast, batch_size=6, num_workers=0, threads=1)))[0]
+        _seed(7)
+        ours = next(iter(FastLoader(fast, batch_size=6, num_workers=0, threads=2)))[0]
+    assert torch.equal(ours, theirs)
