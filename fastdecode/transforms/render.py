@@ -24,13 +24,11 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import PIL.Image
-import torch
 
 from fastdecode import _formats, _native, api
 from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.filters import FILTERS
 from fastdecode.transforms.geometry import Geometry, round_box
-from fastdecode.transforms.tensor import TensorTail
 
 __all__ = ["ARRAY", "ArrayHeader", "DCT_MARGIN", "REGION_MODES", "Renderer", "as_source",
            "decoded_plan", "read_header", "to_pil"]
@@ -281,17 +279,8 @@ def as_source(data: Any) -> Any:
     """
     if isinstance(data, PIL.Image.Image):
         return _hwc(np.asarray(data)) if data.mode in ("L", "RGB") else data
-    if isinstance(data, torch.Tensor):
-        if data.dtype != torch.uint8:
-            raise TypeError(f"a fused transform takes {_EXPECTED}; got a {data.dtype} tensor")
-        if data.device.type != "cpu":
-            raise ValueError(f"a fused transform takes CPU tensors, got one on {data.device}")
-        tensor = data.as_subclass(torch.Tensor)
-        if tensor.dim() == 1:
-            return tensor.contiguous().numpy()
-        if tensor.dim() == 3 and tensor.shape[0] in (1, 3, 4):
-            tensor = tensor.permute(1, 2, 0)
-        return _image_array(tensor.numpy(), "tensor")
+    if type(data).__module__.split(".")[0] == "torch":  # torch is imported only for tensors
+        return _tensor_source(data)
     if isinstance(data, np.ndarray):
         if data.dtype != np.uint8:
             raise TypeError(f"a fused transform takes {_EXPECTED}; got a {data.dtype} array")
@@ -300,6 +289,23 @@ def as_source(data: Any) -> Any:
         raise TypeError(f"a fused transform takes {_EXPECTED}; got a str (a path? read the "
                         "file's bytes first)")
     return data  # bytes-like (the decoder says what else it takes)
+
+
+def _tensor_source(data: Any) -> Any:
+    import torch
+
+    if not isinstance(data, torch.Tensor):
+        return data
+    if data.dtype != torch.uint8:
+        raise TypeError(f"a fused transform takes {_EXPECTED}; got a {data.dtype} tensor")
+    if data.device.type != "cpu":
+        raise ValueError(f"a fused transform takes CPU tensors, got one on {data.device}")
+    tensor = data.as_subclass(torch.Tensor)
+    if tensor.dim() == 1:
+        return tensor.contiguous().numpy()
+    if tensor.dim() == 3 and tensor.shape[0] in (1, 3, 4):
+        tensor = tensor.permute(1, 2, 0)
+    return _image_array(tensor.numpy(), "tensor")
 
 
 def _image_array(arr: np.ndarray, what: str) -> Any:
@@ -360,6 +366,8 @@ def decoded_plan(plan: Any, data: Any) -> Any:
         gray.output_shape = None if plan.output_shape is None else (1, *plan.output_shape[1:])
         gray.fused_gray = not (plan.color_ops or plan.erasing or plan.tensor_stage)
         if gray.fused_gray and plan.tail is not None:
+            from fastdecode.transforms.tensor import TensorTail  # (imports torch)
+
             try:
                 gray.tail = TensorTail(list(plan.tail.steps), channels=1)
             except Exception:  # noqa: BLE001 - it fails in torchvision too: let it say so
