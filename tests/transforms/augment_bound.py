@@ -7,10 +7,11 @@ repository root:
     PYTHONPATH=.:tests python tests/transforms/augment_bound.py /work/shared/corpus/photos [--count N]
 
 Prints, per policy of ``test_augment_policies.POLICIES`` (after
-RandomResizedCrop + flip, uint8 result), then per op of the vocabulary
-(a single-op class applied every time), after RandomResizedCrop of ``--size``: cases, min / median PSNR (dB), the
-share bit-identical and the median of the others, of ``fuse(chain)`` against
-the chain on ``Image.open(f).convert('RGB')`` with the same seeds.
+RandomResizedCrop of ``--size`` + flip, uint8 result), then per op of the
+vocabulary (a single-op class applied every time): cases, min / median PSNR
+(dB), the share bit-identical and the median of the others, of
+``fuse(chain)`` against the chain on ``Image.open(f).convert('RGB')`` with
+the same seeds.
 """
 
 from __future__ import annotations
