@@ -162,35 +162,97 @@ class IoUCropOp(JointOp):
         orig_h, orig_w = plan.canvas
         xyxy = F.convert_bounding_box_format(bboxes.as_subclass(torch.Tensor), bboxes.format,
                                              tv_tensors.BoundingBoxFormat.XYXY)
-        cx, cy = 0.5 * (xyxy[..., 0] + xyxy[..., 2]), 0.5 * (xyxy[..., 1] + xyxy[..., 3])
-        while True:
-            idx = int(torch.randint(low=0, high=len(t.options), size=(1,)))
-            min_jaccard_overlap = t.options[idx]
-            if min_jaccard_overlap >= 1.0:
-                return
-            for _ in range(t.trials):
-                r = t.min_scale + (t.max_scale - t.min_scale) * torch.rand(2)
-                new_w, new_h = int(orig_w * r[0]), int(orig_h * r[1])
-                if not (t.min_aspect_ratio <= new_w / new_h <= t.max_aspect_ratio):
-                    continue
-                r = torch.rand(2)
-                left, top = int((orig_w - new_w) * r[0]), int((orig_h - new_h) * r[1])
-                right, bottom = left + new_w, top + new_h
-                if left == right or top == bottom:
-                    continue
-                within = (left < cx) & (cx < right) & (top < cy) & (cy < bottom)
-                if not within.any():
-                    continue
-                ious = box_iou(xyxy[within], torch.tensor([[left, top, right, bottom]],
-                                                          dtype=xyxy.dtype))
-                if ious.max() < min_jaccard_overlap:
-                    continue
-                plan.crop(top, left, new_h, new_w)
-                leaves.apply(F.crop, top=top, left=left, height=new_h, width=new_w)
-                for i in leaves.moved:
-                    if isinstance(leaves.flat[i], tv_tensors.BoundingBoxes):
-                        leaves.flat[i][~within] = 0
-                return
+        if xyxy.dtype in _NP_FLOAT and torch.get_default_dtype() == torch.float32:
+            found = _iou_crop_draw(t, orig_h, orig_w, xyxy.numpy())
+        else:  # v2's own arithmetic, on tensors
+            found = _iou_crop_draw_torch(t, orig_h, orig_w, xyxy)
+        if found is None:
+            return
+        top, left, new_h, new_w, within = found
+        plan.crop(top, left, new_h, new_w)
+        leaves.apply(F.crop, top=top, left=left, height=new_h, width=new_w)
+        keep = torch.as_tensor(within)
+        for i in leaves.moved:
+            if isinstance(leaves.flat[i], tv_tensors.BoundingBoxes):
+                leaves.flat[i][~keep] = 0
+
+
+_NP_FLOAT = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _iou_crop_draw(t, orig_h: int, orig_w: int, xyxy: np.ndarray):
+    """RandomIoUCrop's ``make_params`` with v2's torch RNG calls and its float
+    arithmetic done in numpy (float32 tensors compute in float32 with the
+    Python scalars cast to float32; torchvision's ``box_iou`` is elementwise
+    IEEE arithmetic): the same draws, boxes and RNG state at a fraction of
+    the tensor set-up (tests/targets/test_joint.py checks it against v2).
+    Returns (top, left, height, width, within) or None (leave as is)."""
+    f32 = np.float32
+    ft = xyxy.dtype.type
+    cx = (xyxy[:, 0] + xyxy[:, 2]) * ft(0.5)
+    cy = (xyxy[:, 1] + xyxy[:, 3]) * ft(0.5)
+    area = (xyxy[:, 2] - xyxy[:, 0]) * (xyxy[:, 3] - xyxy[:, 1])
+    span, low = f32(t.max_scale - t.min_scale), f32(t.min_scale)
+    fw, fh = f32(orig_w), f32(orig_h)
+    pair = torch.empty(2)
+    while True:
+        idx = int(torch.randint(low=0, high=len(t.options), size=(1,)))
+        min_jaccard_overlap = t.options[idx]
+        if min_jaccard_overlap >= 1.0:
+            return None
+        threshold = ft(min_jaccard_overlap)
+        for _ in range(t.trials):
+            a, b = pair.uniform_(0, 1).numpy().tolist()
+            new_w = int(fw * (low + f32(a) * span))
+            new_h = int(fh * (low + f32(b) * span))
+            if not (t.min_aspect_ratio <= new_w / new_h <= t.max_aspect_ratio):
+                continue
+            a, b = pair.uniform_(0, 1).numpy().tolist()
+            left, top = int(f32(orig_w - new_w) * f32(a)), int(f32(orig_h - new_h) * f32(b))
+            right, bottom = left + new_w, top + new_h
+            if left == right or top == bottom:
+                continue
+            within = (left < cx) & (cx < right) & (top < cy) & (cy < bottom)
+            if not within.any():
+                continue
+            box = xyxy[within]
+            w = np.maximum(np.minimum(box[:, 2], ft(right)) - np.maximum(box[:, 0], ft(left)),
+                           ft(0))
+            h = np.maximum(np.minimum(box[:, 3], ft(bottom)) - np.maximum(box[:, 1], ft(top)),
+                           ft(0))
+            inter = w * h
+            union = area[within] + ft(new_w) * ft(new_h) - inter
+            if (inter / union).max() < threshold:
+                continue
+            return top, left, new_h, new_w, within
+
+
+def _iou_crop_draw_torch(t, orig_h: int, orig_w: int, xyxy: torch.Tensor):
+    """v2's RandomIoUCrop ``make_params`` as written (other dtypes)."""
+    cx, cy = 0.5 * (xyxy[..., 0] + xyxy[..., 2]), 0.5 * (xyxy[..., 1] + xyxy[..., 3])
+    while True:
+        idx = int(torch.randint(low=0, high=len(t.options), size=(1,)))
+        min_jaccard_overlap = t.options[idx]
+        if min_jaccard_overlap >= 1.0:
+            return None
+        for _ in range(t.trials):
+            r = t.min_scale + (t.max_scale - t.min_scale) * torch.rand(2)
+            new_w, new_h = int(orig_w * r[0]), int(orig_h * r[1])
+            if not (t.min_aspect_ratio <= new_w / new_h <= t.max_aspect_ratio):
+                continue
+            r = torch.rand(2)
+            left, top = int((orig_w - new_w) * r[0]), int((orig_h - new_h) * r[1])
+            right, bottom = left + new_w, top + new_h
+            if left == right or top == bottom:
+                continue
+            within = (left < cx) & (cx < right) & (top < cy) & (cy < bottom)
+            if not within.any():
+                continue
+            ious = box_iou(xyxy[within], torch.tensor([[left, top, right, bottom]],
+                                                      dtype=xyxy.dtype))
+            if ious.max() < min_jaccard_overlap:
+                continue
+            return top, left, new_h, new_w, within
 
 
 class _ResizeOp(JointOp):
