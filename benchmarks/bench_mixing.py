@@ -202,13 +202,16 @@ def result(rows: list) -> dict:
 
 
 def table(results: dict[str, dict], alone: dict[str, dict], settings: dict) -> str:
-    head = "| recipe | " + " | ".join(f"{k} img/s (x)" for k in LOADERS) + " |"
+    head = "| recipe | " + " | ".join(f"{k}: img/s (x), CPU ms/img" for k in LOADERS) + " |"
     lines = [f"\n### MixUp/CutMix end to end, {settings['workers']} workers, batch "
              f"{settings['batch']}, median of {settings['rounds']} interleaved rounds "
-             "(x: the median of per-round ratios to the first column)\n", head,
+             "(x: the median of per-round ratios to the first column; CPU: every process "
+             "of the loader, per image)\n", head,
              "|" + "---|" * (1 + len(LOADERS))]
     for name, r in results.items():
-        cells = [name] + [f"{r[k]['images_per_s']:,.0f} ({r[k]['speedup']:.2f}x)" for k in LOADERS]
+        cells = [name] + [
+            f"{r[k]['images_per_s']:,.0f} ({r[k]['speedup']:.2f}x), {r[k]['cpu_ms_per_image']:.1f}"
+            + (" (noisy)" if r[k]["spread"] > loader_bench.NOISY_SPREAD else "") for k in LOADERS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"### The mixing alone, one thread, ms per batch of "
               f"{next(iter(alone.values()))['batch'] if alone else 0} (3x224x224 float32)\n",
