@@ -27,6 +27,7 @@ from torchvision.transforms import v2 as T2
 
 from fastdecode import api
 from fastdecode._options import DEFAULTS as _D
+from fastdecode.targets.color import pre_color
 from fastdecode.targets.ops import JointOp, Leaves, joint_op
 from fastdecode.targets.plan import JointPlan
 from fastdecode.transforms.geometry import Geometry, Stop
@@ -98,6 +99,7 @@ class JointFusedTransform:
         while i < len(self.steps) and isinstance(self.steps[i], _PRE):
             i += 1
         self.pre = self.steps[:i]
+        self.pre_color = pre_color(self.pre) if self.pre else None
         self.ops: list[JointOp] = []
         while i < len(self.steps) and (op := joint_op(self.steps[i])) is not None:
             self.ops.append(op)
@@ -136,15 +138,18 @@ class JointFusedTransform:
                                 f"(1-D uint8), got {data.dtype} shape {tuple(data.shape)}")
             data = data.contiguous().numpy()
         info = api.read_header(data)
-        source: Optional[PIL.Image.Image] = None
+        source: Optional[np.ndarray] = None
         if self.pre:
             whole = Geometry.start(info.height, info.width)
-            source = PIL.Image.fromarray(
-                self.renderer.render(data, whole, "HWC", fmt=info.format), "RGB")
-            for step in self.pre:
-                source = step(source)
-        height, width = (info.height, info.width) if source is None else (source.height,
-                                                                         source.width)
+            source = self.renderer.render(data, whole, "HWC", fmt=info.format)
+            if self.pre_color is not None:
+                source = self.pre_color(source)
+            else:
+                image = PIL.Image.fromarray(source, "RGB")
+                for step in self.pre:
+                    image = step(image)
+                source = np.asarray(image.convert("RGB"))
+        height, width = (info.height, info.width) if source is None else source.shape[:2]
         flat, spec = tree_flatten(target)
         leaves = Leaves(flat)
         plan = JointPlan(height, width)
@@ -161,7 +166,7 @@ class JointFusedTransform:
         if source is None:
             pixels = self.renderer.render(data, plan.geometry(), "CHW", fmt=info.format)
         else:
-            pixels = _render_pil(source, plan)
+            pixels = _render_decoded(source, plan)
         plan.fill_image(pixels)
         for i, leaf in enumerate(flat):
             if isinstance(leaf, tv_tensors.Mask):
@@ -191,12 +196,13 @@ class JointFusedTransform:
                 f"rest={plan['rest']}, exact={self.exact})")
 
 
-def _render_pil(image: PIL.Image.Image, plan: JointPlan) -> np.ndarray:
-    """The plan on an already decoded image, as v2 does it on PIL (resize, then slice)."""
+def _render_decoded(arr: np.ndarray, plan: JointPlan) -> np.ndarray:
+    """The plan on an already decoded (H, W, 3) image, as v2 does it on PIL
+    (Pillow's resize, then slice)."""
     geo = plan.geometry()
     if geo.size is not None:
-        image = image.resize((geo.size[1], geo.size[0]), geo.filter)
-    arr = np.asarray(image)
+        arr = np.asarray(PIL.Image.fromarray(arr, "RGB").resize((geo.size[1], geo.size[0]),
+                                                                 geo.filter))
     out = np.zeros((3,) + plan.canvas, np.uint8)
     rt, rl, rh, rw = geo.region
     ct, cl, ch, cw = geo.content

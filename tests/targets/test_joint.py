@@ -168,3 +168,24 @@ def test_a_joint_transform_pickles():
     fused = fuse_joint(presets.detection("ssd"), exact=True)
     again = pickle.loads(pickle.dumps(fused))
     assert again.exact and [type(s) for s in again.steps] == [type(s) for s in fused.steps]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("leading", ["jitter", "jitter+permutation"])
+def test_leading_colour_steps_match_v2(leading, seed):
+    """ColorJitter runs natively on the decoded image; RandomChannelPermutation
+    (not a fused colour step) sends the leading steps to torchvision on PIL."""
+    path = FILES[seed % len(FILES)] if FILES else pytest.skip("shared corpus 'photos' absent")
+    image = PIL_Image.open(path).convert("RGB")
+    steps = [T.ColorJitter(0.4, 0.4, 0.4, 0.1)]
+    if leading == "jitter+permutation":
+        steps.append(T.RandomChannelPermutation())
+    chain = T.Compose(steps + [T.RandomIoUCrop(), T.RandomHorizontalFlip(), T.PILToTensor()])
+    fused = fuse_joint(chain, exact=True)
+    assert (fused.pre_color is None) == (leading == "jitter+permutation")
+    target = instance_target(image.height, image.width, seed)
+    (want_img, want), (got_img, got) = _both(chain, fused, path.read_bytes(), image, target,
+                                             seed)
+    assert torch.equal(got_img, want_img)
+    for key in want:
+        assert torch.equal(got[key], want[key]), key
