@@ -311,6 +311,24 @@ static inline void cubic_rows(const uint8_t *q, size_t row, size_t ps, double dx
         _mm_storeu_pd(v + 2 * half, r);
     }
 }
+
+/* cubic() in two double lanes: the same operations in the same order
+ * (-a + b is b - a, 2 * x exact either way). */
+static inline __m128d cubic2(__m128d v1, __m128d v2, __m128d v3, __m128d v4, __m128d d)
+{
+    const __m128d p2 = _mm_sub_pd(v3, v1);
+    const __m128d p3 =
+        _mm_sub_pd(_mm_add_pd(_mm_mul_pd(_mm_set1_pd(2.0), _mm_sub_pd(v1, v2)), v3), v4);
+    const __m128d p4 = _mm_add_pd(_mm_sub_pd(_mm_sub_pd(v2, v1), v3), v4);
+    return _mm_add_pd(
+        v2, _mm_mul_pd(d, _mm_add_pd(p2, _mm_mul_pd(d, _mm_add_pd(p3, _mm_mul_pd(d, p4))))));
+}
+
+/* clamp_cubic on two lanes: max/min are its comparisons (no NaN here). */
+static inline __m128i clamp_cubic2(__m128d v)
+{
+    return _mm_cvttpd_epi32(_mm_min_pd(_mm_max_pd(v, _mm_setzero_pd()), _mm_set1_pd(255.0)));
+}
 #endif
 
 KERNEL void bicubic_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, int32_t x,
@@ -319,17 +337,26 @@ KERNEL void bicubic_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, i
     const size_t row = (size_t)w * ps;
     if (x >= 0 && x + 3 < w && y >= 0 && y + 3 < h) { /* the 4 x 4 taps inside */
         const uint8_t *p = src + (size_t)y * row + (size_t)x * ps;
+#if defined(__SSE2__)
+        double v[3][4]; /* per channel, the four rows' horizontal cubics */
+        for (int b = 0; b < 3; b++)
+            cubic_rows(p + (size_t)b * cs, row, ps, dx, v[b]);
+        const __m128d d = _mm_set1_pd(dy);
+        const __m128i rg = clamp_cubic2(cubic2(
+            _mm_set_pd(v[1][0], v[0][0]), _mm_set_pd(v[1][1], v[0][1]),
+            _mm_set_pd(v[1][2], v[0][2]), _mm_set_pd(v[1][3], v[0][3]), d));
+        out[0] = (uint8_t)_mm_cvtsi128_si32(rg);
+        out[cs] = (uint8_t)_mm_cvtsi128_si32(_mm_shuffle_epi32(rg, 1));
+        out[2 * cs] = clamp_cubic(cubic(v[2][0], v[2][1], v[2][2], v[2][3], dy));
+#else
         for (int b = 0; b < 3; b++) {
             const uint8_t *q = p + (size_t)b * cs;
             double v[4];
-#if defined(__SSE2__)
-            cubic_rows(q, row, ps, dx, v);
-#else
             for (int k = 0; k < 4; k++, q += row)
                 v[k] = cubic(q[0], q[ps], q[2 * ps], q[3 * ps], dx);
-#endif
             out[(size_t)b * cs] = clamp_cubic(cubic(v[0], v[1], v[2], v[3], dy));
         }
+#endif
         return;
     }
     size_t xs[4];
