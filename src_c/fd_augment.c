@@ -1,7 +1,6 @@
 /* Pillow's auto-augment pixel operations on uint8 RGB in place (see fd_augment.h). */
 #include "fd_augment.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
