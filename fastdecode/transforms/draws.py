@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["central_crop", "crop_offset", "flip_draw", "log_ratio", "sample_resized_crop",
-           "standin"]
+__all__ = ["central_crop", "crop_offset", "flip_draw", "log_ratio", "resized_output_size",
+           "sample_resized_crop", "standin"]
 
 _SCRATCH = threading.local()
 
@@ -103,6 +103,35 @@ def flip_draw(p: float, p32: float) -> bool:
     if uniform.dtype == torch.float64:
         return uniform.uniform_(0, 1).item() < p
     return bool(torch.rand(1) < p)  # a half-precision default dtype: let torch compare
+
+
+def resized_output_size(height: int, width: int, size, max_size) -> tuple[int, int]:
+    """torchvision's ``_compute_resized_output_size`` (v1 and v2), as (h, w).
+
+    ``size`` is None (v2, with ``max_size``), a 1-sequence (shorter edge) or a
+    2-sequence (h, w). Raises ValueError where torchvision does.
+    """
+    short, long = (width, height) if width <= height else (height, width)
+    if size is None:
+        if not isinstance(max_size, int):
+            raise ValueError(f"max_size must be an integer when size is None, but got {max_size}")
+        new_short, new_long = int(max_size * short / long), max_size
+        new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
+    elif len(size) == 1:
+        requested = size[0]
+        new_short, new_long = requested, int(requested * long / short)
+        if max_size is not None:
+            if max_size <= requested:
+                raise ValueError(
+                    f"max_size = {max_size} must be strictly greater than the requested "
+                    f"size for the smaller edge size = {size}"
+                )
+            if new_long > max_size:
+                new_short, new_long = int(max_size * new_short / new_long), max_size
+        new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
+    else:
+        new_h, new_w = size[0], size[1]
+    return int(new_h), int(new_w)
 
 
 def standin(canvas: tuple[int, int]) -> torch.Tensor:

@@ -18,41 +18,18 @@ from typing import Any, Optional
 
 import numpy as np
 
-from fastdecode.transforms.draws import crop_offset, flip_draw, log_ratio, sample_resized_crop
+from fastdecode.transforms.draws import (  # resized_output_size: re-exported
+    crop_offset,
+    flip_draw,
+    log_ratio,
+    resized_output_size,
+    sample_resized_crop,
+)
 from fastdecode.transforms.filters import PIL_BILINEAR, PIL_FILTER_NAMES
 
 __all__ = ["CenterCropOp", "FlipOp", "GeoOp", "Geometry", "PadOp", "PilResize", "RandomCropOp",
-           "RandomResizedCropOp", "ResizeOp", "Stop", "draw_geometry",
+           "RandomResizedCropOp", "ResizeOp", "Stop", "draw_geometry", "pad_canvas",
            "resized_output_size", "round_box", "static_output_size"]
-
-
-def resized_output_size(height: int, width: int, size, max_size) -> tuple[int, int]:
-    """torchvision's ``_compute_resized_output_size`` (v1 and v2), as (h, w).
-
-    ``size`` is None (v2, with ``max_size``), a 1-sequence (shorter edge) or a
-    2-sequence (h, w). Raises ValueError where torchvision does.
-    """
-    short, long = (width, height) if width <= height else (height, width)
-    if size is None:
-        if not isinstance(max_size, int):
-            raise ValueError(f"max_size must be an integer when size is None, but got {max_size}")
-        new_short, new_long = int(max_size * short / long), max_size
-        new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
-    elif len(size) == 1:
-        requested = size[0]
-        new_short, new_long = requested, int(requested * long / short)
-        if max_size is not None:
-            if max_size <= requested:
-                raise ValueError(
-                    f"max_size = {max_size} must be strictly greater than the requested "
-                    f"size for the smaller edge size = {size}"
-                )
-            if new_long > max_size:
-                new_short, new_long = int(max_size * new_short / new_long), max_size
-        new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
-    else:
-        new_h, new_w = size[0], size[1]
-    return int(new_h), int(new_w)
 
 
 class Stop(Exception):
@@ -99,6 +76,9 @@ class Geometry:
         Whether the canvas is mirrored left to right.
     filter : int, default PIL.Image.BILINEAR
         Pillow's filter id of the resample.
+    pad : PadStage or None
+        A padding_mode pad (or a non-zero fill) and the crops after it
+        (:class:`~.render.PadStage`); the fields above are then its window.
     """
 
     image_size: tuple[int, int]
@@ -109,6 +89,7 @@ class Geometry:
     content: tuple[int, int, int, int]
     flip: bool = False
     filter: int = PIL_BILINEAR
+    pad: Optional[Any] = None
 
     @classmethod
     def start(cls, height: int, width: int) -> "Geometry":
@@ -165,6 +146,8 @@ class Geometry:
             The box, in canvas pixels; parts outside the canvas become zero
             padding.
         """
+        if self.pad is not None:
+            return self.pad.crop(self, top, left, height, width)
         canvas_h, canvas_w = self.canvas
         if self.flip:
             left = canvas_w - left - width
@@ -213,8 +196,8 @@ class Geometry:
         """
         if (height, width) == self.canvas:
             return  # torchvision returns the image unchanged
-        if self.size is not None:
-            raise Stop("a second resample")
+        if self.size is not None or self.pad is not None:
+            raise Stop("a second resample" if self.pad is None else "a resample of a padded image")
         if self.padded:
             raise Stop("resample of a zero-padded canvas")
         if self.content[2] == 0 or self.content[3] == 0:
@@ -448,24 +431,30 @@ class CenterCropOp(_SizedOp):
         geo.do_crop(top, left, crop_h, crop_w)
 
 
+def pad_canvas(geo: Geometry, pads, mode) -> None:
+    """``pads`` ((left, top, right, bottom) each, in turn) added to ``geo``:
+    zeros on the canvas (``mode`` None), or a :class:`~.render.PadStage`."""
+    if mode is None and geo.pad is None:
+        for sides in pads:
+            geo.do_pad(*sides)
+    elif pads:
+        if geo.pad is not None:
+            raise Stop("a pad after a padding_mode pad")
+        mode[2](geo, mode, pads)  # (padding_mode, fill, render.PadStage.start)
+
+
 class PadOp(GeoOp):
-    """Pad (v1) with a zero constant fill: a zero border around the canvas.
+    """Pad (v1): a border of (left, top, right, bottom) ``sides``, each >= 0,
+    on the canvas (``mode`` as :class:`RandomCropOp`'s)."""
 
-    Parameters
-    ----------
-    transform : Any
-        The Pad.
-    sides : (int, int, int, int)
-        (left, top, right, bottom), each >= 0.
-    """
-
-    def __init__(self, transform, sides):
+    def __init__(self, transform, sides, mode=None):
         super().__init__(transform)
         self.sides = sides
+        self.mode = mode  # (padding_mode, fill), or None: the canvas's own zeros
 
     def apply(self, geo: Geometry) -> None:
         """Adds the border (as :meth:`GeoOp.apply`)."""
-        geo.do_pad(*self.sides)
+        pad_canvas(geo, [self.sides], self.mode)
 
     def fixed_size(self, size):
         """``size`` with the border (as :meth:`GeoOp.fixed_size`)."""
@@ -488,26 +477,34 @@ class RandomCropOp(_SizedOp):
         (h, w) of the crop.
     sides : (int, int, int, int) or None
         ``padding`` as (left, top, right, bottom), or None.
+    mode : (str, tuple, callable) or None
+        (padding_mode, fill, ``PadStage.start``) of a :class:`~.render.PadStage`;
+        None: a zero constant fill (the canvas's own zeros).
     """
 
-    def __init__(self, transform, size, sides):
+    def __init__(self, transform, size, sides, mode=None):
         super().__init__(transform)
         self.size = size
         self.sides = sides
+        self.mode = mode
 
     def apply(self, geo: Geometry) -> None:
         """Pads and crops ``geo``'s canvas (as :meth:`GeoOp.apply`); Stop when
         the padded canvas is smaller than ``size`` (torchvision raises)."""
         th, tw = self.size
-        left, top, right, bottom = self.sides or (0, 0, 0, 0)
-        height, width = geo.canvas[0] + top + bottom, geo.canvas[1] + left + right
+        pads = [self.sides] if self.sides else []  # F.pad's calls, in torchvision's order
+        height, width = geo.canvas
+        for left, top, right, bottom in pads:
+            height, width = height + top + bottom, width + left + right
         if self.transform.pad_if_needed and width < tw:
-            left, right, width = left + tw - width, right + tw - width, width + 2 * (tw - width)
+            pads.append((tw - width, 0, tw - width, 0))
+            width += 2 * (tw - width)
         if self.transform.pad_if_needed and height < th:
-            top, bottom, height = top + th - height, bottom + th - height, height + 2 * (th - height)
+            pads.append((0, th - height, 0, th - height))
+            height += 2 * (th - height)
         if height < th or width < tw:
             raise Stop("torchvision raises here: the crop is larger than the image")
-        geo.do_pad(left, top, right, bottom)
+        pad_canvas(geo, pads, self.mode)
         i = crop_offset(height - th + 1) if (height, width) != (th, tw) else 0
         geo.do_crop(i, crop_offset(width - tw + 1) if (height, width) != (th, tw) else 0, th, tw)
 

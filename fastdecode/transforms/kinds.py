@@ -39,6 +39,7 @@ from fastdecode.transforms.geometry import (
     ResizeOp,
     Stop,
 )
+from fastdecode.transforms.render import PadStage
 
 __all__ = ["flatten", "geo_op", "is_converter", "is_pointwise", "is_uint8_converter", "kind",
            "pad_sides", "register", "short_name", "tensor_geo_op"]
@@ -190,18 +191,27 @@ def pad_sides(padding) -> tuple[int, int, int, int]:
 
 
 def _padding_op(t: Any, name: str) -> Optional[GeoOp]:
-    """RandomCrop / Pad (v1) when its padding is a zero constant (the
-    canvas's own zeros); None (unfused) for another fill or mode."""
-    fill = t.fill if isinstance(t.fill, (list, tuple)) else [t.fill]
-    if t.padding_mode != "constant" or any(v != 0 for v in fill):
+    """RandomCrop / Pad (v1): a zero constant fill pads the canvas (mode
+    None); edge / reflect / symmetric and an integer fill of one or three
+    values are a PadStage (``mode``); another fill (float, per-channel of
+    another length) or negative padding runs unfused (None)."""
+    fill = list(t.fill) if isinstance(t.fill, (list, tuple)) else [t.fill]
+    if t.padding_mode == "constant":
+        if not all(type(v) is int and 0 <= v <= 255 for v in fill) or len(fill) not in (1, 3):
+            return None
+        mode: Optional[tuple] = (None if not any(fill) else
+                                 ("constant", tuple(fill * (3 // len(fill))), PadStage.start))
+    elif t.padding_mode in ("edge", "reflect", "symmetric"):
+        mode = (t.padding_mode, None, PadStage.start)
+    else:
         return None
     sides = None if t.padding is None else pad_sides(t.padding)
     if sides is not None and min(sides) < 0:
         return None
     if name == "pad":
-        return PadOp(t, sides)
+        return PadOp(t, sides, mode)
     h, w = (int(v) for v in t.size)
-    return RandomCropOp(t, (h, w), sides)
+    return RandomCropOp(t, (h, w), sides, mode)
 
 
 def _resize_op(t: Any, v2: bool, flt: int) -> Optional[ResizeOp]:

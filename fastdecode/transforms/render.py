@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, cast
 
 import numpy as np
 import PIL.Image
@@ -28,10 +28,10 @@ import PIL.Image
 from fastdecode import _formats, _native, api
 from fastdecode._options import DEFAULTS as _D
 from fastdecode.transforms.filters import FILTERS
-from fastdecode.transforms.geometry import Geometry, round_box
+from fastdecode.transforms.geometry import Geometry, Stop, round_box
 
-__all__ = ["ARRAY", "ArrayHeader", "DCT_MARGIN", "REGION_MODES", "Renderer", "as_source",
-           "decoded_plan", "read_header", "to_pil"]
+__all__ = ["ARRAY", "ArrayHeader", "DCT_MARGIN", "PadStage", "REGION_MODES", "Renderer",
+           "as_source", "decoded_plan", "read_header", "to_pil"]
 
 ARRAY = "array"  # the header format of a decoded image (array, tensor, PIL image)
 
@@ -107,6 +107,8 @@ class Renderer:
                fmt: str = "jpeg"):
         """The canvas of ``geo`` for ``data`` (format ``fmt``) in ``layout``
         ('HWC' or 'CHW'), into ``out`` when given."""
+        if geo.pad is not None:
+            return geo.pad.render(self, data, geo, layout, out, fmt)
         H, W = geo.canvas
         ct, cl, ch, cw = geo.content
         c = data.shape[2] if fmt == ARRAY else 3
@@ -366,10 +368,8 @@ def decoded_plan(plan: Any, data: Any) -> Any:
         gray.output_shape = None if plan.output_shape is None else (1, *plan.output_shape[1:])
         gray.fused_gray = not (plan.color_ops or plan.erasing or plan.tensor_stage)
         if gray.fused_gray and plan.tail is not None:
-            from fastdecode.transforms.tensor import TensorTail  # (imports torch)
-
-            try:
-                gray.tail = TensorTail(list(plan.tail.steps), channels=1)
+            try:  # the plan's TensorTail class, over an L ramp
+                gray.tail = type(plan.tail)(list(plan.tail.steps), channels=1)
             except Exception:  # noqa: BLE001 - it fails in torchvision too: let it say so
                 gray.fused_gray = False
         plan.__dict__["_gray"] = gray
@@ -385,3 +385,64 @@ def _unfused(plan: Any, reason: str) -> None:
         warned.add(reason)
         warnings.warn(f"fastdecode: {reason}", RuntimeWarning, stacklevel=4)
     return None
+
+
+# -- padding modes -------------------------------------------------------------------
+
+
+class PadStage:
+    """A RandomCrop / Pad with a padding_mode (edge, reflect, symmetric) or a
+    non-zero constant fill, and the crops after it.
+
+    Its pixels come from the image, not from a zero canvas, so the geometry
+    before it (``before``) is rendered whole, as the image torchvision pads;
+    then each of ``pads`` is applied in turn, as ``F.pad`` pads a PIL image
+    (``np.pad`` for the modes, the fill for 'constant'), and ``window`` is
+    kept, mirrored by the outer Geometry's ``flip``. A resample or another
+    pad after it stops the geometry (:class:`~.geometry.Stop`).
+    """
+
+    def __init__(self, before: Geometry, mode: str, fill: Any, pads: list) -> None:
+        self.before = before
+        self.mode = mode
+        self.fill = fill
+        self.pads = list(pads)
+        self.window = (0, 0) + before.canvas
+
+    @classmethod
+    def start(cls, geo: Geometry, mode: tuple, pads: list) -> None:
+        """Turns ``geo`` into the padded image's geometry: its canvas the
+        padded size, not mirrored (``before`` holds the mirror so far)."""
+        stage = cls(copy.copy(geo), mode[0], mode[1], pads)
+        height, width = geo.canvas
+        for left, top, right, bottom in pads:
+            height, width = height + top + bottom, width + left + right
+        stage.window = (0, 0, height, width)
+        geo.pad, geo.flip = stage, False
+        geo.canvas, geo.content = (height, width), (0, 0, height, width)
+
+    def crop(self, geo: Geometry, top: int, left: int, height: int, width: int) -> None:
+        """``Geometry.do_crop`` of the padded image (inside it; Stop otherwise)."""
+        canvas_h, canvas_w = geo.canvas
+        if geo.flip:
+            left = canvas_w - left - width
+        if top < 0 or left < 0 or top + height > canvas_h or left + width > canvas_w:
+            raise Stop("a crop past a padded image's edge")
+        self.window = (self.window[0] + top, self.window[1] + left, height, width)
+        geo.canvas, geo.content = (height, width), (0, 0, height, width)
+
+    def render(self, renderer: Renderer, data: Any, geo: Geometry, layout: str, out: Any,
+               fmt: str) -> Any:
+        """The kept window of the padded image, in ``layout`` (into ``out``)."""
+        image = renderer.render(data, self.before, "HWC", fmt=fmt)
+        for left, top, right, bottom in self.pads:
+            widths = ((top, bottom), (left, right), (0, 0))
+            if self.mode != "constant":
+                image = np.pad(image, widths, mode=cast(Any, self.mode))
+                continue
+            padded = np.empty((image.shape[0] + top + bottom, image.shape[1] + left + right,
+                               image.shape[2]), np.uint8)
+            padded[...] = np.asarray(self.fill, np.uint8)[:image.shape[2]]
+            padded[top:top + image.shape[0], left:left + image.shape[1]] = image
+            image = padded
+        return _slice(image, self.window, geo.flip, "HWC", out, layout)

@@ -109,21 +109,77 @@ def test_padding_crops_on_encoded_files_are_bit_identical(chain, fmt):
         assert torch.equal(got, want), seed
 
 
-@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric"])
-def test_other_padding_modes_run_unfused_with_the_same_result(mode):
-    transform = T.Compose([T.RandomCrop(32, padding=4, padding_mode=mode), T.PILToTensor()])
+PAD_MODES = {
+    "edge": {"padding_mode": "edge"},
+    "reflect": {"padding_mode": "reflect"},
+    "symmetric": {"padding_mode": "symmetric"},
+    "fill-7": {"fill": 7},
+    "fill-rgb": {"fill": (10, 20, 30)},
+}
+MODE_CHAINS = {
+    "crop-flip": lambda kw: T.Compose([T.RandomCrop(32, padding=4, **kw), T.RandomHorizontalFlip(),
+                                       T.ToTensor()]),
+    "flip-crop-if-needed": lambda kw: T.Compose([
+        T.RandomHorizontalFlip(), T.RandomCrop(36, padding=(1, 2, 3, 4), pad_if_needed=True, **kw),
+        T.PILToTensor()]),
+    "pad-flip-center": lambda kw: T.Compose([T.RandomHorizontalFlip(), T.Pad((3, 5), **kw),
+                                             T.RandomHorizontalFlip(), T.CenterCrop(30),
+                                             T.PILToTensor()]),
+    "resize-crop": lambda kw: T.Compose([T.Resize(20), T.RandomCrop(20, padding=3, **kw),
+                                         T.PILToTensor()]),
+    "crop-then-resize": lambda kw: T.Compose([T.RandomCrop(32, padding=4, **kw), T.Resize(24),
+                                              T.PILToTensor()]),
+}
+
+
+@pytest.mark.parametrize("kind", ["file", "numpy", "gray"])
+@pytest.mark.parametrize("mode", sorted(PAD_MODES))
+@pytest.mark.parametrize("chain", sorted(MODE_CHAINS))
+def test_padding_modes_and_fills_fuse_bit_identical(chain, mode, kind):
+    """edge / reflect / symmetric and non-zero fills: the padded image's pixels, as F.pad
+    makes them, the crops and flips after it; a resample after it stops there (the same
+    result, unfused)."""
+    if kind == "gray" and mode == "fill-rgb":
+        pytest.skip("torchvision's own fill for an L image is one value")
+    transform = MODE_CHAINS[chain](PAD_MODES[mode])
     f = fuse(transform, exact=True)
-    assert f.plan["geometric"] == []
-    arr = _pixels((32, 32, 3), 5)
-    torch.manual_seed(1)
-    got = f(arr)
-    torch.manual_seed(1)
-    assert torch.equal(got, transform(Image.fromarray(arr)))
+    assert any(type(t).__name__ in ("RandomCrop", "Pad") for t in f.plan["geometric"])  # fused
+    arr = _pixels((28, 28), 8) if kind == "gray" else _pixels((30, 37, 3), 7)
+    data = arr
+    if kind == "file":
+        buf = io.BytesIO()
+        Image.fromarray(arr).save(buf, "BMP")
+        data = buf.getvalue()
+    for seed in range(5):
+        torch.manual_seed(seed)
+        got = f(data)
+        torch.manual_seed(seed)
+        assert torch.equal(got, transform(Image.fromarray(arr))), seed
 
 
-def test_a_nonzero_fill_runs_unfused():
-    assert fuse(T.RandomCrop(32, padding=4, fill=(1, 2, 3))).plan["geometric"] == []
-    assert fuse(T.Pad(2, fill=9)).plan["geometric"] == []
+@pytest.mark.parametrize("mode", ["reflect", "fill-7"])
+def test_a_padding_mode_keeps_the_batch_path(mode):
+    transform = MODE_CHAINS["crop-flip"](PAD_MODES[mode])
+    f = fuse(transform, exact=True)
+    assert f.output_shape == (3, 32, 32)
+    arrays = [_pixels((32, 32, 3), k) for k in range(4)]
+    torch.manual_seed(2)
+    batch = np.empty((4, 3, 32, 32), np.uint8)
+    for k, arr in enumerate(arrays):
+        f.decode_into(arr, batch[k])
+    got = f.finish(batch)
+    torch.manual_seed(2)
+    want = torch.stack([transform(Image.fromarray(arr)) for arr in arrays])
+    assert torch.equal(got, want)
+
+
+def test_unfused_fills_and_modes():
+    """A float fill, a per-channel fill of another length and v2's RandomCrop run unfused."""
+    from torchvision.transforms import v2
+
+    assert fuse(T.RandomCrop(32, padding=4, fill=0.5)).plan["geometric"] == []
+    assert fuse(T.Pad(2, fill=(1, 2))).plan["geometric"] == []
+    assert fuse(v2.RandomCrop(32, padding=4)).plan["geometric"] == []
 
 
 def test_a_crop_larger_than_the_padded_image_raises_as_torchvision():
