@@ -103,6 +103,8 @@ def libjpeg_settings():
 OPTIONAL_CODECS = {
     "png": (("spng",), "FD_HAVE_SPNG"),
     "webp": (("libwebp",), "FD_HAVE_WEBP"),
+    # not a format: PNG's IDAT inflated by libdeflate (about twice zlib's speed)
+    "libdeflate": (("libdeflate",), "FD_HAVE_LIBDEFLATE"),
 }
 
 

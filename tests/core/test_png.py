@@ -7,8 +7,7 @@ PNG corpus, typed errors for the corrupt ones (issue 53).
   Pillow's ``convert()`` / torchvision's pixels, or a typed error where Pillow
   refuses the file. Skipped when the corpus is absent.
 * Which files the native decoder hands to Pillow (palette indices past the
-  palette) and the one it refuses where Pillow decodes (an IDAT whose length
-  runs past the end of the file: Pillow decodes the stream there is).
+  palette).
 * Crafted files: bad CRCs, truncated IDAT, huge IHDR, zlib bombs, a stream
   longer than the image.
 * Fused chains on photos re-encoded to PNG, equal to torchvision with exact=True.
@@ -48,8 +47,6 @@ pytestmark = pytest.mark.skipif("png" not in _native.NATIVE_FORMATS,
 FILES = corpus_files("png", ".png")
 # Files the native decoder hands to Pillow (UnsupportedFormatError), and why.
 TO_PILLOW = {"badpal": "palette index past"}
-# The file it refuses where Pillow decodes: its one IDAT claims 1 GiB.
-STRICTER = {"testpngs/crashers/huge_IDAT.png": "image file is truncated"}
 
 CHAIN = T.Compose([T.RandomResizedCrop(24, scale=(0.3, 1.0)), T.RandomHorizontalFlip(),
                    T.PILToTensor()])
@@ -65,11 +62,6 @@ def test_corpus_decode(path, mode):
     data = path.read_bytes()
     ref = pillow_pixels(data, mode)
     name = rel(path)
-    if name in STRICTER:
-        assert ref is not None
-        with pytest.raises(fd.DecodeError, match=STRICTER[name]):
-            fd.decode_image(data, mode=mode)
-        return
     if ref is None:
         with pytest.raises(fd.DecodeError, match=r"\w"):
             fd.decode_image(data, mode=mode)
@@ -88,7 +80,7 @@ def test_corpus_fused_crop_resize(path):
     data = path.read_bytes()
     ref = pillow_pixels(data)
     fused = fuse(CHAIN, exact=True)
-    if ref is None or rel(path) in STRICTER:
+    if ref is None:
         with pytest.raises(fd.DecodeError, match=r"\w"):
             fused(data)
         return
@@ -141,20 +133,14 @@ def test_bad_ancillary_crc_before_the_pixels():
 
 
 def test_bad_idat_crc_is_pillows_pixels():
-    """Pillow does not check IDAT CRCs. libspng checks one when it reads past
-    it: a bad one before the last IDAT goes to Pillow (UnsupportedFormatError
-    natively); the last one's is never read (the rows end first)."""
+    """Pillow does not check IDAT CRCs, nor does the native decoder."""
     rows = rgb_rows(6, 5)
     stream = zlib.compress(rows, 9)
     good = fd.decode_image(png(6, 5, rows))
     split = SIGNATURE + ihdr(6, 5) + chunk(b"IDAT", stream[:20], crc=0) + \
-        chunk(b"IDAT", stream[20:]) + chunk(b"IEND", b"")
-    with pytest.raises(fd.UnsupportedFormatError, match="IDAT CRC"):
-        _native.decode_png(split)
-    np.testing.assert_array_equal(fd.decode_image(split), good)
-    last = SIGNATURE + ihdr(6, 5) + chunk(b"IDAT", stream, crc=0) + chunk(b"IEND", b"")
-    np.testing.assert_array_equal(_native.decode_png(last), good)
-    np.testing.assert_array_equal(pillow_pixels(last), good)
+        chunk(b"IDAT", stream[20:], crc=5) + chunk(b"IEND", b"")
+    np.testing.assert_array_equal(_native.decode_png(split), good)
+    np.testing.assert_array_equal(pillow_pixels(split), good)
 
 
 @pytest.mark.parametrize("cut", [40, 60, 100, -30])
