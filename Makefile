@@ -123,7 +123,7 @@ results: bench.json
 	$(VPY) -m benchmarks.results bench.json
 
 # System packages: the libjpeg-turbo headers, pkg-config, a compiler, venv;
-# libspng and libwebp (PNG and WebP decode natively; docs/decisions/png-webp.md);
+# libspng, libdeflate and libwebp (PNG and WebP decode natively; docs/decisions/png-webp.md);
 # cjpeg/jpegtran (libjpeg-turbo-progs) write the test JPEGs Pillow cannot:
 # 4:4:0, 4:1:1, arithmetic coding, restart markers; fuse3 + libfuse3-dev
 # build and mount latencyfs (tests/storage, bench_storage; skipped without
@@ -132,12 +132,12 @@ sysdeps:
 	@if ! pkg-config --exists libjpeg 2>/dev/null || ! command -v gcc >/dev/null \
 	    || ! command -v cjpeg >/dev/null || ! pkg-config --exists fuse3 2>/dev/null \
 	    || ! command -v fusermount3 >/dev/null || ! command -v ip >/dev/null \
-	    || ! pkg-config --exists spng libwebp 2>/dev/null \
+	    || ! pkg-config --exists spng libwebp libdeflate 2>/dev/null \
 	    || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
-	  echo "installing system packages (libjpeg62-turbo-dev libjpeg-turbo-progs libspng-dev libwebp-dev pkg-config gcc python3-venv fuse3 libfuse3-dev iproute2)"; \
+	  echo "installing system packages (libjpeg62-turbo-dev libjpeg-turbo-progs libspng-dev libwebp-dev libdeflate-dev pkg-config gcc python3-venv fuse3 libfuse3-dev iproute2)"; \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    libjpeg62-turbo-dev libjpeg-turbo-progs libspng-dev libwebp-dev pkg-config gcc \
+	    libjpeg62-turbo-dev libjpeg-turbo-progs libspng-dev libwebp-dev libdeflate-dev pkg-config gcc \
 	    python3-venv python3-dev fuse3 libfuse3-dev iproute2; \
 	fi
 
