@@ -27,7 +27,9 @@ from torchvision import datasets as tv
 from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits
 from fastdecode.batching._buffers import BatchBuffers
+from fastdecode.batching._seeding import row_seed, seeding_of
 from fastdecode.datasets._chain import FusedChain, LiveFused
+from fastdecode.datasets._planned import SPAN, kept_rngs, seed_rngs
 
 __all__ = ["CIFAR10", "CIFAR100", "EMNIST", "KMNIST", "MNIST", "QMNIST", "STL10", "SVHN",
            "ArrayDataset", "FashionMNIST", "torchvision_signature"]
@@ -188,11 +190,17 @@ class ArrayDataset(FusedChain):
             raise TypeError("decode_batch_into needs a transform chain with a fixed output "
                             "size (see fixed_sample_shape)")
         slots = pixels.numpy() if isinstance(pixels, torch.Tensor) else pixels
+        seeded = seeding_of(indices)  # FastLoader(resumable=True): each slot seeded by position
         targets = []
         n = len(self)
         for slot, index in enumerate(indices):
             index = range(n)[index]
-            fused.decode_into(self._pixels(index), slots[slot])
+            if seeded is None:
+                fused.decode_into(self._pixels(index), slots[slot])
+            else:  # the draws of FastImageFolder's planned slot (datasets/_planned.py)
+                with kept_rngs():
+                    seed_rngs(row_seed(seeded[0], seeded[1][slot] * SPAN))
+                    fused.decode_into(self._pixels(index), slots[slot])
             target = self._target(index)
             targets.append(self.target_transform(target) if self.target_transform else target)
         return targets

@@ -302,3 +302,21 @@ def test_fastloader_in_process_gives_the_items(roots, name):
     for (xa, ya), (xb, yb) in zip(got, want):
         assert torch.equal(xa.as_subclass(torch.Tensor), xb)
         assert torch.equal(ya, yb)
+
+
+def test_fastloader_resumable_draws_by_position(roots):
+    """FastLoader(resumable=True): each sample's draws depend on its position only, so the
+    batches are the same in-process and with 2 workers, run after run."""
+    import fastdecode as fd
+
+    ours, _ = _pair(roots, "CIFAR10", {"train": True}, CHAINS["cifar-crop"](), exact=True)
+    runs = []
+    for workers in (0, 2, 0):
+        loader = fd.FastLoader(ours, batch_size=4, shuffle=True, num_workers=workers,
+                               pin_memory=False, resumable=True,
+                               generator=torch.Generator().manual_seed(9))
+        runs.append([(x.as_subclass(torch.Tensor).clone(), y) for x, y in loader])
+    for other in runs[1:]:
+        assert len(other) == len(runs[0])
+        for (xa, ya), (xb, yb) in zip(runs[0], other):
+            assert torch.equal(xa, xb) and torch.equal(ya, yb)
