@@ -334,3 +334,39 @@ def test_installed_fast_collate_hands_the_batch_on_without_a_copy(tree, timm_ins
     timm_installed.uninstall()
     assert timm.data.FastCollateMixup.__name__ == "FastCollateMixup"
     assert loader.fast_collate.__module__ == "timm.data.loader"
+
+
+@pytest.mark.parametrize("way", ["mix-collate", "fast-loader"])
+@pytest.mark.parametrize("use_v2", [False, True], ids=["v1", "v2"])
+def test_the_imagenet1k_v2_recipe_on_photos(use_v2, way):
+    """torchvision's reference with IMAGENET1K_V2's flags (--auto-augment
+    ta_wide --random-erase 0.1 --mixup-alpha 0.2 --cutmix-alpha 1.0
+    --train-crop-size 176) on real photos, 2 workers: ImageFolder's batches
+    and soft targets, bit for bit (exact=True)."""
+    from benchmarks.presets import ClassificationPresetTrain
+
+    from helpers.corpus import corpus_dir
+
+    photos = corpus_dir("photos")
+    if photos is None:
+        pytest.skip("shared corpus 'photos' not present")
+    chain = ClassificationPresetTrain(crop_size=176, auto_augment_policy="ta_wide",
+                                      random_erase_prob=0.1, use_v2=use_v2)
+    classes = len(ImageFolder(str(photos)).classes)
+    mix = T2.RandomChoice([T2.MixUp(alpha=0.2, num_classes=classes),
+                           T2.CutMix(alpha=1.0, num_classes=classes)])
+    picked = list(range(0, 8 * 32, 8))
+    seeded()
+    want = list(DataLoader(torch.utils.data.Subset(ImageFolder(str(photos), chain), picked),
+                           batch_size=8, num_workers=2, collate_fn=Reference(mix)))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "fastdecode stopped fusion", RuntimeWarning)
+        ds = fd.FastImageFolder(str(photos), chain, exact=True)
+        seeded()
+        if way == "mix-collate":
+            got = list(DataLoader(torch.utils.data.Subset(ds, picked), batch_size=8, num_workers=2,
+                                  collate_fn=MixCollate(mix)))
+        else:
+            got = list(fd.FastLoader(ds, batch_size=8, sampler=picked, num_workers=2,
+                                     batch_transform=mix))
+    same(got, want)
