@@ -12,14 +12,15 @@ AUG_LUT = FD_AUG_LUT
 AUG_AUTOCONTRAST = FD_AUG_AUTOCONTRAST
 AUG_EQUALIZE = FD_AUG_EQUALIZE
 AUG_SHARPNESS = FD_AUG_SHARPNESS
+AUG_BLUR = FD_AUG_BLUR
 AUG_MAX_STEPS = FD_AUG_MAX_STEPS
 
 _AUG_NAMES = {FD_AUG_COLOR: "AUG_COLOR", FD_AUG_AFFINE: "AUG_AFFINE", FD_AUG_LUT: "AUG_LUT",
               FD_AUG_AUTOCONTRAST: "AUG_AUTOCONTRAST", FD_AUG_EQUALIZE: "AUG_EQUALIZE",
-              FD_AUG_SHARPNESS: "AUG_SHARPNESS"}
+              FD_AUG_SHARPNESS: "AUG_SHARPNESS", FD_AUG_BLUR: "AUG_BLUR"}
 # each kind's tuple length, the kind included
 _AUG_ARITY = {FD_AUG_COLOR: 3, FD_AUG_AFFINE: 4, FD_AUG_LUT: 2, FD_AUG_AUTOCONTRAST: 1,
-              FD_AUG_EQUALIZE: 1, FD_AUG_SHARPNESS: 2}
+              FD_AUG_EQUALIZE: 1, FD_AUG_SHARPNESS: 2, FD_AUG_BLUR: 5}
 _AUG_RESAMPLE = (FD_AUG_NEAREST, FD_AUG_BILINEAR, FD_AUG_BICUBIC)
 
 
@@ -110,19 +111,34 @@ cdef int _aug_step(fd_aug_step *s, object step, Py_ssize_t k, list keep) except 
         s.table = <const uint8_t *><const char *>table
     elif kind == FD_AUG_SHARPNESS:
         s.factor = <float>_aug_real(step[1], f"augment step {k}: the sharpness factor")
+    elif kind == FD_AUG_BLUR:
+        for i, axis in enumerate("xy"):
+            n = _aug_int(step[1 + i], f"augment step {k}: kernel_size_{axis}")
+            if not (0 < n < 2 ** 31 and n % 2 == 1):
+                raise ValueError(f"augment step {k}: kernel_size_{axis} must be odd and "
+                                 f"positive, got {n}")
+            sigma = _aug_real(step[3 + i], f"augment step {k}: sigma_{axis}")
+            if not sigma > 0:
+                raise ValueError(f"augment step {k}: sigma_{axis} must be > 0, got {sigma}")
+            s.ksize[i] = n
+            s.sigma[i] = <float>sigma
     return 0
 
 
 def augment(pixels, layout, steps):
-    """Applies ``steps`` in order to ``pixels`` in place, each bit for bit
-    as Pillow computes it on the same RGB image; returns ``pixels``.
+    """Applies ``steps`` in order to ``pixels`` in place, each (but the
+    blur) bit for bit as Pillow computes it on the same RGB image; returns
+    ``pixels``.
 
     pixels: a writable C-contiguous uint8 array (H, W, 3) (layout 'HWC') or
     (3, H, W) ('CHW'). steps: tuples (AUG_COLOR, COLOR_* op, factor),
     (AUG_AFFINE, (a, b, c, d, e, f), resample 0/2/3, fill None or (r, g, b)),
     (AUG_LUT, 256 or 768 table bytes), (AUG_AUTOCONTRAST,), (AUG_EQUALIZE,),
-    (AUG_SHARPNESS, factor); at most AUG_MAX_STEPS. TypeError / ValueError
-    naming the step for anything else, raised before any pixel is written.
+    (AUG_SHARPNESS, factor), (AUG_BLUR, kernel_size_x, kernel_size_y, sigma_x,
+    sigma_y) (torchvision's gaussian_blur within 1, not bit for bit); at most
+    AUG_MAX_STEPS. TypeError / ValueError naming the step for anything else
+    (a blur kernel's radius must be below the image's side), raised before
+    any pixel is written.
     """
     cdef fd_layout lay = <fd_layout>parse_layout(layout)
     if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8:

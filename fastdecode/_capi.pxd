@@ -1,7 +1,7 @@
 # Declarations of the plain-C core (src_c/) that the binding uses; the
 # format decoders are reached through fd_pipeline.h, which dispatches on
 # fd_formats.h's rows. Nothing here touches Python.
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 
 cdef extern from "fd_formats.h" nogil:
@@ -185,6 +185,7 @@ cdef extern from "fd_augment.h" nogil:
         FD_AUG_AUTOCONTRAST
         FD_AUG_EQUALIZE
         FD_AUG_SHARPNESS
+        FD_AUG_BLUR
 
     enum: FD_AUG_NEAREST
     enum: FD_AUG_BILINEAR
@@ -199,6 +200,8 @@ cdef extern from "fd_augment.h" nogil:
         uint8_t fill[3]
         const uint8_t *table
         float factor
+        int32_t ksize[2]
+        float sigma[2]
 
     fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t width,
                                fd_layout layout, const fd_aug_step *steps, size_t nsteps,

@@ -26,6 +26,7 @@ AUG_LUT: int
 AUG_AUTOCONTRAST: int
 AUG_EQUALIZE: int
 AUG_SHARPNESS: int
+AUG_BLUR: int
 AUG_MAX_STEPS: int
 
 def decode_jpeg(

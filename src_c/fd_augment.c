@@ -648,6 +648,124 @@ static void sharpen(const image *im, const uint8_t *src, float alpha)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Gaussian blur (torchvision's gaussian_blur on a PIL image; not bit-exact) */
+
+/* _get_gaussian_kernel1d in float32: linspace(-(n-1)/2, (n-1)/2) (exact
+ * values), exp(-0.5 * (x / sigma)^2), divided by its sum. torch's exp and
+ * its summation order may differ from expf and this loop in the last bit. */
+static void gaussian_kernel(int32_t n, float sigma, float *k)
+{
+    const float half = (float)(n - 1) * 0.5f;
+    float sum = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        const float t = ((float)i - half) / sigma;
+        k[i] = expf(-0.5f * (t * t));
+        sum += k[i];
+    }
+    for (int32_t i = 0; i < n; i++)
+        k[i] = k[i] / sum;
+}
+
+/* torch's reflect padding: -1 -> 1, n -> n - 2 (the radius is below n). */
+static inline int32_t reflect(int32_t x, int32_t n)
+{
+    return x < 0 ? -x : x >= n ? 2 * n - 2 - x : x;
+}
+
+/* One row of w pixels of `ps` interleaved values, blurred along x into
+ * `out` (w * ps floats): the row padded by reflection into `pad`, then
+ * each value the float sum over the taps in order. */
+KERNEL void blur_row(const uint8_t *row, int32_t w, const float *k, int32_t n, float *pad,
+                     float *out, size_t ps)
+{
+    const int32_t r = n / 2;
+    for (int32_t p = 0; p < w + 2 * r; p++) {
+        const int32_t x = reflect(p - r, w);
+        for (size_t c = 0; c < ps; c++)
+            pad[(size_t)p * ps + c] = (float)row[(size_t)x * ps + c];
+    }
+    const size_t m = (size_t)w * ps;
+    for (size_t i = 0; i < m; i++)
+        out[i] = 0.0f;
+    for (int32_t j = 0; j < n; j++) {
+        const float kj = k[j], *q = pad + (size_t)j * ps;
+        for (size_t i = 0; i < m; i++)
+            out[i] += q[i] * kj;
+    }
+}
+
+/* torch.round (half to even, the default rounding mode) and the cast to
+ * uint8 of values the normalized kernel keeps in [0, 255] (clamped). */
+static void round_row(const float *acc, uint8_t *out, size_t m)
+{
+    size_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 16 <= m; i += 16) {
+        const __m128i a = _mm_cvtps_epi32(_mm_loadu_ps(acc + i));
+        const __m128i b = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 4));
+        const __m128i c = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 8));
+        const __m128i d = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 12));
+        _mm_storeu_si128((__m128i *)(void *)(out + i),
+                         _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d)));
+    }
+#endif
+    for (; i < m; i++) {
+        const long v = lrintf(acc[i]);
+        out[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+}
+
+/* Both passes over planes of w values a row (CHW: each channel; HWC: the
+ * interleaved rows, ps 3). `hor` holds the plane blurred along x (h * w *
+ * ps floats); `pad` and `acc` a padded and an output row. */
+KERNEL void blur_plane(uint8_t *plane, int32_t w, int32_t h, const float *kx, int32_t nx,
+                       const float *ky, int32_t ny, float *hor, float *pad, float *acc, size_t ps)
+{
+    const size_t m = (size_t)w * ps;
+    for (int32_t y = 0; y < h; y++)
+        blur_row(plane + (size_t)y * m, w, kx, nx, pad, hor + (size_t)y * m, ps);
+    const int32_t r = ny / 2;
+    for (int32_t y = 0; y < h; y++) {
+        for (size_t i = 0; i < m; i++)
+            acc[i] = 0.0f;
+        for (int32_t j = 0; j < ny; j++) {
+            const float kj = ky[j], *q = hor + (size_t)reflect(y + j - r, h) * m;
+            for (size_t i = 0; i < m; i++)
+                acc[i] += q[i] * kj;
+        }
+        round_row(acc, plane + (size_t)y * m, m);
+    }
+}
+
+/* The blur step: both kernels, then each plane's two passes (check() has
+ * kept each radius below the image's side, as torch's reflect padding). */
+static void blur(const image *im, const fd_aug_step *s, float *scratch)
+{
+    const int32_t nx = s->ksize[0], ny = s->ksize[1], w = im->w, h = im->h;
+    float *kx = scratch, *ky = kx + nx, *hor = ky + ny;
+    gaussian_kernel(nx, s->sigma[0], kx);
+    gaussian_kernel(ny, s->sigma[1], ky);
+    const size_t values = (size_t)w * (size_t)h * 3;
+    float *pad = hor + values, *acc = pad + (size_t)(w + 2 * (nx / 2)) * 3;
+    if (im->ps == 3) {
+        blur_plane(im->p, w, h, kx, nx, ky, ny, hor, pad, acc, 3);
+        return;
+    }
+    for (int b = 0; b < 3; b++)
+        blur_plane(im->p + (size_t)b * im->cs, w, h, kx, nx, ky, ny, hor, pad, acc, 1);
+}
+
+/* Floats of scratch a blur step needs: both kernels, the image, a padded
+ * row and an output row (3 values a pixel covers either layout). */
+static int blur_floats(const fd_aug_step *s, uint32_t width, size_t size, size_t *out)
+{
+    const size_t kernels = (size_t)s->ksize[0] + (size_t)s->ksize[1];
+    const size_t rows = 3 * ((size_t)width + 2 * (size_t)(s->ksize[0] / 2)) + 3 * (size_t)width;
+    *out = kernels + size + rows;
+    return *out >= size; /* a wrap-around would land below size (the other terms are < 2^36) */
+}
+
+/* ------------------------------------------------------------------------ */
 
 static fd_status check(size_t size, uint32_t height, uint32_t width, fd_layout layout,
                        const fd_aug_step *steps, size_t nsteps, fd_error *err)
@@ -705,6 +823,21 @@ static fd_status check(size_t size, uint32_t height, uint32_t width, fd_layout l
                                "augment: step %zu: factor %g is not finite", k,
                                (double)s->factor);
             break;
+        case FD_AUG_BLUR:
+            for (int i = 0; i < 2; i++) {
+                const int32_t n = s->ksize[i];
+                const uint32_t side = i == 0 ? width : height;
+                if (n < 1 || n % 2 == 0 || (uint32_t)(n / 2) >= side)
+                    return fd_fail(err, FD_ERR_ARGUMENT,
+                                   "augment: step %zu: blur kernel %s %d is not odd with a "
+                                   "radius below the image's %u",
+                                   k, i == 0 ? "width" : "height", (int)n, side);
+                if (!(isfinite(s->sigma[i]) && s->sigma[i] > 0.0f))
+                    return fd_fail(err, FD_ERR_ARGUMENT,
+                                   "augment: step %zu: blur sigma %g is not finite and > 0", k,
+                                   (double)s->sigma[i]);
+            }
+            break;
         default:
             return fd_fail(err, FD_ERR_ARGUMENT, "augment: step %zu: unknown kind %d", k,
                            (int)s->kind);
@@ -727,21 +860,31 @@ fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32
         return st;
     if (pixels == NULL)
         return fd_fail(err, FD_ERR_ARGUMENT, "augment: no pixels given");
-    /* one scratch block, owned here: a copy of the image, then the scale
-     * path's column table (int32 per output column, aligned after it) */
-    int scratch_needed = 0;
-    for (size_t k = 0; k < nsteps; k++)
-        scratch_needed |= needs_copy(steps[k].kind);
+    /* one scratch block, owned here, sized for the most any step needs: a
+     * copy of the image then the scale path's column table (int32 per
+     * output column, aligned after it); or a blur's floats */
+    size_t total = 0, table_at = 0;
+    for (size_t k = 0; k < nsteps; k++) {
+        size_t need = 0, floats;
+        if (needs_copy(steps[k].kind)) {
+            size_t table_bytes;
+            table_at = (size + 15) & ~(size_t)15;
+            if (table_at < size || !fd_mul_size(width, sizeof(int32_t), &table_bytes) ||
+                table_at + table_bytes < table_at)
+                return fd_fail(err, FD_ERR_ARGUMENT, "augment: %u x %u scratch overflows",
+                               height, width);
+            need = table_at + table_bytes;
+        } else if (steps[k].kind == FD_AUG_BLUR) {
+            if (!blur_floats(&steps[k], width, size, &floats) ||
+                !fd_mul_size(floats, sizeof(float), &need))
+                return fd_fail(err, FD_ERR_ARGUMENT, "augment: %u x %u scratch overflows",
+                               height, width);
+        }
+        total = need > total ? need : total;
+    }
     uint8_t *scratch = NULL;
     int32_t *xintab = NULL;
-    if (scratch_needed) {
-        const size_t table_at = (size + 15) & ~(size_t)15;
-        size_t table_bytes, total;
-        if (table_at < size || !fd_mul_size(width, sizeof(int32_t), &table_bytes) ||
-            table_at + table_bytes < table_at)
-            return fd_fail(err, FD_ERR_ARGUMENT, "augment: %u x %u scratch overflows", height,
-                           width);
-        total = table_at + table_bytes;
+    if (total > 0) {
         scratch = malloc(total);
         if (scratch == NULL)
             return fd_fail(err, FD_ERR_NOMEM, "augment: cannot allocate %zu scratch bytes",
@@ -777,6 +920,9 @@ fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32
         }
         case FD_AUG_SHARPNESS:
             sharpen(&im, scratch, s->factor);
+            break;
+        case FD_AUG_BLUR:
+            blur(&im, s, (float *)(void *)scratch);
             break;
         }
     }

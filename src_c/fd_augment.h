@@ -1,6 +1,7 @@
 /* The auto-augment policies' pixel operations (torchvision's and timm's on PIL
- * images) on uint8 RGB in place, each bit for bit what Pillow 13 computes on
- * the same RGB pixels; docs/decisions/augment.md ("Kernels") has the record.
+ * images) on uint8 RGB in place, each but the blur bit for bit what Pillow 13
+ * computes on the same RGB pixels; docs/decisions/augment.md ("Kernels") has
+ * the record.
  *
  *   FD_AUG_COLOR         one ImageEnhance/ColorJitter step: fd_color.c's own
  *   FD_AUG_AFFINE        Image.transform(size, AFFINE, a..f, resample,
@@ -16,6 +17,11 @@
  *                        float (kernel 1/13, 5/13 rounded to float, + 0.5,
  *                        clamp, truncate; border rows and columns as they
  *                        were), then Blend.c's float blend
+ *   FD_AUG_BLUR          torchvision's gaussian_blur on a PIL image (its
+ *                        float32 kernel, reflect padding, round half to
+ *                        even); NOT bit-exact: torch convolves in 2-D with
+ *                        the CPU's own order and FMA, this runs the kernel's
+ *                        two 1-D passes in float32 (within 1, see the record)
  *
  * Exact as long as the compiler does not contract a * b + c into an FMA
  * (setup.py builds C99 without -ffast-math, where GCC does not contract;
@@ -32,7 +38,8 @@ typedef enum {
     FD_AUG_LUT = 2,
     FD_AUG_AUTOCONTRAST = 3,
     FD_AUG_EQUALIZE = 4,
-    FD_AUG_SHARPNESS = 5
+    FD_AUG_SHARPNESS = 5,
+    FD_AUG_BLUR = 6
 } fd_aug_kind;
 
 /* Pillow's resampling filter numbers that Image.transform takes */
@@ -55,6 +62,9 @@ typedef struct {
                             * the caller keeps it alive during the call */
     float factor;          /* FD_AUG_SHARPNESS: Pillow's blend alpha (the
                             * Python float rounded to float32) */
+    int32_t ksize[2];      /* FD_AUG_BLUR: kernel width, height: odd, each
+                            * half below the image's width / height */
+    float sigma[2];        /* FD_AUG_BLUR: sigma x, y: finite, > 0 */
 } fd_aug_step;
 
 /* Applies `steps` in order to the height x width RGB image `pixels` (size
@@ -62,9 +72,11 @@ typedef struct {
  * in place. FD_ERR_ARGUMENT for a size that does not match, an empty image,
  * more than FD_AUG_MAX_STEPS steps, an unknown kind, a colour step
  * fd_color_apply refuses, a matrix entry or factor that is not finite, a
- * resample other than 0/2/3 or a missing table: all checked before any
- * pixel is written. FD_ERR_NOMEM when the scratch copy (one image, plus a
- * row of ints) cannot be allocated; the image is then untouched too. */
+ * resample other than 0/2/3, a missing table, or a blur kernel or sigma
+ * out of range: all checked before any pixel is written. FD_ERR_NOMEM when
+ * the scratch (a copy of the image plus a row of ints; for a blur, the
+ * image in float32 plus two rows) cannot be allocated; the image is then
+ * untouched too. */
 fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32_t width,
                            fd_layout layout, const fd_aug_step *steps, size_t nsteps,
                            fd_error *err);

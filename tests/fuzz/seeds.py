@@ -227,7 +227,8 @@ def augment_step(kind: int, params: bytes = b"", resample: int = 0, fill: int | 
 def augment_seeds(out: Path) -> int:
     """augment's inputs (targets.t_augment): each kind alone with typical and
     edge parameters (rotations, shears, translations, each resample, a fill;
-    LUTs of each length; sharpness factors; colour steps), a policy-like
+    LUTs of each length; sharpness factors; colour steps; blur kernels and
+    sigmas, refused ones included), a policy-like
     sequence, and refusals, over a natural image and a 1 x 1 one."""
     from helpers.jpeg_samples import natural_image
 
@@ -252,7 +253,11 @@ def augment_seeds(out: Path) -> int:
                 for f in (0.0, 0.1, 1.0, 1.9, 5.0, -2.0, float("nan"))]
     records += [augment_step(0, bytes([op]) + struct.pack("<f", f))
                 for op, f in ((1, 1.5), (2, 0.3), (3, 0.0), (4, 13.0), (4, 2.5), (7, 1.0))]
-    records += [augment_step(-1), augment_step(6)]
+    records += [augment_step(6, bytes([kx, ky]) + np.array(sig, "<f2").tobytes())
+                for kx, ky, sig in ((3, 3, (0.5, 0.5)), (5, 1, (1.7, 0.3)), (1, 7, (2.0, 9.0)),
+                                    (4, 3, (1.0, 1.0)), (15, 15, (1.0, 1.0)),
+                                    (3, 3, (0.0, 1.0)), (3, 3, (float("nan"), 1.0)))]
+    records += [augment_step(-1)]
     n = 0
     for rec in records:
         for head, body in ((bytes([8, 10, 1]), pixels), (bytes([0, 0, 1]), pixels[:3])):

@@ -303,11 +303,12 @@ AUGMENT_STEP = 13  # a kind byte and 12 bytes of parameters
 
 def augment_steps(body: bytes, n: int) -> list:
     """t_augment's steps from 13-byte records: kind byte (low 3 bits: kind
-    + 1, so 0 and 7 are unknown kinds; bits 3-4: resample 0, 1 (refused), 2,
-    3; bit 5: a fill colour, grey (bits 6-7) * 85), then the parameters:
-    colour op byte and float32 factor; six float16 matrix entries (inf and
-    NaN included); LUT seed bytes (p[3] % 3: 256, 768 or p[4] bytes);
-    sharpness float32."""
+    + 1, so 0 is an unknown kind; bits 3-4: resample 0, 1 (refused), 2, 3;
+    bit 5: a fill colour, grey (bits 6-7) * 85), then the parameters: colour
+    op byte and float32 factor; six float16 matrix entries (inf and NaN
+    included); LUT seed bytes (p[3] % 3: 256, 768 or p[4] bytes); sharpness
+    float32; blur kernel sizes p[0] % 16, p[1] % 16 (even ones refused) and
+    two float16 sigmas."""
     from fastdecode import _native
 
     steps: list = []
@@ -330,18 +331,25 @@ def augment_steps(body: bytes, n: int) -> list:
                                       for i in range(size))))
         elif kind == _native.AUG_SHARPNESS:
             steps.append((kind, float(np.frombuffer(p[:4], "<f4")[0])))
+        elif kind == _native.AUG_BLUR:
+            sx, sy = (float(v) for v in np.frombuffer(p[2:6], "<f2"))
+            steps.append((kind, p[0] % 16, p[1] % 16, sx, sy))
         else:  # AUTOCONTRAST, EQUALIZE, or an unknown kind
             steps.append((kind,))
     return steps
 
 
 def pillow_augment(hwc: np.ndarray, steps: list) -> np.ndarray | None:
-    """Each step as the Pillow call it reproduces; None without Pillow."""
+    """Each step as the Pillow call it reproduces; None without Pillow, or
+    with a blur step (torchvision's, reproduced within 1: test_augment.py)."""
+    from fastdecode import _native
+
+    if any(step[0] == _native.AUG_BLUR for step in steps):
+        return None
     try:
         from PIL import Image, ImageEnhance, ImageOps
     except ImportError:
         return None
-    from fastdecode import _native
 
     img = Image.fromarray(hwc, "RGB")
     enhancers = {_native.COLOR_BRIGHTNESS: ImageEnhance.Brightness,
@@ -375,7 +383,7 @@ def t_augment(data: bytes) -> None:
     Oracle: a documented ValueError/TypeError, refused alike in both
     layouts and with the image untouched; or the image changed in place,
     HWC and CHW the same, the same call twice the same (no uninitialized
-    reads), and Pillow's own calls giving the same pixels.
+    reads), and Pillow's own calls giving the same pixels (but for a blur).
     """
     from fastdecode import _native
 

@@ -72,6 +72,7 @@ AUGMENT_RECORDS = {
     "equalize": seeds.augment_step(4),
     "sharpness": seeds.augment_step(5, struct.pack("<f", 1.9)),
     "contrast": seeds.augment_step(0, bytes([2]) + struct.pack("<f", 0.4)),
+    "blur": seeds.augment_step(6, bytes([1, 1]) + np.array((0.8, 1.5), "<f2").tobytes()),
 }
 
 
@@ -84,7 +85,10 @@ def test_augment_target_on_every_shape(h, w, record):
 
 
 REFUSED_RECORDS = {
-    "unknown-kind": seeds.augment_step(6),
+    "unknown-kind": seeds.augment_step(-1),
+    "blur-even-kernel": seeds.augment_step(6, bytes([4, 3]) + np.array((1, 1), "<f2").tobytes()),
+    "blur-wider-than-image": seeds.augment_step(6, bytes([9, 3])
+                                                + np.array((1, 1), "<f2").tobytes()),
     "resample-1": seeds.augment_step(1, np.array((1, 0, 0, 0, 1, 0), "<f2").tobytes(), 1),
     "matrix-inf": seeds.augment_step(1, np.array((1, 0, np.inf, 0, 1, 0), "<f2").tobytes()),
     "lut-100-bytes": seeds.augment_step(2, bytes([1, 0, 0, 2, 100])),
