@@ -188,7 +188,38 @@ def write(root: Path, corpus: Path | None) -> dict[str, int]:
         counts[target] = n
     counts["adjust_colors"] = color_seeds(root / "adjust_colors")
     counts["augment"] = augment_seeds(root / "augment")
+    counts["raster"] = raster_seeds(root / "raster")
     return counts
+
+
+def raster_seeds(out: Path) -> int:
+    """raster's inputs (targets.t_raster): a triangle, a star and two rings
+    inside and across the image, the same scaled past the bound, an RLE
+    string of pycocotools' encoding and a truncated one, runs that cover the
+    image and runs that do not."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.iterdir():
+        old.unlink()
+    polygons = {
+        "triangle": [(1, 1), (30, 3), (12, 25)],
+        "star": [(20 + 15 * np.cos(a) * (1 if k % 2 else 0.4),
+                  16 + 14 * np.sin(a) * (1 if k % 2 else 0.4))
+                 for k, a in enumerate(np.linspace(0, 2 * np.pi, 10, endpoint=False))],
+        "across": [(-5, -3), (45, 2), (40, 40), (3, 36)],
+        "two": [(2, 2), (10, 2), (10, 10), (2, 10), (14, 14), (30, 14), (30, 30), (14, 30)],
+    }
+    n = 0
+    for name, pts in polygons.items():
+        body = (np.array(pts, np.float64).reshape(-1) * 8).round().astype("<i2").tobytes()
+        for mode in (0, 4, 24) if name == "two" else (0, 4):  # 24: two polygons
+            (out / f"{name}-{mode}").write_bytes(bytes([31, 39, mode, 17, 23]) + body)
+            n += 1
+    (out / "rle-string").write_bytes(bytes([15, 11, 1, 9, 7]) + b"52203`0g1M1O1O0O2N0O1O2N1O0N3M1")
+    (out / "rle-truncated").write_bytes(bytes([15, 11, 1, 9, 7]) + b"0o")
+    runs = np.array([5, 40, 30, 70, 47], "<u2")  # 12 x 16 = 192
+    (out / "rle-exact").write_bytes(bytes([11, 15, 2, 5, 6]) + runs.tobytes())
+    (out / "rle-short").write_bytes(bytes([11, 15, 2, 5, 6]) + runs[:3].tobytes())
+    return n + 4
 
 
 def color_seeds(out: Path) -> int:

@@ -2,7 +2,7 @@
 (the driver itself runs without the sanitizer runtime the fuzz build needs)."""
 
 TARGET_NAMES = ("read_header", "decode_jpeg", "decode_bmp", "decode_image", "adjust_colors",
-                "augment", "wds_handler", "detached_plan", "dataset_item")
+                "augment", "wds_handler", "detached_plan", "dataset_item", "raster")
 # Targets whose input ends with an option trailer of TRAILER bytes.
 TAKES_OPTIONS = frozenset({"decode_jpeg", "decode_bmp", "decode_image", "wds_handler",
                            "detached_plan", "dataset_item"})

@@ -585,6 +585,87 @@ def t_dataset_item(data: bytes) -> None:
         raise Finding(f"on_error='skip' batch has {len(batch)} samples, not {len(skip)}")
 
 
+RASTER_MESSAGES = re.compile(r"^raster: ")
+
+
+def _raster_full_and_sampled(call, h: int, w: int, rows, cols) -> None:
+    """One raster call at every pixel and at (rows x cols): the sampled one is
+    the same pixels of the full one (-1: left zero)."""
+    full = np.zeros((h, w), np.uint8)
+    call(np.arange(h), np.arange(w), full)
+    part = np.zeros((len(rows), len(cols)), np.uint8)
+    call(rows, cols, part)
+    want = full[np.maximum(rows, 0)][:, np.maximum(cols, 0)]
+    want[rows < 0] = 0
+    want[:, cols < 0] = 0
+    if not np.array_equal(part, want):
+        raise Finding("a sampled raster differs from the full one at those pixels")
+    return full
+
+
+def t_raster(data: bytes) -> None:
+    """fd_raster.c through _native.raster_polygons / raster_rle / rle_from_string.
+
+    data: h-1, w-1 (low 6 bits each), mode (% 3: 0 polygons, 1 RLE string,
+    2 RLE counts; bit 2: coordinates x 2^24, past the bound; bit 3: two
+    polygons), the number of
+    sampled rows and columns, then the body: polygon coordinates as int16
+    eighths, or the RLE string or counts. Oracle: only the documented
+    errors ('raster: ' messages, a DecodeError for a truncated string); the
+    sampled raster equals the full one at those pixels; the full one equals
+    pycocotools' (when importable, and for RLE only when the runs cover the
+    image exactly: pycocotools writes past its buffer otherwise).
+    """
+    from fastdecode import _native
+
+    if len(data) < 5:
+        return
+    h, w, mode = (data[0] & 63) + 1, (data[1] & 63) + 1, data[2]
+    rng = np.random.default_rng(list(data[:5]))
+    rows = np.sort(rng.integers(-1, h, (data[3] & 31) + 1))
+    cols = rng.integers(-1, w, (data[4] & 31) + 1)
+    body = data[5:]
+    try:
+        import pycocotools.mask as coco
+    except ImportError:
+        coco = None
+    try:
+        if mode % 3 == 0:
+            values = np.frombuffer(body[:len(body) // 2 * 2], "<i2").astype(np.float64) / 8
+            if mode & 4:
+                values = values * (1 << 24)
+            values = values[:len(values) // 2 * 2]
+            half = len(values) // 4 * 2  # bit 3: two polygons, the halves
+            parts = (values[:half], values[half:]) if mode & 8 else (values,)
+            polys = [p.tolist() for p in parts if len(p) >= 6]
+            if not polys:
+                return
+            full = _raster_full_and_sampled(
+                lambda r, c, out: _native.raster_polygons(polys, h, w, r, c, out), h, w, rows, cols)
+            if coco is not None and all(len(p) > 4 for p in polys):
+                want = coco.decode(coco.merge(coco.frPyObjects(polys, h, w)))
+                if not np.array_equal(full, want):
+                    raise Finding(f"polygons {polys} on {h} x {w} differ from pycocotools")
+            return
+        if mode % 3 == 1:
+            counts = _native.rle_from_string(body)
+        else:
+            counts = np.frombuffer(body[:len(body) // 2 * 2], "<u2").astype(np.uint32)
+        full = _raster_full_and_sampled(
+            lambda r, c, out: _native.raster_rle(counts, h, w, r, c, out), h, w, rows, cols)
+        if coco is not None and int(counts.sum()) == h * w and len(counts):
+            rle = {"size": [h, w], "counts": [int(c) for c in counts]}
+            want = coco.decode(coco.frPyObjects(rle, h, w))
+            if not np.array_equal(full, want):
+                raise Finding(f"RLE {counts.tolist()} on {h} x {w} differs from pycocotools")
+    except fd.DecodeError as exc:
+        if "RLE string truncated" not in str(exc):
+            raise Finding(f"undocumented DecodeError: {exc}") from exc
+    except ValueError as exc:
+        if not RASTER_MESSAGES.search(str(exc)):
+            raise Finding(f"undocumented ValueError: {exc}") from exc
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "read_header": t_read_header,
     "decode_jpeg": t_decode_jpeg,
@@ -595,6 +676,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "wds_handler": t_wds_handler,
     "detached_plan": t_detached_plan,
     "dataset_item": t_dataset_item,
+    "raster": t_raster,
 }
 assert tuple(TARGETS) == TARGET_NAMES
 

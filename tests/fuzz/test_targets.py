@@ -135,3 +135,28 @@ def test_pipeline_oracles_flag_an_undocumented_exception(monkeypatch):
     for target in ("wds_handler", "detached_plan"):
         with pytest.raises(targets.Finding, match="ZeroDivisionError"):
             targets.run(target, image)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_raster_target_on_random_inputs(seed):
+    """fd_raster on random shapes, modes, grids and bodies: only documented outcomes."""
+    rng = random.Random(seed)
+    head = bytes([rng.randrange(64), rng.randrange(64), seed % 6, rng.randrange(32),
+                  rng.randrange(32)])
+    targets.run("raster", head + bytes(rng.randrange(256) for _ in range(rng.randrange(90))))
+
+
+def test_raster_oracle_flags_a_sampled_pixel_that_differs(monkeypatch):
+    from fastdecode import _native
+
+    real = _native.raster_polygons
+
+    def off_by_one(polys, h, w, rows, cols, out):
+        real(polys, h, w, rows, cols, out)
+        if out.shape != (h, w):
+            out[0, 0] ^= 1
+
+    monkeypatch.setattr(_native, "raster_polygons", off_by_one)
+    body = (np.array([1, 1, 30, 3, 12, 25], np.float64) * 8).astype("<i2").tobytes()
+    with pytest.raises(targets.Finding, match="sampled raster differs"):
+        targets.run("raster", bytes([31, 39, 0, 17, 23]) + body)

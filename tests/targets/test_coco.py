@@ -20,7 +20,6 @@ from torchvision.datasets import wrap_dataset_for_transforms_v2  # noqa: E402
 
 from benchmarks._coco_data import _runs, make_coco  # noqa: E402
 from fastdecode import _native  # noqa: E402
-from fastdecode.errors import FastDecodeError  # noqa: E402
 from fastdecode.targets import CocoDetection, presets  # noqa: E402
 
 from helpers.corpus import corpus_dir  # noqa: E402
@@ -130,24 +129,3 @@ def test_rle_at_sampled_pixels_is_pycocotools(seed, form):
     out = np.zeros((h, w), np.uint8)
     _native.raster_rle(counts, h, w, rows, cols, out)
     assert np.array_equal(out, full[:, cols])
-
-
-@pytest.mark.parametrize(("call", "error", "match"), [
-    (lambda out: _native.raster_polygons([[0, 0, 1e9, 0, 5, 5]], 4, 4, np.arange(4), np.arange(4),
-                                         out), ValueError, "beyond 1e8"),
-    (lambda out: _native.raster_polygons([[0, 0, float("nan"), 0, 5, 5]], 4, 4, np.arange(4),
-                                         np.arange(4), out), ValueError, "not finite"),
-    (lambda out: _native.raster_rle([3, 2], 4, 4, np.array([0, 2, 1, 3]), np.arange(4), out),
-     ValueError, "decreasing"),
-    (lambda out: _native.raster_rle([3, 2], 4, 4, np.arange(4), np.array([0, 1, 2, 4]), out),
-     ValueError, "out of range"),
-    (lambda out: _native.rle_from_string("0o"), FastDecodeError, "truncated"),
-], ids=["huge", "nan", "rows-decreasing", "column-out", "truncated-string"])
-def test_bad_raster_input_raises_a_named_error(call, error, match):
-    with pytest.raises(error, match=match):
-        call(np.zeros((4, 4), np.uint8))
-
-
-def test_an_output_of_the_wrong_shape_raises():
-    with pytest.raises(ValueError, match="out must be a writable C-contiguous uint8 array"):
-        _native.raster_rle([3], 2, 2, np.arange(2), np.arange(2), np.zeros((3, 2), np.uint8))
