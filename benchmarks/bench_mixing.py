@@ -70,13 +70,15 @@ def _timm_train():
 
 
 # name -> (training chain, mixing for n classes): torchvision's reference with
-# IMAGENET1K_V2's --random-erase 0.1 --mixup-alpha 0.2 --cutmix-alpha 1.0, timm's
-# train.py with --reprob 0.25 --mixup 0.8 --cutmix 1.0
+# IMAGENET1K_V2's flags (--auto-augment ta_wide --random-erase 0.1 --mixup-alpha
+# 0.2 --cutmix-alpha 1.0 --train-crop-size 176, --use-v2), timm's train.py with
+# --reprob 0.25 --mixup 0.8 --cutmix 1.0 (its RandAugment policies: bench_recipes)
 RECIPES: dict[str, tuple[Callable[[], Any], Callable[[int], Any]]] = {
-    "reference train v2 + random erase, MixUp/CutMix": (
-        lambda: ClassificationPresetTrain(crop_size=224, random_erase_prob=0.1, use_v2=True),
+    "IMAGENET1K_V2 recipe (v2, ta_wide, random erase 0.1, 176), MixUp/CutMix": (
+        lambda: ClassificationPresetTrain(crop_size=176, auto_augment_policy="ta_wide",
+                                          random_erase_prob=0.1, use_v2=True),
         _tv_mix),
-    "timm train re_prob=0.25, Mixup": (_timm_train, _timm_mix),
+    "timm train re_prob=0.25, Mixup/CutMix": (_timm_train, _timm_mix),
 }
 
 
