@@ -33,14 +33,15 @@ def report() -> dict:
             "versions": {}, "summary": [], "skipped": {}, "sections": {"storage": storage}}
 
 
-def test_page_shows_every_storage_row_and_the_targets():
+def test_page_shows_every_storage_row_and_not_the_targets():
     text = results.page(report(), results.PAGE, "results.png")
     assert "| DataLoader(FastImageFolder) | on | 2 | local disk | 990 |" in text
     assert "| FastLoader | off | 2 | 0 ms | 1,000 |" in text
     assert "| 0.99x |" in text  # FastImageFolder on vs off, local disk
     assert "| 3.0 (64.0) |" in text  # peak read-ahead MiB (cap)
-    assert "- FastLoader 0 ms, read-ahead on >= 0.98x off: not met" in text
-    assert "- peak read-ahead bytes <= the cap, every row: met" in text
+    # the project's thresholds stay in the JSON (issue 51 item 5)
+    assert report()["sections"]["storage"]["summary"]["targets_met"]
+    assert "read-ahead on >= 0.98x off" not in text and "met" not in text.split()
     assert "median of 5 interleaved rounds" in text
     assert "start 3.00, 2.50, 2.00 and end 4.00, 3.00, 2.50" in text
     assert "`storage` ran `python -m benchmarks.bench_storage --data DATA --json " \
