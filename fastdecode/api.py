@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from fastdecode import _fallback, _formats, _native
+from fastdecode import _decode_paths, _fallback, _formats, _native
 from fastdecode._native import DEFAULT_MAX_PIXELS, decode_bmp, decode_jpeg
 from fastdecode._options import DEFAULTS as _D
 from fastdecode._options import DecodeOptions, Interpolation, LayoutName, ModeName
@@ -202,21 +202,29 @@ def decode_format(data: Any, fmt: Optional[str], options: DecodeOptions) -> np.n
     Pillow. ``options`` may leave keywords out (their defaults)."""
     row = _formats.native(fmt)
     if row is None:
-        return _fallback.decode(data, None, options)
+        pixels = _fallback.decode(data, None, options)
+        _decode_paths.record(fmt, native=False)
+        return pixels
     if not row.dct_scaling and options.get("size") is None and (
             options.get("scale") not in (None, 1) or options.get("min_size") is not None):
-        return _fallback.decode(data, row.name, options)  # Pillow's box filter of its pixels
+        pixels = _fallback.decode(data, row.name, options)  # Pillow's box filter of its pixels
+        _decode_paths.record(fmt, native=True)
+        return pixels
     try:
-        return row.decode(data, **row.keywords(options))
+        pixels = row.decode(data, **row.keywords(options))
     except UnsupportedFormatError as native_error:
         # A variant the native decoder lacks (JPEG: lossless, 12-bit): Pillow's
         # own decoder may have it, so a mixed dataset keeps loading.
         if not row.pillow_variants:
             raise
         try:
-            return _fallback.decode(data, None, options)
+            pixels = _fallback.decode(data, None, options)
         except DecodeError:
             raise native_error from None
+        _decode_paths.record(fmt, native=False)
+        return pixels
+    _decode_paths.record(fmt, native=True)
+    return pixels
 
 
 def read_image(path: str | os.PathLike[str], **options: Unpack[DecodeOptions]) -> np.ndarray:
@@ -271,11 +279,18 @@ def info() -> dict[str, Any]:
     -------
     dict
         ``version`` (fastdecode's), ``libjpeg_turbo`` (the loaded
-        library's version) and ``simd`` (whether its SIMD code is in use).
+        library's version), ``simd`` (whether its SIMD code is in use),
+        ``libspng`` and ``libwebp`` (their versions; None where the
+        extension was built without one, and that format decodes through
+        Pillow) and ``native`` (the formats decoded natively).
     """
     version, simd = _native.library_info()
+    codecs = _native.codec_versions()
     return {
         "version": __version__,
         "libjpeg_turbo": version,
         "simd": simd,
+        "libspng": codecs["png"],
+        "libwebp": codecs["webp"],
+        "native": list(_native.NATIVE_FORMATS),
     }

@@ -370,6 +370,9 @@ def diagnose(opts: Optional[JobOptions] = None) -> Report:
     ]
     if opts.root is not None:
         checks.append(check_storage(facts, opts, workers))
+        from fastdecode.cli.doctor_formats import check_formats
+
+        checks.append(Check("formats", *check_formats(facts, opts.root, opts.sample)))
     return Report(checks, recommended, facts)
 
 
@@ -419,7 +422,9 @@ CUDA and a pinned allocation. With ROOT, the storage under the dataset: its
 kind (nfs, fuse, lustre, gpfs, overlay, tmpfs, network, local), the open +
 first-byte latency and read throughput over a sample of its files, and the
 read-ahead depth (Little's law: rate x latency), the RAM cache (when the
-dataset fits) or shards it calls for.
+dataset fits) or shards it calls for; and the formats of a sample of its
+files: the share per format that decodes natively and the share that takes
+Pillow's (slower) path.
 
 exit status: 0 when no check fails (warnings cost speed), 1 when one will
 stall or crash training (too little /dev/shm, num_workers above 2x the

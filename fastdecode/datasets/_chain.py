@@ -168,12 +168,16 @@ class FusedChain(SampleReads):
         Returns
         -------
         str
-            The plan; for a custom ``loader``, a line saying it is called as
-            torchvision calls it, nothing fused.
+            The plan, and once samples were decoded in this process, a line
+            counting the decodes that took the native and the Pillow path
+            (:meth:`decode_stats`); for a custom ``loader``, a line saying it
+            is called as torchvision calls it, nothing fused.
         """
         if not self._fast_loader():
             return f"custom loader {self.loader!r}: called as torchvision calls it, nothing fused"
-        return self._live.explain(self.transform)
+        text = self._live.explain(self.transform)
+        paths = self._decode_paths().summary()  # the slow path, visible (issue 53)
+        return text if paths is None else f"{text}\n{paths}"
 
     def _batch_fused(self) -> Any:
         """The fused transform when batches can be decoded in place."""

@@ -18,6 +18,7 @@ import os
 from contextlib import nullcontext
 from typing import Any, Optional
 
+from fastdecode._decode_paths import DecodePaths, charge_to
 from fastdecode._options import parse_bytes
 from fastdecode.datasets._base import is_pil_loader
 from fastdecode.datasets._loading import default_loader
@@ -87,10 +88,32 @@ class SampleReads:
         """
         return self._reads_here().window().stats()
 
+    def decode_stats(self) -> dict[str, Any]:
+        """This process's decodes of the dataset's samples by path: native
+        (the C core) or Pillow (the slow path), in all and per format.
+
+        Returns
+        -------
+        dict
+            ``native`` and ``pillow`` counts, and ``formats``: for each
+            format, its ``native`` and ``pillow`` counts. A DataLoader
+            worker counts its own decodes (call it there, e.g. from a
+            ``worker_init_fn``, or use ``num_workers=0`` to inspect).
+        """
+        return self._decode_paths().stats()
+
+    def _decode_paths(self) -> DecodePaths:
+        paths = self.__dict__.get("_paths")
+        if paths is None:
+            paths = self.__dict__["_paths"] = DecodePaths()
+        return paths
+
     def _read(self, path: str, index: Optional[int] = None) -> bytes:
         """The bytes of ``path`` (sample ``index``): from the cache, the
         read-ahead window or the file, or through the dataset's remote
-        filesystem (fetched ahead by :meth:`_prefetch` when batched)."""
+        filesystem (fetched ahead by :meth:`_prefetch` when batched). The
+        thread's decodes that follow count as this dataset's."""
+        charge_to(self._decode_paths())
         remote = self.__dict__.get("_remote")
         if remote is None or not is_remote(path):
             return self._reads_here().read(index, path)
