@@ -17,6 +17,7 @@ docs/decisions/datasets.md ("torchvision's built-in datasets").
 
 # No `from __future__ import annotations`: inspect.signature shows the
 # constructors' annotations as objects.
+import copy
 import inspect
 from typing import Any
 
@@ -132,15 +133,49 @@ class ArrayDataset(FusedChain):
 
     def _batch_fused(self) -> Any:
         """The plan batches are rendered with (this dataset's channel count),
-        or None: each item on its own."""
+        or None: each item on its own. Every image of an array dataset has
+        one size, so a chain whose output size follows from the input's
+        (``ToTensor()`` alone, ``Resize(64)``...) has a fixed shape here too:
+        its plan is copied with that ``output_shape`` (cached per plan)."""
         fused = self._live.get(self.transform)
-        if fused is None or fused.output_shape is None:
+        if fused is None:
             return None
-        if self.channels != 3:
+        if fused.output_shape is None:
+            fused = self._sized(fused)
+        if fused is not None and self.channels != 3:
             from fastdecode.transforms.render import decoded_plan
 
             fused = decoded_plan(fused, np.empty((1, 1, self.channels), np.uint8))
         return fused if fused is not None and fused.output_shape is not None else None
+
+    def _sized(self, fused: Any) -> Any:
+        """``fused`` with the output shape every image of this dataset gets
+        (None when the chain has no fused tensor step, steps after it, or
+        tensor-stage geometry)."""
+        cached = self.__dict__.get("_sized_plan")
+        if cached is not None and cached[0] is fused:
+            return cached[1]
+        sized = None
+        if (len(self) and fused.tail is not None and not fused.tail.numpy and not fused.trailing
+                and not fused.tensor_stage):
+            from fastdecode.transforms.geometry import ResizeOp, resized_output_size
+
+            size: Any = tuple(self._pixels(0).shape[:2])
+            for op in fused.geo_ops:
+                after = op.fixed_size(size)
+                if after is None and isinstance(op, ResizeOp):
+                    try:
+                        after = resized_output_size(size[0], size[1], op.size, op.max_size)
+                    except (ValueError, TypeError, ZeroDivisionError):
+                        after = None  # torchvision raises: items on their own say so
+                size = after
+                if size is None or min(size) <= 0:
+                    break
+            if size is not None and min(size) > 0:
+                sized = copy.copy(fused)  # (re-fused from the source: a plan of its own)
+                sized.output_shape = (3, int(size[0]), int(size[1]))
+        self.__dict__["_sized_plan"] = (fused, sized)
+        return sized
 
     def __getitems__(self, indices: list[int]) -> list[tuple[Any, Any]]:
         """DataLoader's batched fetch: the pixels rendered into one uint8

@@ -137,6 +137,8 @@ CHAINS = {
     "rrc-uint8": lambda: T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(),
                                     T.PILToTensor()]),
     "resize-center": lambda: T.Compose([T.Resize(40), T.CenterCrop(36), T.ToTensor()]),
+    "resize-short-side": lambda: T.Compose([T.Resize(40), T.ToTensor()]),
+    "mnist-classic": lambda: T.Compose([T.ToTensor(), T.Normalize((0.1307,), (0.3081,))]),
 }
 
 
@@ -219,7 +221,8 @@ def test_contract(roots, name, split_kw, chain):
 
 @pytest.mark.parametrize("exact", [True, False], ids=["exact", "default"])
 @pytest.mark.parametrize("name", ["CIFAR10", "MNIST", "STL10"])
-@pytest.mark.parametrize("chain", ["seed-example", "cifar-crop", "rrc-uint8"])
+@pytest.mark.parametrize("chain", ["seed-example", "cifar-crop", "rrc-uint8", "resize-short-side",
+                                   "mnist-classic"])
 def test_batches_equal_items(roots, name, chain, exact):
     """__getitems__ (the in-place batch path) gives the items' tensors, draws in the same order."""
     kw = DATASETS[name][1][0][1]
@@ -265,14 +268,16 @@ def test_missing_dataset_raises_as_torchvision(tmp_path, name):
 
 
 def test_gray_stays_one_channel(roots):
-    """MNIST + ToTensor is (1, 28, 28), as torchvision's; with a step that fixes the size its
-    batch is (N, 1, 28, 28)."""
+    """MNIST + ToTensor is (1, 28, 28), as torchvision's; every image has that size, so the
+    batch path takes it (N, 1, 28, 28), as it takes a chain that fixes the size itself."""
     ours, theirs = _pair(roots, "MNIST", {"train": True}, T.ToTensor())
     assert ours[0][0].shape == theirs[0][0].shape == (1, 28, 28)
-    assert ours.fixed_sample_shape() is None  # no step fixes the size: items one by one
-    ours.transform = T.Compose([T.RandomCrop(28, padding=2), T.ToTensor()])
-    assert ours.fixed_sample_shape() == (1, 28, 28)
+    assert ours.fixed_sample_shape() == (1, 28, 28)  # the dataset's own size
     assert ours.__getitems__([0, 1])[0][0].shape == (1, 28, 28)
+    ours.transform = T.Compose([T.RandomCrop(24, padding=2), T.ToTensor()])
+    assert ours.fixed_sample_shape() == (1, 24, 24)
+    ours.transform = T.Compose([T.ToTensor(), T.Lambda(lambda x: x)])
+    assert ours.fixed_sample_shape() is None  # a step after the table: items one by one
 
 
 def test_a_chain_that_fails_on_gray_fails_as_in_torchvision(roots):
