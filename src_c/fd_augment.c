@@ -666,10 +666,11 @@ static void gaussian_kernel(int32_t n, float sigma, float *k)
         k[i] = k[i] / sum;
 }
 
-/* torch's reflect padding: -1 -> 1, n -> n - 2 (the radius is below n). */
-static inline int32_t reflect(int32_t x, int32_t n)
+/* torch's reflect padding: -1 -> 1, n -> n - 2 (the radius is below n;
+ * 64-bit: a side may be up to INT32_MAX). */
+static inline size_t reflect(int64_t x, int64_t n)
 {
-    return x < 0 ? -x : x >= n ? 2 * n - 2 - x : x;
+    return (size_t)(x < 0 ? -x : x >= n ? 2 * n - 2 - x : x);
 }
 
 /* One row of w pixels of `ps` interleaved values, blurred along x into
@@ -678,11 +679,11 @@ static inline int32_t reflect(int32_t x, int32_t n)
 KERNEL void blur_row(const uint8_t *row, int32_t w, const float *k, int32_t n, float *pad,
                      float *out, size_t ps)
 {
-    const int32_t r = n / 2;
-    for (int32_t p = 0; p < w + 2 * r; p++) {
-        const int32_t x = reflect(p - r, w);
+    const int64_t r = n / 2;
+    for (int64_t p = 0; p < (int64_t)w + 2 * r; p++) {
+        const size_t x = reflect(p - r, w);
         for (size_t c = 0; c < ps; c++)
-            pad[(size_t)p * ps + c] = (float)row[(size_t)x * ps + c];
+            pad[(size_t)p * ps + c] = (float)row[x * ps + c];
     }
     const size_t m = (size_t)w * ps;
     for (size_t i = 0; i < m; i++)
@@ -724,12 +725,12 @@ KERNEL void blur_plane(uint8_t *plane, int32_t w, int32_t h, const float *kx, in
     const size_t m = (size_t)w * ps;
     for (int32_t y = 0; y < h; y++)
         blur_row(plane + (size_t)y * m, w, kx, nx, pad, hor + (size_t)y * m, ps);
-    const int32_t r = ny / 2;
+    const int64_t r = ny / 2;
     for (int32_t y = 0; y < h; y++) {
         for (size_t i = 0; i < m; i++)
             acc[i] = 0.0f;
         for (int32_t j = 0; j < ny; j++) {
-            const float kj = ky[j], *q = hor + (size_t)reflect(y + j - r, h) * m;
+            const float kj = ky[j], *q = hor + reflect((int64_t)y + j - r, h) * m;
             for (size_t i = 0; i < m; i++)
                 acc[i] += q[i] * kj;
         }
@@ -746,7 +747,7 @@ static void blur(const image *im, const fd_aug_step *s, float *scratch)
     gaussian_kernel(nx, s->sigma[0], kx);
     gaussian_kernel(ny, s->sigma[1], ky);
     const size_t values = (size_t)w * (size_t)h * 3;
-    float *pad = hor + values, *acc = pad + (size_t)(w + 2 * (nx / 2)) * 3;
+    float *pad = hor + values, *acc = pad + ((size_t)w + 2 * (size_t)(nx / 2)) * 3;
     if (im->ps == 3) {
         blur_plane(im->p, w, h, kx, nx, ky, ny, hor, pad, acc, 3);
         return;
@@ -773,8 +774,10 @@ static fd_status check(size_t size, uint32_t height, uint32_t width, fd_layout l
     size_t npixels, nbytes;
     if (height == 0 || width == 0)
         return fd_fail(err, FD_ERR_ARGUMENT, "augment: empty image (%u x %u)", height, width);
-    if (height > INT32_MAX || width > INT32_MAX || !fd_mul_size(height, width, &npixels) ||
-        !fd_mul_size(npixels, 3, &nbytes))
+    /* sides under 2^30: every kernel's int32 position arithmetic (a tap a few
+     * pixels past the side, twice a side) stays in range */
+    if (height >= FD_AUG_MAX_SIDE || width >= FD_AUG_MAX_SIDE ||
+        !fd_mul_size(height, width, &npixels) || !fd_mul_size(npixels, 3, &nbytes))
         return fd_fail(err, FD_ERR_ARGUMENT, "augment: %u x %u x 3 is too large", height,
                        width);
     if (nbytes != size)

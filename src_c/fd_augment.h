@@ -48,6 +48,7 @@ typedef enum {
 #define FD_AUG_BICUBIC 3
 
 #define FD_AUG_MAX_STEPS 64
+#define FD_AUG_MAX_SIDE (1u << 30) /* a side must be below it */
 
 typedef struct {
     fd_aug_kind kind;
@@ -70,6 +71,7 @@ typedef struct {
 /* Applies `steps` in order to the height x width RGB image `pixels` (size
  * bytes, exactly height * width * 3), interleaved (HWC) or planar (CHW),
  * in place. FD_ERR_ARGUMENT for a size that does not match, an empty image,
+ * a side of FD_AUG_MAX_SIDE or more,
  * more than FD_AUG_MAX_STEPS steps, an unknown kind, a colour step
  * fd_color_apply refuses, a matrix entry or factor that is not finite, a
  * resample other than 0/2/3, a missing table, or a blur kernel or sigma
