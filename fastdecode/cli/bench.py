@@ -35,6 +35,7 @@ SECTIONS = {
     "storage": "bench_storage",  # needs FUSE (latencyfs); prints a skip line without it
     "remote": "bench_remote",  # http:// and s3:// (moto, s3fs) on 127.0.0.1; s3 left out without
     "tv-datasets": "bench_tv_datasets",  # torchvision's CIFAR10 / Food101 swapped one line
+    "formats": "bench_formats",  # PNG and WebP (the set's photos re-encoded), one thread
 }
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 OPTIONAL = {"ray": "ray"}  # section -> the package it needs
@@ -47,14 +48,16 @@ MODE_ARGS: dict[str, dict[str, list[str]]] = {
     "quick": {"decode": ["--quick"], "transforms": ["--quick", "--no-simd"],
               "loader": ["--quick"], "recipes": ["--quick"], "mixing": ["--quick"],
               "ray": ["--quick"],
-              "storage": ["--quick"], "remote": ["--quick"], "tv-datasets": ["--quick"]},
+              "storage": ["--quick"], "remote": ["--quick"], "tv-datasets": ["--quick"],
+              "formats": ["--quick"]},
     "default": {"decode": ["--limit", "200", "--rounds", "3"],
                 "transforms": ["--limit", "100", "--rounds", "3"], "loader": ["--chains", "train"],
                 "recipes": [], "mixing": [],
-                "ray": [], "storage": [], "remote": [], "tv-datasets": []},
+                "ray": [], "storage": [], "remote": [], "tv-datasets": [],
+                "formats": ["--limit", "24", "--rounds", "3"]},
     "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
              "mixing": ["--full"],
-             "ray": [], "storage": ["--full"], "remote": [], "tv-datasets": []},
+             "ray": [], "storage": ["--full"], "remote": [], "tv-datasets": [], "formats": []},
 }
 
 # About how long each section takes, in seconds on a quiet 2-core machine,
@@ -94,6 +97,8 @@ and with --full or --sections:
   ray         Ray Data (needs fastdecode[ray])
   tv-datasets torchvision's CIFAR10 (the seed's example, CIFAR's crop
               recipe) and a Food101 layout, swapped for fastdecode.datasets'
+  formats     PNG and WebP (the set's photos re-encoded): decode and the fused
+              train / eval chains, one thread (baseline: Pillow / torchvision)
 
 It first says what it will run and about how long; each section shows a
 progress bar and prints its tables; a five-line summary ends the run (images/s

@@ -137,6 +137,10 @@ def kind(data: bytes) -> str:
         return "jpeg"
     if data[:2] == b"BM":
         return "bmp"
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
     return "other"
 
 
@@ -151,10 +155,12 @@ def write(root: Path, corpus: Path | None) -> dict[str, int]:
     if corpus is not None and corpus.is_dir():
         files.update(shared(corpus))
     wanted = {
-        "read_header": ("jpeg", "bmp", "other"),
+        "read_header": ("jpeg", "bmp", "png", "webp", "other"),
         "decode_jpeg": ("jpeg",),
         "decode_bmp": ("bmp",),
-        "decode_image": ("jpeg", "bmp", "other"),
+        "decode_png": ("png",),
+        "decode_webp": ("webp",),
+        "decode_image": ("jpeg", "bmp", "png", "webp", "other"),
         # the pipelines above the decoders: fewer seeds (each execution runs a chain)
         "wds_handler": ("jpeg", "bmp", "other"),
         "detached_plan": ("jpeg", "bmp", "other"),

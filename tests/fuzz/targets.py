@@ -231,6 +231,45 @@ def t_decode_bmp(data: bytes) -> None:
     decode_target(fd.decode_bmp, data, jpeg_only=False, slice_check=True)
 
 
+def native_or_skip(name: str) -> Callable:
+    """The binding's decoder of format ``name``, or one that refuses every input
+    (UnsupportedFormatError) where the extension was built without it."""
+    from fastdecode import _native
+
+    return getattr(_native, f"decode_{name}")
+
+
+def t_decode_png(data: bytes) -> None:
+    """decode_png (src_c/fd_png.c): BMP's options and exif."""
+    image, trailer = split(data)
+    opts = options(image, trailer, jpeg_only=False)
+    opts.kwargs["exif"] = bool(trailer[0] & 8)
+    decode_options(native_or_skip("png"), image, opts, slice_check=True)
+
+
+def t_decode_webp(data: bytes) -> None:
+    """decode_webp (src_c/fd_webp.c): JPEG's options but fast and strict (its
+    scales are libwebp's rescaler: the slice check holds at full scale)."""
+    image, trailer = split(data)
+    opts = options(image, trailer, jpeg_only=True)
+    del opts.kwargs["fast"], opts.kwargs["strict"]
+    decode_options(native_or_skip("webp"), image, opts,
+                   slice_check="scale" not in opts.kwargs and "min_size" not in opts.kwargs)
+
+
+def decode_options(fn: Callable, image: bytes, opts: Options, *, slice_check: bool) -> None:
+    try:
+        result = call_with_out(fn, image, opts)
+    except Finding:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the oracle sorts them
+        check_error(exc)
+        return
+    expected_shape(result, opts.kwargs)
+    if slice_check:
+        same_as_slice(fn, image, opts.kwargs, result)
+
+
 def t_decode_image(data: bytes) -> None:
     # The Pillow fallback's slices follow Pillow's own rounding; the native
     # decoders' crop/slice agreement is checked by the two targets above.
@@ -677,6 +716,8 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "detached_plan": t_detached_plan,
     "dataset_item": t_dataset_item,
     "raster": t_raster,
+    "decode_png": t_decode_png,
+    "decode_webp": t_decode_webp,
 }
 assert tuple(TARGETS) == TARGET_NAMES
 
