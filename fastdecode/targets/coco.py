@@ -56,6 +56,21 @@ class CocoMasks:
     def __len__(self) -> int:
         return len(self.segmentations)
 
+    def select(self, keep: Sequence[bool]) -> CocoMasks:
+        """The masks of the instances ``keep`` marks (SanitizeBoundingBoxes' verdict).
+
+        Parameters
+        ----------
+        keep : sequence of bool
+            One per annotation.
+
+        Returns
+        -------
+        CocoMasks
+            The kept ones, in order.
+        """
+        return CocoMasks([s for s, k in zip(self.segmentations, keep) if k], self.canvas_size)
+
     def at_plan(self, plan: JointPlan) -> np.ndarray:
         """The (N, H, W) uint8 masks at the plan's output, as v2 makes them from
         pycocotools' full-size masks (NEAREST resize, crop, pad with the mask fill, flip).

@@ -30,6 +30,7 @@ from fastdecode._options import DEFAULTS as _D
 from fastdecode.targets.color import pre_color
 from fastdecode.targets.ops import JointOp, Leaves, joint_op
 from fastdecode.targets.plan import JointPlan
+from fastdecode.targets.sanitize import early_sanitize
 from fastdecode.transforms.geometry import Geometry, Stop
 from fastdecode.transforms.kinds import flatten
 from fastdecode.transforms.render import DCT_MARGIN, Renderer
@@ -105,6 +106,7 @@ class JointFusedTransform:
             self.ops.append(op)
             i += 1
         self.first_rest = i
+        self.sanitize = early_sanitize(self.steps[i:])
         self.renderer = Renderer(exact=exact, dct_margin=dct_margin, max_pixels=max_pixels,
                                  max_work_per_byte=max_work_per_byte)
         self.last_plan: Optional[JointPlan] = None
@@ -163,6 +165,10 @@ class JointFusedTransform:
                            "after it run in torchvision")
                 break
         self.last_plan = plan
+        rest = self.steps[self.first_rest - len(self.ops) + stop:]
+        if stop == len(self.ops) and self.sanitize is not None and self.sanitize.applies(flat):
+            self.sanitize.apply(flat, tree_unflatten(flat, spec))
+            rest = rest[:self.sanitize.index] + rest[self.sanitize.index + 1:]
         if source is None:
             pixels = self.renderer.render(data, plan.geometry(), "CHW", fmt=info.format)
         else:
@@ -174,7 +180,6 @@ class JointFusedTransform:
             elif hasattr(leaf, "at_plan"):
                 flat[i] = tv_tensors.Mask(torch.from_numpy(leaf.at_plan(plan)))
         target = tree_unflatten(flat, spec)
-        rest = self.steps[self.first_rest - len(self.ops) + stop:]
         image = _as_image(pixels, rest[0] if rest else None)
         return self._torchvision(rest, image, target)
 

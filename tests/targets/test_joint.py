@@ -189,3 +189,34 @@ def test_leading_colour_steps_match_v2(leading, seed):
     assert torch.equal(got_img, want_img)
     for key in want:
         assert torch.equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("mask", ["instances", "semantic"])
+def test_sanitize_moved_before_the_masks_matches_v2(mask):
+    """Degenerate boxes dropped before the masks are made (instance masks), or
+    left to v2's own step (a (H, W) mask, indexed by v2 at its output size)."""
+    path = FILES[0] if FILES else pytest.skip("shared corpus 'photos' absent")
+    image = PIL_Image.open(path).convert("RGB")
+    h, w = image.height, image.width
+    target = instance_target(h, w, 7)
+    target["boxes"][1] = torch.tensor([5.0, 5.0, 5.0, 9.0])  # degenerate: dropped
+    if mask == "semantic":
+        target["masks"] = tv_tensors.Mask(target["masks"].amax(0))
+    chain = T.Compose([T.RandomHorizontalFlip(1.0), T.ToImage(),
+                       T.ConvertBoundingBoxFormat("CXCYWH"), T.SanitizeBoundingBoxes()])
+    fused = fuse_joint(chain, exact=True)
+    assert fused.sanitize is not None and fused.sanitize.index == 2
+    (want_img, want), (got_img, got) = _both(chain, fused, path.read_bytes(), image, target, 0)
+    assert len(want["labels"]) == 5
+    for key in want:
+        assert torch.equal(got[key], want[key]) and type(got[key]) is type(want[key]), key
+
+
+def test_sanitize_with_labels_of_another_length_raises_as_v2():
+    path = FILES[0] if FILES else pytest.skip("shared corpus 'photos' absent")
+    image = PIL_Image.open(path).convert("RGB")
+    target = instance_target(image.height, image.width, 8)
+    target["labels"] = target["labels"][:2]
+    fused = fuse_joint(T.Compose([T.RandomHorizontalFlip(), T.SanitizeBoundingBoxes()]))
+    with pytest.raises(ValueError, match="must match the number of labels"):
+        fused(path.read_bytes(), target)
