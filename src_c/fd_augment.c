@@ -387,15 +387,20 @@ KERNEL void affine_filtered(uint8_t *dst, const uint8_t *src, int32_t w, int32_t
                             const double a[6], int resample, const uint8_t fill[3], size_t ps,
                             size_t cs)
 {
+    /* locals: the pixel stores (uint8_t may alias anything) would otherwise
+     * reload the matrix for every pixel */
+    const double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
+    const double fw = w, fh = h;
+    const uint8_t f[3] = {fill[0], fill[1], fill[2]};
     uint8_t *out = dst;
     for (int32_t y = 0; y < h; y++) {
         const double yin = y + 0.5;
         for (int32_t x = 0; x < w; x++, out += ps) {
             const double xin = x + 0.5;
-            double xx = a[0] * xin + a[1] * yin + a[2];
-            double yy = a[3] * xin + a[4] * yin + a[5];
-            if (!(xx >= 0.0 && xx < w && yy >= 0.0 && yy < h)) {
-                put3(out, fill, cs, 1);
+            double xx = a0 * xin + a1 * yin + a2;
+            double yy = a3 * xin + a4 * yin + a5;
+            if (!(xx >= 0.0 && xx < fw && yy >= 0.0 && yy < fh)) {
+                put3(out, f, cs, 1);
                 continue;
             }
             xx -= 0.5;
