@@ -19,6 +19,7 @@ import json
 import math
 import statistics
 import sys
+import time
 from typing import Any, Callable
 
 import fastdecode as fd
@@ -135,7 +136,11 @@ def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, lis
                 bar.set_postfix_str(f"{name}: {row.loader}, num_workers={row.num_workers}, "
                                     f"round {r + 1}")
                 with pinned(row.num_workers):
+                    cpu = time.process_time()
                     loader_bench.run_round(row)
+                    if row.num_workers == 0:  # per core: this process's CPU time per image
+                        per_image = (time.process_time() - cpu) / (batches * settings["batch"])
+                        row.__dict__.setdefault("cpu_per_image", []).append(per_image)
                 bar.update()
         for row in rows:
             row.source = None  # ends its persistent workers
@@ -160,11 +165,41 @@ def recipe_result(kind: str, rows: list, fused: dict) -> dict:
         base, ours = rate("ImageFolder+PIL", workers), rate("FastImageFolder", workers)
         spreads = [(max(r.rates) - min(r.rates)) / statistics.median(r.rates)
                    for r in rows if r.num_workers == workers]
-        settings.append({"num_workers": workers, "imagefolder_images_per_s": base,
-                         "fastimagefolder_images_per_s": ours, "speedup": ours / base,
-                         "spread": max(spreads),
-                         "noisy": max(spreads) > loader_bench.NOISY_SPREAD})
+        setting = {"num_workers": workers, "imagefolder_images_per_s": base,
+                   "fastimagefolder_images_per_s": ours, "speedup": ours / base,
+                   "spread": max(spreads), "noisy": max(spreads) > loader_bench.NOISY_SPREAD}
+        cpu = cpu_per_image(rows, workers)
+        if cpu is not None:  # one thread: CPU time per image, the ratio of each round's pair
+            setting.update(cpu)
+        settings.append(setting)
     return {"kind": kind, "target_speedup": TARGETS[kind], "fusion": fused, "settings": settings}
+
+
+def cpu_per_image(rows: list, workers: int):
+    """The one-thread rows' CPU time per image (ms, median of rounds) and the
+    median of the rounds' ratios (ImageFolder's over FastImageFolder's: per
+    core, what a loaded machine's wall clock blurs); None for worker rows."""
+    pair = [next((r for r in rows if r.loader == kind and r.num_workers == workers), None)
+            for kind in DATASETS]
+    if any(r is None or not r.__dict__.get("cpu_per_image") for r in pair):
+        return None
+    base, ours = (r.__dict__["cpu_per_image"] for r in pair)
+    return {"imagefolder_cpu_ms_per_image": 1e3 * statistics.median(base),
+            "fastimagefolder_cpu_ms_per_image": 1e3 * statistics.median(ours),
+            "cpu_speedup": statistics.median(b / o for b, o in zip(base, ours))}
+
+
+def cpu_table(results: dict[str, dict]) -> str:
+    """Per core: the one-thread rows' CPU time per image."""
+    lines = ["| recipe | ImageFolder CPU ms / image | FastImageFolder | per-core speedup | "
+             "target |", "|---|---|---|---|---|"]
+    for name, r in results.items():
+        for s in r["settings"]:
+            if "cpu_speedup" in s:
+                lines.append(f"| {name} | {s['imagefolder_cpu_ms_per_image']:.2f} | "
+                             f"{s['fastimagefolder_cpu_ms_per_image']:.2f} | "
+                             f"{s['cpu_speedup']:.2f}x | {r['target_speedup']}x |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def table(results: dict[str, dict]) -> str:
@@ -228,6 +263,9 @@ def main(argv=None) -> int:
     common.emit(f"\n### recipes, batch {settings['batch']}, median of {settings['rounds']} "
                 "interleaved rounds\n\n"
                 + table(report["recipes"])
+                + ("\n\n### per core: CPU time per image, one thread, median of the rounds' "
+                   "ratios\n\n" + cpu_table(report["recipes"])
+                   if cpu_table(report["recipes"]) else "")
                 + "".join(f"\n- {name}: {why}" for name, why in skipped.items()))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

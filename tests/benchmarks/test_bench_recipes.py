@@ -63,6 +63,10 @@ def test_quick_run_reports_each_recipe_per_setting(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| recipe | fused at decode | fused tensor tail | unfused |" in text
     assert "| reference eval v1 |" in text
+    # per core: the one-thread rows' CPU time per image and the rounds' ratio
+    one_thread = report["recipes"][names[0]]["settings"][0]
+    assert one_thread["imagefolder_cpu_ms_per_image"] > 0 and one_thread["cpu_speedup"] > 0
+    assert "per-core speedup" in text
 
 
 def test_rows_alternate_their_order_round_by_round(monkeypatch):
