@@ -7,12 +7,17 @@ RandomPhotometricDistort, SanitizeBoundingBoxes, ToImage, ToDtype, ...) and
 returns ``f(data, target)`` on *encoded* bytes and a v2 target (a dict of
 ``BoundingBoxes``, ``Mask``, ``KeyPoints``, labels; or a tuple): the image is
 decoded once, only its kept crop, boxes and keypoints are moved by v2's own
-kernels and masks are made at the output size. See docs/decisions/detection.md.
+kernels and masks are made at the output size. Importing this package also
+lets ``fastdecode.transforms.fuse(chain)`` take ``(data, target)``. See
+docs/decisions/detection.md.
 """
 
 from __future__ import annotations
 
 from fastdecode.targets.coco import CocoDetection, CocoMasks
 from fastdecode.targets.joint import JointFusedTransform, fuse_joint
+from fastdecode.transforms.kinds import register_joint
+
+register_joint(fuse_joint)  # fuse(chain)((data, target)) runs fuse_joint(chain)
 
 __all__ = ["CocoDetection", "CocoMasks", "JointFusedTransform", "fuse_joint"]

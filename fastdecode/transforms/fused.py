@@ -44,6 +44,7 @@ from fastdecode.transforms.kinds import (
     is_converter,
     is_pointwise,
     is_uint8_converter,
+    joint,
     tensor_geo_op,
 )
 from fastdecode.transforms.render import (
@@ -361,10 +362,13 @@ class FusedTransform:
 
     # -- calls -----------------------------------------------------------------------
 
-    def __call__(self, data: Any):
+    def __call__(self, data: Any, *target: Any):
         """The chain's result for encoded image bytes (any bytes-like, or a 1-D
         uint8 tensor) or a decoded image (uint8 array or tensor, PIL image:
-        the chain's result on its PIL image; :func:`.render.as_source`)."""
+        the chain's result on its PIL image; :func:`.render.as_source`);
+        ``f(data, target)`` / ``f((data, target))``: a v2 joint chain's (:func:`.kinds.joint`)."""
+        if target or (isinstance(data, tuple) and len(data) == 2):
+            return joint(self)(data, *target)
         data = as_source(data)
         plan = decoded_plan(self, data)  # self, a gray plan, or None: unfused
         if plan is None:

@@ -41,8 +41,8 @@ from fastdecode.transforms.geometry import (
 )
 from fastdecode.transforms.render import PadStage
 
-__all__ = ["flatten", "geo_op", "is_converter", "is_pointwise", "is_uint8_converter", "kind",
-           "pad_sides", "register", "short_name", "tensor_geo_op"]
+__all__ = ["flatten", "geo_op", "is_converter", "is_pointwise", "is_uint8_converter", "joint",
+           "kind", "pad_sides", "register", "register_joint", "short_name", "tensor_geo_op"]
 
 # What fuse translates: kind -> the class name, the same in torchvision's v1
 # and v2. fastdecode.transforms registers its own classes per kind.
@@ -59,6 +59,27 @@ if hasattr(T2, "ToTensor"):  # deprecated in v2, still there
 _UINT8_CONVERTERS = {T.PILToTensor, T2.ToImage, T2.PILToTensor}
 _POINTWISE = {T.Normalize, T2.Normalize, T.ConvertImageDtype, T2.ConvertImageDtype, T2.ToDtype,
               T2.ToPureTensor}
+
+
+_JOINT: list = []  # the factory fastdecode.targets registers (imports stay one way)
+
+
+def register_joint(factory: Any) -> None:
+    """Declares the factory of joint fused transforms (``fastdecode.targets.fuse_joint``)."""
+    _JOINT[:] = [factory]
+
+
+def joint(fused: Any) -> Any:
+    """The joint fused transform of ``fused``'s chain, made once: what
+    ``f(data, target)`` runs (docs/decisions/detection.md)."""
+    if getattr(fused, "_joint_fused", None) is None:
+        if not _JOINT:
+            raise TypeError("a fused transform called on (data, target) needs fastdecode.targets: "
+                            "import fastdecode.targets first (or use fastdecode.targets.fuse_joint)")
+        r = fused.renderer
+        fused._joint_fused = _JOINT[0](fused.source, exact=fused.exact, dct_margin=r.dct_margin,
+                                       **r.limits)
+    return fused._joint_fused
 
 
 def register(kind_name: str, cls: type) -> type:

@@ -220,3 +220,22 @@ def test_sanitize_with_labels_of_another_length_raises_as_v2():
     fused = fuse_joint(T.Compose([T.RandomHorizontalFlip(), T.SanitizeBoundingBoxes()]))
     with pytest.raises(ValueError, match="must match the number of labels"):
         fused(path.read_bytes(), target)
+
+
+def test_fuse_takes_data_and_target_once_targets_is_imported(monkeypatch):
+    from fastdecode.transforms import fuse
+    from fastdecode.transforms import kinds
+
+    path = FILES[0] if FILES else pytest.skip("shared corpus 'photos' absent")
+    image = PIL_Image.open(path).convert("RGB")
+    chain = presets.detection("ssdlite")
+    target = instance_target(image.height, image.width, 4)
+    f = fuse(chain, exact=True)
+    for call in (lambda d, t: f(d, t), lambda d, t: f((d, t))):
+        (want_img, want), (got_img, got) = _both(chain, call, path.read_bytes(), image, target, 3)
+        assert torch.equal(got_img, want_img)
+        for key in want:
+            assert torch.equal(got[key], want[key]), key
+    monkeypatch.setattr(kinds, "_JOINT", [])
+    with pytest.raises(TypeError, match="needs fastdecode.targets: import fastdecode.targets"):
+        fuse(chain)(path.read_bytes(), target)
