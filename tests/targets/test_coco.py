@@ -129,3 +129,29 @@ def test_rle_at_sampled_pixels_is_pycocotools(seed, form):
     out = np.zeros((h, w), np.uint8)
     _native.raster_rle(counts, h, w, rows, cols, out)
     assert np.array_equal(out, full[:, cols])
+
+
+def collate(batch):
+    """torchvision's references' ``utils.collate_fn``: detection batches are lists."""
+    return tuple(zip(*batch))
+
+
+@needs_photos
+def test_dataloader_workers_give_torchvisions_samples(annotations):
+    """Two DataLoader workers, the references' collate: each sample equals
+    torchvision's under the same per-worker seed."""
+    from torch.utils.data import DataLoader
+
+    ours, theirs = _pair(annotations, presets.detection("ssdlite"), True)
+    batches = {}
+    for name, ds in (("ours", ours), ("theirs", theirs)):
+        loader = DataLoader(ds, batch_size=2, num_workers=2, collate_fn=collate,
+                            generator=torch.Generator().manual_seed(11))
+        batches[name] = [b for b in loader]
+    assert len(batches["ours"]) == 3
+    for (gi, gt), (wi, wt) in zip(batches["ours"], batches["theirs"]):
+        for a, b in zip(gi, wi):
+            assert torch.equal(a, b)
+        for a, b in zip(gt, wt):
+            for key in ("boxes", "labels", "masks"):
+                assert torch.equal(a[key], b[key]), key

@@ -223,8 +223,7 @@ def test_sanitize_with_labels_of_another_length_raises_as_v2():
 
 
 def test_fuse_takes_data_and_target_once_targets_is_imported(monkeypatch):
-    from fastdecode.transforms import fuse
-    from fastdecode.transforms import kinds
+    from fastdecode.transforms import fuse, kinds
 
     path = FILES[0] if FILES else pytest.skip("shared corpus 'photos' absent")
     image = PIL_Image.open(path).convert("RGB")
