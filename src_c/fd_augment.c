@@ -213,11 +213,12 @@ KERNEL void affine_fixed(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
 KERNEL void affine_double(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
                           const double a[6], const uint8_t fill[3], size_t ps, size_t cs)
 {
-    double xo = a[2] + a[1] * 0.5 + a[0] * 0.5, yo = a[5] + a[4] * 0.5 + a[3] * 0.5;
+    const double a0 = a[0], a1 = a[1], a3 = a[3], a4 = a[4]; /* not reloaded per store */
+    double xo = a[2] + a1 * 0.5 + a0 * 0.5, yo = a[5] + a4 * 0.5 + a3 * 0.5;
     uint8_t *out = dst;
-    for (int32_t y = 0; y < h; y++, xo += a[1], yo += a[4]) {
+    for (int32_t y = 0; y < h; y++, xo += a1, yo += a4) {
         double xx = xo, yy = yo;
-        for (int32_t x = 0; x < w; x++, out += ps, xx += a[0], yy += a[3]) {
+        for (int32_t x = 0; x < w; x++, out += ps, xx += a0, yy += a3) {
             const int32_t xin = coord(xx), yin = coord(yy);
             if (inside(xin, yin, w, h))
                 put3(out, src + ((size_t)yin * (size_t)w + (size_t)xin) * ps, cs, cs);
