@@ -3,14 +3,13 @@ PNG corpus, typed errors for the corrupt ones (issue 53).
 
 * ``../shared/corpus/png`` (PngSuite and libpng's test PNGs: every colour
   type, bit depth, transparency, interlacing, and crashers), each file x
-  {decode RGB, decode L, a crop-and-resize chain fused with exact=True}:
-  Pillow's ``convert()`` / torchvision's pixels, or a typed error where Pillow
-  refuses the file. Skipped when the corpus is absent.
+  {decode RGB, decode L, a native crop}: Pillow's ``convert()`` pixels, or a
+  typed error where Pillow refuses the file. Skipped when the corpus is
+  absent. The fused chains: tests/transforms/test_formats_fused.py.
 * Which files the native decoder hands to Pillow (palette indices past the
   palette).
 * Crafted files: bad CRCs, truncated IDAT, huge IHDR, zlib bombs, a stream
   longer than the image.
-* Fused chains on photos re-encoded to PNG, equal to torchvision with exact=True.
 
 Also run against the ASan/UBSan build by `make test-sanitize`.
 """
@@ -22,20 +21,15 @@ import zlib
 
 import numpy as np
 import pytest
-import torch
-import torchvision.transforms as T
 
 import fastdecode as fd
 from fastdecode import _formats, _native
-from fastdecode.transforms import fuse
 
 from helpers.png_webp import (
     SIGNATURE,
     chunk,
     corpus_files,
     ihdr,
-    photos,
-    pillow_image,
     pillow_pixels,
     png,
     rgb_rows,
@@ -47,10 +41,6 @@ pytestmark = pytest.mark.skipif("png" not in _native.NATIVE_FORMATS,
 FILES = corpus_files("png", ".png")
 # Files the native decoder hands to Pillow (UnsupportedFormatError), and why.
 TO_PILLOW = {"badpal": "palette index past"}
-
-CHAIN = T.Compose([T.RandomResizedCrop(24, scale=(0.3, 1.0)), T.RandomHorizontalFlip(),
-                   T.PILToTensor()])
-
 
 def rel(path) -> str:
     return str(path).split("/corpus/png/", 1)[1]
@@ -73,21 +63,6 @@ def test_corpus_decode(path, mode):
             _native.decode_png(data, mode=mode)
     else:  # the native decoder's own pixels
         np.testing.assert_array_equal(_native.decode_png(data, mode=mode), ref)
-
-
-@pytest.mark.parametrize("path", FILES)
-def test_corpus_fused_crop_resize(path):
-    data = path.read_bytes()
-    ref = pillow_pixels(data)
-    fused = fuse(CHAIN, exact=True)
-    if ref is None:
-        with pytest.raises(fd.DecodeError, match=r"\w"):
-            fused(data)
-        return
-    torch.manual_seed(7)
-    ours = fused(data)
-    torch.manual_seed(7)
-    assert torch.equal(ours, CHAIN(pillow_image(data)))
 
 
 @pytest.mark.parametrize("path", FILES)
@@ -209,24 +184,3 @@ def test_exif_chunk_goes_to_pillow():
     np.testing.assert_array_equal(_native.decode_png(data), pillow_pixels(data))
 
 
-# --- fused chains on photos ---------------------------------------------------------
-
-TRAIN = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                   T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-EVAL = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor()])
-
-
-@pytest.fixture(scope="module")
-def png_photos():
-    return photos("PNG", 4)
-
-
-@pytest.mark.parametrize("chain", ["train", "eval"])
-@pytest.mark.parametrize("index", range(4))
-def test_fused_chain_on_photos_is_torchvisions(png_photos, chain, index):
-    tf = {"train": TRAIN, "eval": EVAL}[chain]
-    data = png_photos[index]
-    torch.manual_seed(index)
-    ours = fuse(tf, exact=True)(data)
-    torch.manual_seed(index)
-    assert torch.equal(ours, tf(pillow_image(data)))

@@ -2,17 +2,15 @@
 vector, libwebp's crop and scale, typed errors for bad files (issue 53).
 
 * ``../shared/corpus/webp`` (libwebp's test vectors: lossy, lossless, alpha),
-  each file x {decode RGB, decode L, a crop-and-resize chain fused with
-  exact=True}: Pillow's ``convert()`` / torchvision's pixels, or a typed error
-  where Pillow refuses. Skipped when the corpus is absent.
+  each file x {decode RGB, decode L}: Pillow's ``convert()`` pixels, or a
+  typed error where Pillow refuses. Skipped when the corpus is absent. The
+  fused chains: tests/transforms/test_formats_fused.py.
 * Crops at every parity: libwebp's crop (widened by a margin, to an even
   origin) gives the slice of the full decode.
 * Reduced scales (libwebp's rescaler): the C planner's shape, and close to
   Pillow's reduction of the same crop.
 * Animations: Pillow's first frame through decode_image; truncated and
   corrupt files: typed errors.
-* Fused chains on photos re-encoded to WebP (lossy and lossless), equal to
-  torchvision with exact=True.
 
 Also run against the ASan/UBSan build by `make test-sanitize`.
 """
@@ -23,24 +21,17 @@ import io
 
 import numpy as np
 import pytest
-import torch
-import torchvision.transforms as T
 from PIL import Image
 
 import fastdecode as fd
 from fastdecode import _native
-from fastdecode.transforms import fuse
 
-from helpers.png_webp import corpus_files, photos, pillow_image, pillow_pixels
+from helpers.png_webp import corpus_files, photos, pillow_pixels
 
 pytestmark = pytest.mark.skipif("webp" not in _native.NATIVE_FORMATS,
                                 reason="built without libwebp: WebP decodes through Pillow")
 
 FILES = corpus_files("webp", ".webp")
-CHAIN = T.Compose([T.RandomResizedCrop(40, scale=(0.2, 1.0)), T.RandomHorizontalFlip(),
-                   T.PILToTensor()])
-
-
 @pytest.mark.parametrize("mode", ["RGB", "L"])
 @pytest.mark.parametrize("path", FILES)
 def test_corpus_decode(path, mode):
@@ -52,20 +43,6 @@ def test_corpus_decode(path, mode):
         return
     np.testing.assert_array_equal(_native.decode_webp(data, mode=mode), ref)
     np.testing.assert_array_equal(fd.decode_image(data, mode=mode), ref)
-
-
-@pytest.mark.parametrize("path", FILES)
-def test_corpus_fused_crop_resize(path):
-    data = path.read_bytes()
-    fused = fuse(CHAIN, exact=True)
-    if pillow_pixels(data) is None:
-        with pytest.raises(fd.DecodeError, match=r"\w"):
-            fused(data)
-        return
-    torch.manual_seed(11)
-    ours = fused(data)
-    torch.manual_seed(11)
-    assert torch.equal(ours, CHAIN(pillow_image(data)))
 
 
 @pytest.mark.parametrize("parity", ["even", "odd-left", "odd-top", "odd-both"])
@@ -160,34 +137,6 @@ def test_flat_lossless_bomb_is_refused_by_the_work_budget():
         fd.decode_image(buf.getvalue(), max_work_per_byte=64)
 
 
-TRAIN = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                   T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-EVAL = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor()])
-
-
 @pytest.fixture(scope="module")
 def webp_photos():
     return {"lossy": photos("WEBP", 3, quality=85), "lossless": photos("WEBP", 2, lossless=True)}
-
-
-@pytest.mark.parametrize("chain", ["train", "eval"])
-@pytest.mark.parametrize("kind,index", [("lossy", 0), ("lossy", 1), ("lossy", 2),
-                                        ("lossless", 0), ("lossless", 1)])
-def test_fused_chain_on_photos_is_torchvisions(webp_photos, kind, index, chain):
-    tf = {"train": TRAIN, "eval": EVAL}[chain]
-    data = webp_photos[kind][index]
-    torch.manual_seed(index)
-    ours = fuse(tf, exact=True)(data)
-    torch.manual_seed(index)
-    assert torch.equal(ours, tf(pillow_image(data)))
-
-
-def test_fused_default_mode_scales_with_libwebp(webp_photos):
-    """exact=False: the crop is decoded at a reduced scale; close to torchvision."""
-    data = webp_photos["lossy"][0]
-    torch.manual_seed(0)
-    ours = fuse(EVAL)(data)
-    torch.manual_seed(0)
-    ref = EVAL(pillow_image(data))
-    assert ours.shape == ref.shape
-    assert (ours - ref).abs().mean() < 0.02
