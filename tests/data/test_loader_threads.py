@@ -47,9 +47,10 @@ def random_step_after_fused():
 
 
 def padded_crop_stop():
-    """The geometry stops at a random step (a crop of a zero-padded canvas) on
-    every image: that step runs unfused, on the PIL image."""
-    return T.Compose([T.Resize(44), T.CenterCrop(44), T.RandomCrop(40, padding=4),
+    """The geometry stops at a random step (a random resized crop of a
+    zero-padded canvas: Pad fuses, issue 52) on every image: that step runs
+    unfused, on the PIL image."""
+    return T.Compose([T.Resize(44), T.CenterCrop(44), T.Pad(4), T.RandomResizedCrop(40),
                       T.RandomHorizontalFlip(), T.PILToTensor()])
 
 
