@@ -454,29 +454,38 @@ static void apply_lut(const image *im, const uint8_t *table)
     }
 }
 
+/* Adds the counts of q[0], q[stride], ... (n values) to hist: four 32-bit
+ * tables in turn, so that equal neighbours do not wait on each other's
+ * increment, emptied every 2^30 values (no table reaches 2^32). */
+KERNEL void count_values(const uint8_t *q, size_t n, size_t stride, uint64_t hist[256])
+{
+    uint32_t c[4][256];
+    for (size_t start = 0; start < n; start += (size_t)1 << 30) {
+        const size_t end = n - start > ((size_t)1 << 30) ? start + ((size_t)1 << 30) : n;
+        memset(c, 0, sizeof c);
+        size_t i = start;
+        for (; i + 4 <= end; i += 4) {
+            c[0][q[i * stride]]++;
+            c[1][q[(i + 1) * stride]]++;
+            c[2][q[(i + 2) * stride]]++;
+            c[3][q[(i + 3) * stride]]++;
+        }
+        for (; i < end; i++)
+            c[0][q[i * stride]]++;
+        for (int v = 0; v < 256; v++)
+            hist[v] += (uint64_t)c[0][v] + c[1][v] + c[2][v] + c[3][v];
+    }
+}
+
 static void histograms(const image *im, uint64_t hist[3][256])
 {
     const size_t n = (size_t)im->w * (size_t)im->h;
-    const uint8_t *p = im->p;
-    /* 32-bit counts (n < 2^32 per block), two sets alternating so that equal
-     * neighbours do not wait on each other's increment */
-    uint32_t part[2][3][256];
     memset(hist, 0, 3 * 256 * sizeof(uint64_t));
-    for (size_t start = 0; start < n; start += (size_t)1 << 30) {
-        const size_t end = n - start > ((size_t)1 << 30) ? start + ((size_t)1 << 30) : n;
-        memset(part, 0, sizeof part);
-        if (im->ps == 3) {
-            for (size_t i = start; i < end; i++)
-                for (int b = 0; b < 3; b++)
-                    part[i & 1][b][p[3 * i + (size_t)b]]++;
-        } else {
-            for (int b = 0; b < 3; b++)
-                for (size_t i = start; i < end; i++)
-                    part[i & 1][b][p[(size_t)b * n + i]]++;
-        }
-        for (int b = 0; b < 3; b++)
-            for (int v = 0; v < 256; v++)
-                hist[b][v] += (uint64_t)part[0][b][v] + part[1][b][v];
+    for (int b = 0; b < 3; b++) {
+        if (im->ps == 3)
+            count_values(im->p + b, n, 3, hist[b]);
+        else
+            count_values(im->p + (size_t)b * im->cs, n, 1, hist[b]);
     }
 }
 
