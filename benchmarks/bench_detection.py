@@ -74,9 +74,8 @@ def detection_rows(root: Path, ann: Path, rounds: int, bar) -> dict:
 
 
 def segmentation_row(files: list[Path], rounds: int, bar) -> dict:
-    from torchvision import tv_tensors
-
     from fastdecode.targets import fuse_joint, presets
+    from fastdecode.targets.segmentation import read_label
 
     chain = presets.segmentation()
     fused = fuse_joint(chain)
@@ -91,13 +90,11 @@ def segmentation_row(files: list[Path], rounds: int, bar) -> dict:
 
     def theirs(i):
         image, png = pairs[i]
-        label = tv_tensors.Mask(torch.from_numpy(np.asarray(PIL.Image.open(png))))
-        return chain(PIL.Image.open(image).convert("RGB"), label)
+        return chain(PIL.Image.open(image).convert("RGB"), read_label(png))
 
     def ours(i):
         image, png = pairs[i]
-        label = tv_tensors.Mask(torch.from_numpy(np.asarray(PIL.Image.open(png))))
-        return fused(image.read_bytes(), label)
+        return fused(image.read_bytes(), read_label(png))
 
     per = {"torchvision": [], "fastdecode": []}
     for r in range(rounds):

@@ -36,6 +36,7 @@ SECTIONS = {
     "remote": "bench_remote",  # http:// and s3:// (moto, s3fs) on 127.0.0.1; s3 left out without
     "tv-datasets": "bench_tv_datasets",  # torchvision's CIFAR10 / Food101 swapped one line
     "formats": "bench_formats",  # PNG and WebP (the set's photos re-encoded), one thread
+    "detection": "bench_detection",  # the detection/segmentation presets, COCO masks, one thread
 }
 DEFAULT_SECTIONS = ("decode", "transforms", "loader")  # --full: all of SECTIONS
 OPTIONAL = {"ray": "ray"}  # section -> the package it needs
@@ -49,15 +50,17 @@ MODE_ARGS: dict[str, dict[str, list[str]]] = {
               "loader": ["--quick"], "recipes": ["--quick"], "mixing": ["--quick"],
               "ray": ["--quick"],
               "storage": ["--quick"], "remote": ["--quick"], "tv-datasets": ["--quick"],
-              "formats": ["--quick"]},
+              "formats": ["--quick"], "detection": ["--quick"]},
     "default": {"decode": ["--limit", "200", "--rounds", "3"],
                 "transforms": ["--limit", "100", "--rounds", "3"], "loader": ["--chains", "train"],
                 "recipes": [], "mixing": [],
                 "ray": [], "storage": [], "remote": [], "tv-datasets": [],
-                "formats": ["--limit", "24", "--rounds", "3"]},
+                "formats": ["--limit", "24", "--rounds", "3"],
+                "detection": ["--limit", "24", "--rounds", "3"]},
     "full": {"decode": [], "transforms": [], "loader": ["--full"], "recipes": ["--full"],
              "mixing": ["--full"],
-             "ray": [], "storage": ["--full"], "remote": [], "tv-datasets": [], "formats": []},
+             "ray": [], "storage": ["--full"], "remote": [], "tv-datasets": [], "formats": [],
+             "detection": []},
 }
 
 # About how long each section takes, in seconds on a quiet 2-core machine,
@@ -99,6 +102,9 @@ and with --full or --sections:
               recipe) and a Food101 layout, swapped for fastdecode.datasets'
   formats     PNG and WebP (the set's photos re-encoded): decode and the fused
               train / eval chains, one thread (baseline: Pillow / torchvision)
+  detection   torchvision's detection presets over generated COCO masks and
+              boxes, and the segmentation preset on label PNGs, one thread
+              (baseline: torchvision's CocoDetection + v2, needs pycocotools)
 
 It first says what it will run and about how long; each section shows a
 progress bar and prints its tables; a five-line summary ends the run (images/s
