@@ -42,6 +42,9 @@ PATHS = {
     '"train/"': '"data/train"',
     "shard-{000000..000099}.tar": "shard-000000.tar",
     "num_workers=8": "num_workers=2",
+    '"coco/train2017"': '"train2017"',
+    '"coco/annotations/instances_train2017.json"': '"annotations/instances_train2017.json"',
+    '"img.jpg"': '"train2017/000000000001.jpg"',
 }
 # what the surrounding script of a guide's blocks defines
 PRELUDE = '''
@@ -66,6 +69,19 @@ resume_step = 0
     # the reference's preset ends in float tensors (MixUp mixes them)
     "torchvision-references.md": "preset = T.Compose([T.RandomResizedCrop(64), T.ToTensor()])\n",
     "timm.md": 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+    # the tree's COCO file gains a polygon per instance; one image's boxes and masks
+    "detection.md": '''
+import json
+_coco = json.load(open("annotations/instances_train2017.json"))
+for _a in _coco["annotations"]:
+    _a.update(segmentation=[[1, 1, 9, 1, 9, 9, 1, 9]], area=64.0, iscrowd=0)
+json.dump(_coco, open("annotations/instances_train2017.json", "w"))
+h, w = 300, 400
+boxes = torch.tensor([[10.0, 20.0, 200.0, 150.0], [50.0, 60.0, 52.0, 60.5]])
+masks = torch.zeros(2, h, w, dtype=torch.uint8)
+masks[0, 20:150, 10:200] = 1
+labels = torch.tensor([1, 2])
+''',
 }
 # (page, block number) -> what it needs that is not here
 NEEDS = {
@@ -79,6 +95,8 @@ NEEDS = {
     ("ray.md", 0): "a Ray cluster (tests/data/test_ray*.py run read_images on one)",
     ("ray.md", 1): "a Ray cluster and a Parquet table of images",
     ("ray.md", 2): "a Ray Train worker",
+    ("detection.md", 2): "a VOC2012 tree and a Cityscapes-style tree (tests/targets/"
+                         "test_segmentation.py builds both)",
 }
 # batch sizes for a 16-image tree, and a save every 5 steps, not 1000
 SMALLER = {
@@ -105,6 +123,9 @@ EPILOGUE = {
                                        "targets.shape == (16, 2)"),
     ("torchvision-references.md", 3): ("images, targets = next(iter(data_loader))\n"
                                        "assert targets.shape == (16, 2)"),
+    ("detection.md", 0): ("assert image.dtype == torch.float32 and target['masks'].shape[0] == "
+                          "len(target['boxes']) == len(target['labels'])"),
+    ("detection.md", 1): "assert len(target['boxes']) == 1 and target['masks'].shape[0] == 1",
     ("webdataset.md", 2): ("images, labels = next(iter(loader))\n"
                            "assert images.shape == (16, 3, 64, 64) and len(labels) == 16"),
 }
