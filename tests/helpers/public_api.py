@@ -16,7 +16,7 @@ import inspect
 import sys
 
 MODULES = ("fastdecode", "fastdecode.errors", "fastdecode.transforms", "fastdecode.datasets",
-           "fastdecode.loader", "fastdecode.ray", "fastdecode.webdataset")
+           "fastdecode.loader", "fastdecode.ray", "fastdecode.webdataset", "fastdecode.targets")
 
 
 class _Named:
