@@ -29,6 +29,8 @@ MODULES = (
      "FastLoader, a torch DataLoader with a shared batch ring, and its collate."),
     ("fastdecode.transforms", "reference/transforms.md",
      "fuse: torchvision transform chains run inside the decode."),
+    ("fastdecode.targets", "reference/targets.md",
+     "Detection and segmentation: v2 joint chains on encoded images, COCO and VOC datasets."),
     ("fastdecode.errors", "reference/errors.md",
      "The exceptions; every one is a FastDecodeError."),
     ("fastdecode.ray", "reference/ray.md",
