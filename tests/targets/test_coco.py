@@ -155,3 +155,23 @@ def test_dataloader_workers_give_torchvisions_samples(annotations):
         for a, b in zip(gt, wt):
             for key in ("boxes", "labels", "masks"):
                 assert torch.equal(a[key], b[key]), key
+
+
+@needs_photos
+@pytest.mark.parametrize("workers", [0, 2])
+def test_fastloader_takes_the_list_collate(annotations, workers):
+    """FastLoader with the references' collate: list batches, each sample's
+    masks, boxes and labels of one count and the image's size."""
+    from fastdecode.loader import FastLoader
+
+    ours, _ = _pair(annotations, presets.detection("ssdlite"), False)
+    loader = FastLoader(ours, batch_size=2, num_workers=workers, collate_fn=collate)
+    seen = 0
+    for images, targets in loader:
+        assert isinstance(images, tuple) and isinstance(targets, tuple)
+        for image, target in zip(images, targets):
+            n = len(target["boxes"])
+            assert target["masks"].shape == (n,) + tuple(image.shape[1:])
+            assert len(target["labels"]) == n
+            seen += 1
+    assert seen == len(ours)
