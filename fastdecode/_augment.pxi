@@ -38,6 +38,8 @@ cdef double _aug_real(object value, str what) except? -1.0:
         x = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"{what} must be a real number, got {value!r}") from None
+    except OverflowError:  # an int past the doubles
+        raise ValueError(f"{what} must be finite, got {value!r}") from None
     if not math.isfinite(x):
         raise ValueError(f"{what} must be finite, got {value!r}")
     return x

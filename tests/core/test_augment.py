@@ -485,6 +485,8 @@ BAD = {
                    r"augment step 0: the table must be bytes-like, got list"),
     "sharpness-inf": (chw, "CHW", [(_native.AUG_SHARPNESS, float("-inf"))], ValueError,
                       r"augment step 0: the sharpness factor must be finite, got -inf"),
+    "sharpness-huge-int": (chw, "CHW", [(_native.AUG_SHARPNESS, 10 ** 400)], ValueError,
+                           r"augment step 0: the sharpness factor must be finite, got 1000"),
     "sharpness-none": (chw, "CHW", [(_native.AUG_SHARPNESS, None)], TypeError,
                        r"the sharpness factor must be a real number, got None"),
     "blur-even-kernel": (lambda: chw(9, 9), "CHW", [(_native.AUG_BLUR, 4, 3, 1.0, 1.0)],
