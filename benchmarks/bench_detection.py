@@ -5,7 +5,9 @@ Per row, samples/s of torchvision's ``CocoDetection`` + ``wrap_dataset_for_trans
 ``CocoDetection`` (the same wrapper; the crop decoded once, masks rasterized
 at the output), with masks and with boxes only, for each detection preset
 (fastdecode.targets.presets); and the segmentation preset on (image, label
-PNG) pairs through ``fuse_joint`` against v2. Median of interleaved rounds;
+PNG) pairs through ``fuse_joint`` against v2; and two presets end to end
+through DataLoader with 2 workers and the references' list collate (steady
+state). Median of interleaved rounds;
 the ratio is the median of per-round ratios. Data: a generated COCO set over
 the first N photos of ``--data`` (default: ../shared/corpus/photos). See
 docs/decisions/detection.md.
@@ -73,6 +75,51 @@ def detection_rows(root: Path, ann: Path, rounds: int, bar) -> dict:
     return rows
 
 
+def _collate(batch):
+    """torchvision's references' ``utils.collate_fn``: detection batches are lists."""
+    return tuple(zip(*batch))
+
+
+def loader_rows(root: Path, ann: Path, rounds: int, bar, presets_run=("ssdlite", "lsj")) -> dict:
+    """DataLoader(num_workers=2, the references' collate) end to end, steady
+    state (persistent workers, one warm-up epoch), samples/s per epoch."""
+    from torch.utils.data import DataLoader
+    from torchvision import datasets
+    from torchvision.datasets import wrap_dataset_for_transforms_v2
+
+    from fastdecode.targets import CocoDetection, presets
+
+    rows: dict = {}
+    keys = ("boxes", "labels", "masks")
+    for preset in presets_run:
+        chain = presets.detection(preset)
+        loaders = {
+            "torchvision": wrap_dataset_for_transforms_v2(
+                datasets.CocoDetection(root, str(ann), transforms=chain), target_keys=set(keys)),
+            "fastdecode": wrap_dataset_for_transforms_v2(
+                CocoDetection(root, str(ann), transforms=chain, target_keys=keys)),
+        }
+        iters = {name: DataLoader(ds, batch_size=2, num_workers=2, collate_fn=_collate,
+                                  persistent_workers=True)
+                 for name, ds in loaders.items()}
+        for loader in iters.values():
+            for _ in loader:  # warm-up epoch: workers started, files cached
+                pass
+        per: dict[str, list[float]] = {"torchvision": [], "fastdecode": []}
+        for r in range(rounds):
+            for name in common.round_order(list(per), r):
+                start = time.perf_counter()
+                n = sum(len(images) for images, _ in iters[name])
+                per[name].append(n / (time.perf_counter() - start))
+            bar.update(1)
+        rows[f"{preset} masks, DataLoader 2 workers"] = {
+            "torchvision": statistics.median(per["torchvision"]),
+            "fastdecode": statistics.median(per["fastdecode"]),
+            "ratio": common.paired_ratio(per["fastdecode"], per["torchvision"])}
+        del iters
+    return rows
+
+
 def segmentation_row(files: list[Path], rounds: int, bar) -> dict:
     from fastdecode.targets import fuse_joint, presets
     from fastdecode.targets.segmentation import read_label
@@ -123,9 +170,10 @@ def main(argv=None) -> int:
     root, files = _photos(args.data, args.limit)
     tmp = Path(tempfile.mkdtemp(prefix="fd-coco-"))
     ann = make_coco(files, root, tmp / "instances.json", seed=0)
-    with common.progress("detection", args.rounds * 11) as bar:
+    with common.progress("detection", args.rounds * 13) as bar:
         rows = detection_rows(root, ann, args.rounds, bar)
         rows["segmentation (label PNG)"] = segmentation_row(files, args.rounds, bar)
+        rows.update(loader_rows(root, ann, args.rounds, bar))
     report = {"command": common.command_line(__name__, argv), "data": str(root),
               "photos": len(files), "rounds": args.rounds, "machine": common.machine_facts(),
               "versions": common.library_versions(), "rows": rows}

@@ -26,7 +26,8 @@ def test_every_preset_has_its_row(tmp_path, capsys):
                                  "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     names = [f"{p} {k}" for p in presets.DETECTION for k in ("masks", "boxes")]
-    assert list(report["rows"]) == names + ["segmentation (label PNG)"]
+    loaders = [f"{p} masks, DataLoader 2 workers" for p in ("ssdlite", "lsj")]
+    assert list(report["rows"]) == names + ["segmentation (label PNG)"] + loaders
     assert all(row["ratio"] > 0 for row in report["rows"].values())
     assert report["command"].startswith("python -m benchmarks.bench_detection --data")
     assert "| ssd masks |" in capsys.readouterr().out
