@@ -99,9 +99,23 @@ def solarize_add(add: int, threshold: float = 128) -> Step:
     return lut([min(255, i + add) if i < threshold else i for i in range(256)])
 
 
+_UNIT = (-1.0, 0.0, 1.0)
+
+
 def affine(matrix: Sequence[float], resample: int, fill: Fill) -> Step:
-    """``img.transform(img.size, Image.AFFINE, matrix, resample, fillcolor=fill)``."""
-    return (_native.AUG_AFFINE, tuple(float(v) for v in matrix[:6]), resample, fill)
+    """``img.transform(img.size, Image.AFFINE, matrix, resample, fillcolor=fill)``.
+
+    A matrix of 0 / +-1 entries and whole offsets (torchvision's
+    translations, rotations by quarter turns) maps each output pixel centre
+    onto an input pixel centre, where Pillow's bilinear and bicubic filters
+    weigh that one pixel by exactly 1 and the others by 0, and reject the
+    same positions as nearest does: the nearest step (a copy) is Pillow's
+    result with any of the three (tested per filter)."""
+    m = tuple(float(v) for v in matrix[:6])
+    if (resample and m[0] in _UNIT and m[1] in _UNIT and m[3] in _UNIT and m[4] in _UNIT
+            and m[2].is_integer() and m[5].is_integer()):
+        resample = 0
+    return (_native.AUG_AFFINE, m, resample, fill)
 
 
 def pil_rotate(angle: float, size: tuple[int, int], resample: int, fill: Fill,

@@ -196,3 +196,27 @@ def test_the_v2_inverse_matrix_is_v2s():
 
     args = ([31.5, 22.0], 13.7, [4, -2], 1.13, [7.3, -4.1])
     assert ops.inverse_affine_matrix_v2(*args) == _get_inverse_affine_matrix(*args)
+
+
+WHOLE = {  # id: (height, width, the matrix's offsets or a quarter turn)
+    "translate-in": (23, 31, (5, -7)), "translate-out": (17, 12, (-40, 30)),
+    "translate-odd": (1, 9, (3, 0)), "turn-180": (13, 22, 180.0), "turn-90-square": (16, 16, 90.0),
+    "turn-270-square": (9, 9, 270.0),
+}
+
+
+@pytest.mark.parametrize("resample", [2, 3], ids=["bilinear", "bicubic"])
+@pytest.mark.parametrize("case", list(WHOLE))
+def test_pixel_centre_maps_run_as_nearest(case, resample):
+    """A matrix of 0 / +-1 and whole offsets runs as the nearest step (a copy),
+    and that is Pillow's bilinear / bicubic result."""
+    h, w, move = WHOLE[case]
+    img = _image(h, w, seed=4)
+    if isinstance(move, float):
+        step = ops.pil_rotate(move, (h, w), resample, (9, 8, 7))
+        theirs = img.rotate(move, resample, fillcolor=(9, 8, 7))
+    else:
+        step = ops.tv_affine((h, w), 0.0, list(move), 1.0, [0.0, 0.0], resample, (9, 8, 7))
+        theirs = img.transform(img.size, Image.AFFINE, step[1], resample, fillcolor=(9, 8, 7))
+    assert step[2] == 0
+    assert np.array_equal(_native(img, [step]), np.asarray(theirs))
