@@ -162,6 +162,43 @@ def _lfw_people(root):
         f.write(f"{len(people)}\n" + "".join(f"{name}\t{n}\n" for name, n in people))
 
 
+def _flowers102(root):
+    """flowers-102/jpg/image_NNNNN.jpg, imagelabels.mat (labels 1..C), setid.mat (trnid, valid,
+    tstid), as torchvision's Flowers102TestCase writes them."""
+    io = pytest.importorskip("scipy.io")
+    base = os.path.join(root, "flowers-102")
+    total = 12
+    for k in range(1, total + 1):  # one gray JPEG: the default loader converts it to RGB
+        _photo(os.path.join(base, "jpg", f"image_{k:05d}.jpg"), k, "L" if k == 4 else "RGB")
+    rng = np.random.default_rng(3)
+    io.savemat(os.path.join(base, "imagelabels.mat"),
+               {"labels": rng.integers(1, 4, (1, total)).astype(np.uint8)})
+    ids = rng.permutation(np.arange(1, total + 1, dtype=np.uint16))
+    io.savemat(os.path.join(base, "setid.mat"), {"trnid": ids[:5].reshape(1, -1),
+                                                 "valid": ids[5:9].reshape(1, -1),
+                                                 "tstid": ids[9:].reshape(1, -1)})
+
+
+def _stanford_cars(root):
+    """stanford_cars/{cars_train,cars_test}/*.jpg, devkit/cars_train_annos.mat,
+    cars_test_annos_withlabels.mat (records of class, fname), devkit/cars_meta.mat (class_names),
+    as torchvision's StanfordCarsTestCase writes them."""
+    io = pytest.importorskip("scipy.io")
+    base = os.path.join(root, "stanford_cars")
+    os.makedirs(os.path.join(base, "devkit"))
+    for split, n, annos in (("train", 5, os.path.join("devkit", "cars_train_annos.mat")),
+                            ("test", 4, "cars_test_annos_withlabels.mat")):
+        names = [f"{i:05d}.jpg" for i in range(n)]
+        for i, name in enumerate(names):
+            _photo(os.path.join(base, f"cars_{split}", name), 40 + i + n)
+        classes = np.random.default_rng(n).integers(1, 4, n).astype(np.uint8)
+        records = np.rec.fromarrays([classes, np.array(names)], names=["class", "fname"])
+        io.savemat(os.path.join(base, annos), {"annotations": records})
+    io.savemat(os.path.join(base, "devkit", "cars_meta.mat"),
+               {"class_names": np.array(["Audi A4 2012", "BMW M3 2010", "Fiat 500 2012"],
+                                        dtype=object)})
+
+
 # dataset -> (writer, [(split id, constructor kwargs)])
 DATASETS = {
     "Food101": (_food101, [("train", {"split": "train"}), ("test", {"split": "test"})]),
@@ -179,9 +216,12 @@ DATASETS = {
     "Places365": (_places365, [("train-standard", {"split": "train-standard"}),
                                ("val", {"split": "val"})]),
     "LFWPeople": (_lfw_people, [("train", {"split": "train"})]),
+    "Flowers102": (_flowers102, [("train", {"split": "train"}), ("val", {"split": "val"}),
+                                 ("test", {"split": "test"})]),
+    "StanfordCars": (_stanford_cars, [("train", {"split": "train"}), ("test", {"split": "test"})]),
 }
 # the datasets whose md5 checks are patched to file checks (the files are generated)
-CHECKED = {"Places365": "places365", "LFWPeople": "lfw"}
+CHECKED = {"Places365": "places365", "LFWPeople": "lfw", "Flowers102": "flowers102"}
 
 CHAINS = {
     "none": lambda: None,
@@ -247,7 +287,7 @@ def test_contract(roots, name, kw, chain):
 
 
 @pytest.mark.parametrize("exact", [True, False], ids=["exact", "default"])
-@pytest.mark.parametrize("name", ["Food101", "GTSRB"])
+@pytest.mark.parametrize("name", ["Food101", "GTSRB", "Flowers102", "StanfordCars"])
 def test_batches_and_dataloader(roots, name, exact):
     """The in-place batch path under DataLoader: the items' tensors (exact: bit for bit)."""
     kw = DATASETS[name][1][0][1]
