@@ -43,11 +43,27 @@ class PreColor:
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         """Draws every step and applies it to the (H, W, 3) pixels (in place when it can)."""
+        return self.apply(pixels, self.draw())
+
+    def draw(self) -> list:
+        """Every step's parameters, drawn from torch's RNG as v2 draws them:
+        per step, (the native colour steps, the channel order or None)."""
+        out = []
         for step, op in zip(self.steps, self.ops):
-            if op is not None:
-                pixels = apply_color(pixels, "HWC", op.draw())
-                continue
-            colors, order = _photometric(step)
+            out.append((op.draw(), None) if op is not None else _photometric(step))
+        return out
+
+    @staticmethod
+    def pointwise(drawn: list) -> bool:
+        """Whether the drawn steps read each pixel alone (no contrast, which
+        blends with the whole image's mean): then they may run on a crop."""
+        return not any(step[0] == _native.AUG_COLOR and step[1] == _native.COLOR_CONTRAST
+                       for colors, _ in drawn for step in colors)
+
+    @staticmethod
+    def apply(pixels: np.ndarray, drawn: list) -> np.ndarray:
+        """The drawn steps on (H, W, 3) pixels, in chain order."""
+        for colors, order in drawn:
             pixels = apply_color(pixels, "HWC", colors)
             if order is not None:
                 pixels = np.ascontiguousarray(pixels[..., order])

@@ -15,6 +15,7 @@ docs/decisions/detection.md.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, Optional
 
@@ -141,16 +142,16 @@ class JointFusedTransform:
             data = data.contiguous().numpy()
         info = api.read_header(data)
         source: Optional[np.ndarray] = None
-        if self.pre:
+        drawn: Optional[list] = None  # the leading colour steps, drawn, applied after the plan
+        if self.pre_color is not None:
+            drawn = self.pre_color.draw()
+        elif self.pre:
             whole = Geometry.start(info.height, info.width)
-            source = self.renderer.render(data, whole, "HWC", fmt=info.format)
-            if self.pre_color is not None:
-                source = self.pre_color(source)
-            else:
-                image = PIL.Image.fromarray(source, "RGB")
-                for step in self.pre:
-                    image = step(image)
-                source = np.asarray(image.convert("RGB"))
+            image = PIL.Image.fromarray(self.renderer.render(data, whole, "HWC", fmt=info.format),
+                                        "RGB")
+            for step in self.pre:
+                image = step(image)
+            source = np.asarray(image.convert("RGB"))
         height, width = (info.height, info.width) if source is None else source.shape[:2]
         flat, spec = tree_flatten(target)
         leaves = Leaves(flat)
@@ -169,7 +170,9 @@ class JointFusedTransform:
         if stop == len(self.ops) and self.sanitize is not None and self.sanitize.applies(flat):
             self.sanitize.apply(flat, tree_unflatten(flat, spec))
             rest = rest[:self.sanitize.index] + rest[self.sanitize.index + 1:]
-        if source is None:
+        if drawn is not None:
+            pixels = self._render_colored(data, plan, drawn, info.format)
+        elif source is None:
             pixels = self.renderer.render(data, plan.geometry(), "CHW", fmt=info.format)
         else:
             pixels = _render_decoded(source, plan)
@@ -182,6 +185,24 @@ class JointFusedTransform:
         target = tree_unflatten(flat, spec)
         image = _as_image(pixels, rest[0] if rest else None)
         return self._torchvision(rest, image, target)
+
+    def _render_colored(self, data, plan: JointPlan, drawn: list, fmt: str) -> np.ndarray:
+        """The canvas when leading colour steps were drawn: pointwise ones and
+        no resample run on the kept crop alone (decoded alone); otherwise the
+        whole image is decoded and coloured first (contrast reads its mean)."""
+        geo = plan.geometry()
+        assert self.pre_color is not None
+        if geo.size is not None or not self.pre_color.pointwise(drawn):
+            whole = self.renderer.render(data, Geometry.start(*geo.image_size), "HWC", fmt=fmt)
+            return _render_decoded(self.pre_color.apply(whole, drawn), plan)
+        canvas = np.zeros((3,) + plan.canvas, np.uint8)
+        ct, cl, ch, cw = geo.content
+        if ch and cw:
+            kept = dataclasses.replace(geo, canvas=(ch, cw), content=(0, 0, ch, cw))
+            part = self.pre_color.apply(self.renderer.render(data, kept, "HWC", fmt=fmt), drawn)
+            left = plan.canvas[1] - cl - cw if geo.flip else cl
+            canvas[:, ct:ct + ch, left:left + cw] = part.transpose(2, 0, 1)
+        return canvas
 
     @staticmethod
     def _torchvision(steps, image, target):

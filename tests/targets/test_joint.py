@@ -171,13 +171,16 @@ def test_a_joint_transform_pickles():
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("leading", ["jitter", "jitter+permutation"])
+@pytest.mark.parametrize("leading", ["jitter", "jitter-no-contrast", "jitter+permutation"])
 def test_leading_colour_steps_match_v2(leading, seed):
-    """ColorJitter runs natively on the decoded image; RandomChannelPermutation
-    (not a fused colour step) sends the leading steps to torchvision on PIL."""
+    """ColorJitter runs natively: on the whole decoded image when it draws a
+    contrast (the whole image's mean), else on the kept crop alone;
+    RandomChannelPermutation (not a fused colour step) sends the leading
+    steps to torchvision on PIL."""
     path = FILES[seed % len(FILES)] if FILES else pytest.skip("shared corpus 'photos' absent")
     image = PIL_Image.open(path).convert("RGB")
-    steps = [T.ColorJitter(0.4, 0.4, 0.4, 0.1)]
+    contrast = 0 if leading == "jitter-no-contrast" else 0.4
+    steps = [T.ColorJitter(0.4, contrast, 0.4, 0.1)]
     if leading == "jitter+permutation":
         steps.append(T.RandomChannelPermutation())
     chain = T.Compose(steps + [T.RandomIoUCrop(), T.RandomHorizontalFlip(), T.PILToTensor()])
