@@ -12,29 +12,37 @@ in-place batch path (``datasets/_batch.py``) under DataLoader and FastLoader,
 with ``exact=``, ``on_error=``, the limits, ``readahead=`` and ``cache=`` as
 FastImageFolder's. Where a configuration's items are not one RGB file and a
 plain target (OxfordIIITPet's segmentation masks), ``_pairs()`` is None and
-the items are torchvision's own (said once, in a warning). Datasets that open
-files without ``convert('RGB')`` (Caltech101/256, CelebA, INaturalist's
-default) or return two images (LFWPairs) are not swapped: see
+the items are torchvision's own (said once, in a warning). The datasets that
+open files with ``PIL.Image.open`` and no ``convert('RGB')`` (Caltech101/256,
+CelebA, INaturalist with ``loader=None``: :class:`_AsOpened`) keep the file's
+mode: a YCbCr/RGB JPEG takes the fused path, a gray JPEG its one channel
+(fused as gray pixels), any other file torchvision's way; their items come one
+by one (no batch path). LFWPairs (two images per item) is not swapped: see
 docs/guides/torchvision-datasets.md. Decision record:
 docs/decisions/datasets.md ("torchvision's built-in datasets").
 """
 
 # No `from __future__ import annotations`: inspect.signature shows the
 # constructors' annotations as objects.
+import io
+import os
 import warnings
 from typing import Any, Optional
 
+import PIL.Image
 from torchvision import datasets as tv
 
 from fastdecode._options import DEFAULTS as _D
-from fastdecode.api import check_limits
+from fastdecode.api import check_limits, decode_image, read_header
 from fastdecode.datasets._arrays import torchvision_signature
 from fastdecode.datasets._chain import LiveFused
 from fastdecode.datasets._dataset import _FastDataset
+from fastdecode.datasets._loading import _naming
 from fastdecode.datasets._sample import ON_ERROR
 
-__all__ = ["DTD", "GTSRB", "SUN397", "Country211", "FGVCAircraft", "FileDataset", "Flowers102",
-           "Food101", "LFWPeople", "OxfordIIITPet", "Places365", "StanfordCars"]
+__all__ = ["DTD", "GTSRB", "SUN397", "Caltech101", "Caltech256", "CelebA", "Country211",
+           "FGVCAircraft", "FileDataset", "Flowers102", "Food101", "INaturalist", "LFWPeople",
+           "OxfordIIITPet", "Places365", "StanfordCars"]
 
 
 _OURS = """
@@ -97,7 +105,7 @@ class FileDataset(_FastDataset):
         self.__dict__["samples"] = None if pairs is None else list(pairs)
         if pairs is None:
             warnings.warn(f"fastdecode: {type(self).__name__} as configured ({self.extra_repr()}) "
-                          "has items that are not one RGB file and a target: they load as "
+                          "has items that are not one image file and a plain target: they load as "
                           "torchvision loads them, unfused", RuntimeWarning, stacklevel=2)
         self._setup_reads(readahead, cache)
 
@@ -204,4 +212,111 @@ class OxfordIIITPet(FileDataset, tv.OxfordIIITPet):
                            for t in self._target_types]
             pairs.append((image, None if not target else
                           target[0] if len(target) == 1 else tuple(target)))
+        return pairs
+
+
+class _AsOpened(FileDataset):
+    """The datasets whose ``__getitem__`` opens the file with
+    ``PIL.Image.open`` and no ``convert('RGB')``: the chain sees the file's
+    own mode. The decoder's header says which: a YCbCr or RGB JPEG (an RGB
+    image there) takes the fused path as FileDataset's; a gray JPEG (an L
+    image there) is decoded to its one channel and fused as gray pixels
+    (``fuse`` keeps one channel, as torchvision keeps the L image: (1, H, W)
+    after ToTensor); any other file (CMYK, another format) is opened by
+    Pillow and the chain runs on it unfused, as torchvision runs it (warned
+    once). An item's channel count is its file's, so items come one by one:
+    no batch path. A ``loader`` (INaturalist's) is torchvision's way."""
+
+    def _target_of(self, index: int, stored: Any) -> Any:
+        """The target of item ``index`` (``stored``: its pair's second entry)."""
+        return stored
+
+    def _batch_fused(self) -> Any:
+        return None  # each file's mode decides its channels: items one by one
+
+    def _load(self, index: int) -> tuple[Any, Any]:
+        if self.__dict__.get("loader") is not None:
+            return super()._load(index)  # default_loader converts to RGB, as FileDataset's
+        path, stored = self.samples[index]
+        target = self._target_of(index, stored)
+        path = os.fspath(path)
+        transform = self.transform
+        with _naming(path, index):
+            data = self._read(path, index)
+            if transform is None:  # torchvision's item: the image as opened
+                return PIL.Image.open(io.BytesIO(data)), target
+            info = read_header(data)
+            if info.format == "jpeg" and info.channels == 3 and info.color_space in ("ycbcr",
+                                                                                     "rgb"):
+                return self._live.get(transform)(data), target
+            if info.format == "jpeg" and info.channels == 1 and info.color_space == "gray":
+                gray = decode_image(data, mode="L", **self._live.limits)
+                return self._live.get(transform)(gray), target
+            image = PIL.Image.open(io.BytesIO(data))
+        key = ("as opened", info.format, info.color_space)
+        if key not in self._live.warned:
+            self._live.warned.add(key)
+            warnings.warn(f"fastdecode: {type(self).__name__} opens {os.path.basename(path)} "
+                          f"({info.format}, {info.color_space}) as a {image.mode} image, as "
+                          "torchvision does: the chain runs on it unfused", RuntimeWarning,
+                          stacklevel=5)
+        return transform(image), target
+
+
+class Caltech101(_AsOpened, tv.Caltech101):
+    """torchvision's ``Caltech101`` on the fused path, each file in its own
+    mode (``_AsOpened``); with an 'annotation' target its items are
+    torchvision's own."""
+
+    def _pairs(self) -> Optional[list]:
+        if "annotation" in self.target_type or not self.target_type:
+            return None
+        folder = os.path.join(self.root, "101_ObjectCategories")
+        return [(os.path.join(folder, self.categories[y], f"image_{k:04d}.jpg"),
+                 y if len(self.target_type) == 1 else tuple(y for _ in self.target_type))
+                for k, y in zip(self.index, self.y)]
+
+
+class Caltech256(_AsOpened, tv.Caltech256):
+    """torchvision's ``Caltech256`` on the fused path, each file in its own
+    mode (``_AsOpened``)."""
+
+    def _pairs(self) -> Optional[list]:
+        folder = os.path.join(self.root, "256_ObjectCategories")
+        return [(os.path.join(folder, self.categories[y], f"{y + 1:03d}_{k:04d}.jpg"), y)
+                for k, y in zip(self.index, self.y)]
+
+
+class CelebA(_AsOpened, tv.CelebA):
+    """torchvision's ``CelebA`` on the fused path, each file in its own mode
+    (``_AsOpened``); the targets are torchvision's, made per item."""
+
+    def _pairs(self) -> Optional[list]:
+        folder = os.path.join(self.root, self.base_folder, "img_align_celeba")
+        return [(os.path.join(folder, name), i) for i, name in enumerate(self.filename)]
+
+    def _target_of(self, index: int, stored: Any) -> Any:
+        rows = {"attr": self.attr, "identity": self.identity, "bbox": self.bbox,
+                "landmarks": self.landmarks_align}
+        target: Any = []
+        for t in self.target_type:
+            if t not in rows:
+                raise ValueError(f'Target type "{t}" is not recognized.')
+            target.append(self.identity[index, 0] if t == "identity" else rows[t][index, :])
+        return (tuple(target) if len(target) > 1 else target[0]) if target else None
+
+
+class INaturalist(_AsOpened, tv.INaturalist):
+    """torchvision's ``INaturalist`` on the fused path: with ``loader=None``
+    each file in its own mode (``_AsOpened``), with torchvision's
+    ``default_loader`` in RGB (FileDataset's path), a custom ``loader`` called
+    as torchvision calls it."""
+
+    def _pairs(self) -> Optional[list]:
+        pairs = []
+        for cat_id, name in self.index:
+            target: Any = [cat_id if t == "full" else self.categories_map[cat_id][t]
+                           for t in self.target_type]
+            pairs.append((os.path.join(self.root, self.all_categories[cat_id], name),
+                          tuple(target) if len(target) > 1 else target[0]))
         return pairs
