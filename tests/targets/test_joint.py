@@ -241,3 +241,27 @@ def test_fuse_takes_data_and_target_once_targets_is_imported(monkeypatch):
     monkeypatch.setattr(kinds, "_JOINT", [])
     with pytest.raises(TypeError, match="needs fastdecode.targets: import fastdecode.targets"):
         fuse(chain)(path.read_bytes(), target)
+
+
+@pytest.mark.parametrize("fmt", ["CXCYWHR", "XYWHR", "XYXYXYXY"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rotated_boxes_match_v2(fmt, seed):
+    """Rotated boxes through a resize, a zoom-out and a mirror are v2's (its
+    kernels move them); RandomIoUCrop refuses them as v2 does."""
+    path = FILES[seed] if len(FILES) > seed else pytest.skip("shared corpus 'photos' absent")
+    image = PIL_Image.open(path).convert("RGB")
+    h, w = image.height, image.width
+    cxcywhr = torch.tensor([[100.0, 80.0, 60.0, 40.0, 30.0], [w / 2, h / 2, 50.0, 90.0, -20.0]])
+    boxes = tv_tensors.BoundingBoxes(cxcywhr, format="CXCYWHR", canvas_size=(h, w))
+    from torchvision.transforms.v2 import functional as F
+
+    target = {"boxes": F.convert_bounding_box_format(boxes, new_format=fmt),
+              "labels": torch.tensor([1, 2])}
+    chain = T.Compose([T.RandomShortestSize([300, 400], max_size=700),
+                       T.RandomZoomOut(fill=0, p=1.0), T.RandomHorizontalFlip(1.0), T.ToImage()])
+    (want_img, want), (got_img, got) = _both(chain, fuse_joint(chain, exact=True),
+                                             path.read_bytes(), image, target, seed)
+    assert torch.equal(got_img, want_img)
+    assert got["boxes"].format == want["boxes"].format and torch.equal(got["boxes"], want["boxes"])
+    with pytest.raises(ValueError, match="Cannot convert between rotated and unrotated"):
+        fuse_joint(T.Compose([T.RandomIoUCrop()]))(path.read_bytes(), target)
