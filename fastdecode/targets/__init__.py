@@ -17,9 +17,10 @@ from __future__ import annotations
 from fastdecode.targets.coco import CocoDetection, CocoMasks
 from fastdecode.targets.joint import JointFusedTransform, fuse_joint
 from fastdecode.targets.segmentation import LabelFolder, VOCSegmentation
+from fastdecode.targets.voc import VOCDetection
 from fastdecode.transforms.kinds import register_joint
 
 register_joint(fuse_joint)  # fuse(chain)((data, target)) runs fuse_joint(chain)
 
-__all__ = ["CocoDetection", "CocoMasks", "JointFusedTransform", "LabelFolder", "VOCSegmentation",
-           "fuse_joint"]
+__all__ = ["CocoDetection", "CocoMasks", "JointFusedTransform", "LabelFolder", "VOCDetection",
+           "VOCSegmentation", "fuse_joint"]

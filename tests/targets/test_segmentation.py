@@ -17,7 +17,7 @@ PIL_Image = pytest.importorskip("PIL.Image")
 from torchvision import datasets  # noqa: E402
 from torchvision.datasets import wrap_dataset_for_transforms_v2  # noqa: E402
 
-from fastdecode.targets import LabelFolder, VOCSegmentation, presets  # noqa: E402
+from fastdecode.targets import LabelFolder, VOCDetection, VOCSegmentation, presets  # noqa: E402
 from fastdecode.targets.segmentation import read_label  # noqa: E402
 
 from helpers.corpus import corpus_dir  # noqa: E402
@@ -40,7 +40,8 @@ def _label(path, out):
 def voc_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("voc")
     base = root / "VOCdevkit" / "VOC2012"
-    for sub in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
+    for sub in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation", "Annotations",
+                "ImageSets/Main"):
         (base / sub).mkdir(parents=True)
     names = []
     for k, path in enumerate(FILES):
@@ -48,7 +49,18 @@ def voc_root(tmp_path_factory):
         shutil.copy(path, base / "JPEGImages" / f"{name}.jpg")
         _label(path, base / "SegmentationClass" / f"{name}.png")
         names.append(name)
-    (base / "ImageSets/Segmentation/train.txt").write_text("\n".join(names) + "\n")
+        with PIL_Image.open(path) as im:
+            w, h = im.size
+        objects = "".join(
+            f"<object><name>{cls}</name><bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin>"
+            f"<xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox></object>"
+            for cls, (x0, y0, x1, y1) in [("dog", (5, 8, w // 2, h // 2)),
+                                          ("person", (w // 3, h // 4, w - 3, h - 2)),
+                                          ("cat", (k + 1, k + 2, k + 40, k + 30))][:2 + k % 2])
+        (base / "Annotations" / f"{name}.xml").write_text(
+            f"<annotation><filename>{name}.jpg</filename>{objects}</annotation>")
+    for sub in ("Segmentation", "Main"):
+        (base / "ImageSets" / sub / "train.txt").write_text("\n".join(names) + "\n")
     return root
 
 
@@ -106,3 +118,30 @@ def test_label_folder_without_a_label_raises(tmp_path):
         LabelFolder(tmp_path / "img", tmp_path / "lab")
     with pytest.raises(FileNotFoundError, match="no image under"):
         LabelFolder(tmp_path / "lab", tmp_path / "img")
+
+
+@needs_photos
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "default"])
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("preset", ["ssdlite", "multiscale"])
+@pytest.mark.parametrize("index", range(5))
+def test_voc_detection_matches_torchvision(voc_root, index, preset, seed, exact):
+    chain = presets.detection(preset)
+    ours = wrap_dataset_for_transforms_v2(VOCDetection(voc_root, transforms=chain, exact=exact))
+    theirs = wrap_dataset_for_transforms_v2(datasets.VOCDetection(voc_root, transforms=chain))
+    torch.manual_seed(seed)
+    want_img, want = theirs[index]
+    torch.manual_seed(seed)
+    got_img, got = ours[index]
+    assert sorted(got) == sorted(want)
+    for key in want:
+        assert torch.equal(got[key], want[key]), key
+    assert got_img.shape == want_img.shape
+    if exact:
+        assert torch.equal(got_img, want_img)
+
+
+@needs_photos
+def test_voc_detection_unwrapped_is_torchvisions(voc_root):
+    (a, ta), (b, tb) = VOCDetection(voc_root)[2], datasets.VOCDetection(voc_root)[2]
+    assert np.array_equal(np.asarray(a), np.asarray(b)) and ta == tb
