@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
         ap.error(f"unknown targets {sorted(unknown)}")
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp())
-    seeds.write(root, HERE.parents[3] / "shared" / "corpus")  # ../shared of the checkout
+    seeds.write(root, HERE.parents[2] / "shared" / "corpus")  # ../shared of the checkout
     total_found = 0
     for name in names:
         pool = [p.read_bytes() for p in sorted((root / name).iterdir())]
