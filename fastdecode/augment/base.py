@@ -30,6 +30,8 @@ class PixelOp:
         The source transform (what explain() names).
     """
 
+    # False: within a level of the library, not bit-exact (exact=True leaves it unfused)
+    bit_exact = True
     # how it runs, for explain(): in the native call on the decoded pixels
     how = ("fused: drawn as its library draws it (the same generators, in the same order), its "
            "ops run natively on the decoded pixels with Pillow's arithmetic")

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from fastdecode import _native
 from fastdecode.augment import ops
 from fastdecode.augment.base import PixelOp, Steps
 from fastdecode.augment.tv_policies import resample_of, tv_fill
@@ -75,6 +76,36 @@ class _Geometric(PixelOp):
                               center, self.v2),)
 
 
+class _Blur(PixelOp):
+    """GaussianBlur: the sigma drawn as the forward draws it, then the native
+    blur (torchvision's float32 kernel; within one level of its conv2d, not
+    bit-exact: the default mode only)."""
+
+    bit_exact = False
+    how = ("fused (default mode): its sigma drawn as torchvision draws it, blurred natively "
+           "with torchvision's kernel, within one level of torchvision's conv2d")
+
+    def __init__(self, transform: Any, v2: bool, kernel: tuple[int, int]):
+        super().__init__(transform)
+        self.v2, self.kernel = v2, kernel
+
+    def draw(self, size: tuple[int, int]) -> Steps:
+        """The blur of the drawn sigma (see :meth:`PixelOp.draw`)."""
+        t = self.transform
+        if self.v2:
+            sigma = float(t.make_params([])["sigma"][0])
+        else:
+            sigma = float(type(t).get_params(t.sigma[0], t.sigma[1]))
+        return ((_native.AUG_BLUR, self.kernel[0], self.kernel[1], sigma, sigma),)
+
+
+def _blur_op(t: Any, v2: bool) -> Optional[PixelOp]:
+    kernel = tuple(int(k) for k in t.kernel_size)
+    if len(kernel) != 2 or not all(k > 0 and k % 2 == 1 for k in kernel):
+        return None
+    return _Blur(t, v2, (kernel[0], kernel[1]))
+
+
 @functools.cache
 def _classes() -> dict[type, tuple[str, bool]]:
     from torchvision import transforms as T
@@ -83,7 +114,7 @@ def _classes() -> dict[type, tuple[str, bool]]:
     out: dict[type, tuple[str, bool]] = {}
     for name in ("RandomRotation", "RandomAffine", "RandomPosterize", "RandomSolarize",
                  "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize",
-                 "RandomInvert"):
+                 "RandomInvert", "GaussianBlur"):
         out[getattr(T, name)] = (name, False)
         out[getattr(T2, name)] = (name, True)
     return out
@@ -109,6 +140,8 @@ def single_op(t: Any) -> Optional[PixelOp]:
         return None
     name, v2 = found
     try:
+        if name == "GaussianBlur":
+            return _blur_op(t, v2)
         float(t.p) if name in _LEVEL_STEPS else None
         if name in _LEVEL_STEPS:
             return _Chance(t, v2, _LEVEL_STEPS[name](t))

@@ -126,7 +126,8 @@ def split_chain(steps: list, exact: bool = False) -> ChainSplit:
         index.append(i)
         i += 1
     colors: list[PixelOp] = []
-    while i < len(steps) and (cop := color_op(steps[i])) is not None:
+    while (i < len(steps) and (cop := color_op(steps[i])) is not None
+           and (cop.bit_exact or not exact)):  # a blur is within a level: default mode
         colors.append(cop)
         i += 1
     color = (tuple(colors), tuple(range(i - len(colors), i)))

@@ -89,3 +89,31 @@ def test_what_does_not_fuse_runs_unfused_and_says_so(name, version):
     theirs = chain(pil_of(data))
     torch.manual_seed(1)
     assert torch.equal(f(data), theirs)
+
+
+BLURS = {"k5": (5, (0.1, 2.0)), "k9x3": ((9, 3), (1.5, 1.5)), "k23": (23, (0.5, 5.0))}
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+@pytest.mark.parametrize("version", list(VERSIONS))
+@pytest.mark.parametrize("blur", list(BLURS))
+def test_gaussian_blur_default_mode_within_a_level(blur, version, seed):
+    """GaussianBlur fuses in the default mode only (torch's conv2d sums in the
+    CPU's own order): its sigma drawn as torchvision draws it, the pixels
+    within one level; exact=True leaves it to torchvision, bit for bit."""
+    M = VERSIONS[version]
+    kernel, sigma = BLURS[blur]
+    chain = M.Compose([M.GaussianBlur(kernel, sigma), M.PILToTensor()])
+    f, exact = fuse(chain), fuse(chain, exact=True)
+    assert f.plan["color"] == [chain.transforms[0]] and exact.trailing[0] is chain.transforms[0]
+    assert "within one level" in f.explain()
+    data = encode(90, 130, seed=seed)
+    torch.manual_seed(seed)
+    theirs = chain(pil_of(data))
+    their_state = torch.get_rng_state()
+    torch.manual_seed(seed)
+    ours = f(data)
+    assert torch.equal(torch.get_rng_state(), their_state)
+    assert (ours.int() - theirs.int()).abs().max() <= 1
+    torch.manual_seed(seed)
+    assert torch.equal(exact(data), theirs)
