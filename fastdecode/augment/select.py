@@ -36,6 +36,9 @@ def why_not(t: Any) -> Optional[str]:
     report), or None when ``t`` is not one of the policies' classes."""
     name = type(t).__name__
     module = type(t).__module__
+    if name == "GaussianBlur" and module.startswith("torchvision."):
+        return ("GaussianBlur fuses in the default mode only (within one level of torchvision's "
+                "conv2d, not bit-exact): with exact=True it runs unfused, in torchvision")
     if name in _SINGLE_NAMES and module.startswith("torchvision."):
         if getattr(t, "expand", False):
             return f"{name} with expand=True changes the image size: it runs unfused"

@@ -18,7 +18,8 @@ augmentations of training recipes: torchvision's v1 and v2 RandAugment,
 TrivialAugmentWide, AutoAugment, RandomRotation (without ``expand``),
 RandomAffine, RandomPosterize, RandomSolarize, RandomAdjustSharpness,
 RandomAutocontrast, RandomEqualize and RandomInvert, timm's RandAugment and
-AutoAugment (:mod:`fastdecode.augment`); then the tensor tail and
+AutoAugment (:mod:`fastdecode.augment`), and GaussianBlur in the default
+mode (within one level of torchvision's); then the tensor tail and
 RandomErasing. Each is drawn as its library draws it, from the same
 generators in the same order, and computed with Pillow's arithmetic
 (``exact=True``: the library's result bit for bit). AugMix, timm's blur ops
