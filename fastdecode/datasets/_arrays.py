@@ -19,7 +19,7 @@ docs/decisions/datasets.md ("torchvision's built-in datasets").
 # constructors' annotations as objects.
 import copy
 import inspect
-from typing import Any
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -60,6 +60,14 @@ def torchvision_signature(cls: type, own: type, ours_doc: str) -> None:
                    f"``{base.__name__}``.\n{inspect.cleandoc(ours_doc)}\n\nRaises\n------\n"
                    f"RuntimeError, ValueError\n    What torchvision's constructor raises (a "
                    f"missing or corrupt dataset without ``download=True``, a bad split).\n")
+
+
+class _Plan(NamedTuple):
+    """A batch's draws (:meth:`ArrayDataset._plan_batch`): per slot its
+    source pixels, the draw, its pixels when rendered already, its target."""
+
+    fused: Any
+    slots: list[tuple[Any, Any, Any, Any]]
 
 
 class ArrayDataset(FusedChain):
@@ -239,6 +247,68 @@ class ArrayDataset(FusedChain):
             target = self._target(index)
             targets.append(self.target_transform(target) if self.target_transform else target)
         return targets
+
+    # -- FastLoader(threads=N): draws here, renders in the pool ------------------------
+
+    def _plan_batch(self, indices: list[int], seed: int,
+                    keys: Optional[list[int]] = None) -> Optional["_Plan"]:
+        """FastLoader(threads=N)'s split (``loader/_protocol.py``'s
+        PlannedDataset): each slot's draws (and its target) made here, in the
+        iterating thread, under the slot's seed ``row_seed(seed, key * SPAN)``
+        (its position in the epoch, else its slot: FastImageFolder's planned
+        slot's, so the batch is the one ``decode_batch_into`` gives under the
+        same seeding); the global RNGs kept as they were. None (items whole
+        in the pool) when the chain has no fixed output shape. A slot whose
+        chain stops fusing (steps after its render may draw) is rendered here."""
+        fused = self._batch_fused()
+        if fused is None:
+            return None
+        from fastdecode.transforms.render import as_source
+
+        n = len(self)
+        slots = []
+        with kept_rngs():
+            for k, i in enumerate(indices):
+                index = range(n)[i]
+                seed_rngs(row_seed(seed, (k if keys is None else keys[k]) * SPAN))
+                source = as_source(self._pixels(index))
+                draw = fused._draw(source)
+                done = None
+                if fused._draws_after_render(draw):  # finish it here, drawing in order
+                    done = np.empty(fused.output_shape, np.uint8)
+                    fused._fill_unfused(draw, fused._render_into(source, draw, done), done)
+                target = self._target(index)
+                if self.target_transform is not None:
+                    target = self.target_transform(target)
+                slots.append((source, draw, done, target))
+        return _Plan(fused, slots)
+
+    def _render_plan(self, plan: "_Plan") -> list[tuple[Any, Any]]:
+        """The planned batch rendered in this (pool) thread, nothing drawn:
+        each slot into this thread's uint8 batch buffer, then the chain's
+        tensor step over the batch (the native resampler releases the GIL)."""
+        fused = plan.fused
+        shape = (len(plan.slots), *fused.output_shape)
+        buffers = self._batch_buffers()
+        if fused.tensor_table is None:
+            pixels = buffers.get("batch", shape, torch.uint8)
+        else:
+            pixels = buffers.get("pixels", shape, torch.uint8, leaves=False)
+        out = pixels.numpy()
+        for k, (source, draw, done, _) in enumerate(plan.slots):
+            if done is not None:
+                out[k] = done
+            else:
+                fused._render_into(source, draw, out[k])
+        if fused.tensor_table is None:
+            batch = fused.finish(pixels)
+        else:
+            batch = fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
+        return list(zip(buffers.rows(batch), [s[3] for s in plan.slots]))
+
+    def _finish_plan(self, plan: "_Plan") -> list[tuple[Any, Any]]:
+        """Never left work (:meth:`_render_plan` renders every slot)."""
+        return self._render_plan(plan)
 
     def _read_ahead(self, indices: Any) -> None:
         """Nothing to read ahead: the pixels are in memory (FastLoader calls it)."""

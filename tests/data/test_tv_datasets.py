@@ -6,6 +6,7 @@ Same length, targets, classes, class_to_idx and exceptions; the same items for t
 exact=True bit-identical, one channel for gray datasets; batches (``__getitems__``, DataLoader)
 equal to the items stacked; ``isinstance`` of torchvision's class."""
 
+import contextlib
 import os
 import pickle
 import re
@@ -325,3 +326,36 @@ def test_fastloader_resumable_draws_by_position(roots):
         assert len(other) == len(runs[0])
         for (xa, ya), (xb, yb) in zip(runs[0], other):
             assert torch.equal(xa, xb) and torch.equal(ya, yb)
+
+
+def _threads_run(ds, seed=9, **kw):
+    import fastdecode as fd
+
+    loader = fd.FastLoader(ds, batch_size=4, shuffle=True, pin_memory=False,
+                           generator=torch.Generator().manual_seed(seed), **kw)
+    return [(x.as_subclass(torch.Tensor).clone(), y) for x, y in loader]
+
+
+@pytest.mark.parametrize("name", ["CIFAR10", "MNIST"])
+@pytest.mark.parametrize("chain", ["cifar-crop", "rrc-uint8", "seed-example", "two-resamples"])
+def test_fastloader_threads_split_draws_from_renders(roots, name, chain):
+    """FastLoader(threads=N): each batch's draws are made in the loader's thread under
+    per-sample seeds, the renders run in the pool (no 'unsplit' warning: warnings are errors).
+    So the batches are the same for 1 and 2 threads, run after run; with resumable=True they
+    are num_workers=0's (each sample seeded by its position); the loop's global RNG is as if
+    no loader ran."""
+    transform = CHAINS[chain]() if chain in CHAINS else T.Compose([  # fusion stops at the second
+        T.RandomCrop(24, padding=4), T.Resize((40, 40)), T.Resize((20, 20)), T.ToTensor()])
+    with (pytest.warns(RuntimeWarning, match="a second resample") if chain not in CHAINS
+          else contextlib.nullcontext()):
+        ours, _ = _pair(roots, name, DATASETS[name][1][0][1], transform, exact=True)
+    state = torch.get_rng_state()
+    runs = [_threads_run(ours, threads=t) for t in (1, 2, 2)]
+    assert torch.equal(torch.get_rng_state(), state)
+    resumable = [_threads_run(ours, threads=2, resumable=True),
+                 _threads_run(ours, num_workers=0, resumable=True)]
+    for first, other in ((runs[0], runs[1]), (runs[0], runs[2]), tuple(resumable)):
+        assert len(first) == len(other) == -(-len(ours) // 4)
+        for (xa, ya), (xb, yb) in zip(first, other):
+            assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    assert not torch.equal(runs[0][0][0], _threads_run(ours, seed=10, threads=2)[0][0])
