@@ -16,8 +16,8 @@ the items are torchvision's own (said once, in a warning). The datasets that
 open files with ``PIL.Image.open`` and no ``convert('RGB')`` (Caltech101/256,
 CelebA, INaturalist with ``loader=None``: :class:`_AsOpened`) keep the file's
 mode: a YCbCr/RGB JPEG takes the fused path, a gray JPEG its one channel
-(fused as gray pixels), any other file torchvision's way; their items come one
-by one (no batch path). LFWPairs (two images per item) is not swapped: see
+(fused as gray pixels), any other file torchvision's way; only a DataLoader
+batch of RGB JPEGs takes the batch path. LFWPairs (two images per item) is not swapped: see
 docs/guides/torchvision-datasets.md. Decision record:
 docs/decisions/datasets.md ("torchvision's built-in datasets").
 """
@@ -30,14 +30,18 @@ import warnings
 from typing import Any, Optional
 
 import PIL.Image
+import torch
 from torchvision import datasets as tv
 
 from fastdecode._options import DEFAULTS as _D
+from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits, decode_image, read_header
+from fastdecode.batching._seeding import row_seed, seeding_of
 from fastdecode.datasets._arrays import torchvision_signature
 from fastdecode.datasets._chain import LiveFused
 from fastdecode.datasets._dataset import _FastDataset
 from fastdecode.datasets._loading import _naming
+from fastdecode.datasets._planned import SPAN, kept_rngs, seed_rngs
 from fastdecode.datasets._sample import ON_ERROR
 
 __all__ = ["DTD", "GTSRB", "SUN397", "Caltech101", "Caltech256", "CelebA", "Country211",
@@ -215,6 +219,11 @@ class OxfordIIITPet(FileDataset, tv.OxfordIIITPet):
         return pairs
 
 
+def _rgb_jpeg(info: Any) -> bool:
+    """Whether a file's header is a JPEG that Pillow opens as an RGB image."""
+    return info.format == "jpeg" and info.channels == 3 and info.color_space in ("ycbcr", "rgb")
+
+
 class _AsOpened(FileDataset):
     """The datasets whose ``__getitem__`` opens the file with
     ``PIL.Image.open`` and no ``convert('RGB')``: the chain sees the file's
@@ -224,15 +233,75 @@ class _AsOpened(FileDataset):
     (``fuse`` keeps one channel, as torchvision keeps the L image: (1, H, W)
     after ToTensor); any other file (CMYK, another format) is opened by
     Pillow and the chain runs on it unfused, as torchvision runs it (warned
-    once). An item's channel count is its file's, so items come one by one:
-    no batch path. A ``loader`` (INaturalist's) is torchvision's way."""
+    once). An item's channel count is its file's, so there is no fixed sample
+    shape (FastLoader's rings, ``threads=N``'s split: items whole); a
+    DataLoader batch of RGB JPEGs only takes the batch path. A ``loader``
+    (INaturalist's) is torchvision's way."""
 
     def _target_of(self, index: int, stored: Any) -> Any:
         """The target of item ``index`` (``stored``: its pair's second entry)."""
         return stored
 
     def _batch_fused(self) -> Any:
-        return None  # each file's mode decides its channels: items one by one
+        return None  # each file's mode decides its channels: no fixed sample shape
+
+    def _plan_batch(self, indices: list[int], seed: int,
+                    keys: Optional[list[int]] = None) -> Any:
+        return None  # threads=N: items whole in the pool (FastLoader says so once)
+
+    def __getitems__(self, indices: list[int]) -> list[tuple[Any, Any]]:
+        """DataLoader's batched fetch: a batch whose files are all YCbCr/RGB
+        JPEGs (their headers read first) takes the in-place batch path when
+        the chain fixes the output size; any other batch, item by item (its
+        files read again). Under ``FastLoader(resumable=True)`` each item is
+        drawn under its position's seed (FastImageFolder's planned slot's)."""
+        settle_in_worker()
+        seeded = seeding_of(indices)
+        if seeded is not None:
+            items = []
+            for key, index in zip(seeded[1], indices):
+                with kept_rngs():
+                    seed_rngs(row_seed(seeded[0], key * SPAN))
+                    items.append(self[index])
+            return items
+        fused: Any = super()._batch_fused() if self.__dict__.get("loader") is None else None
+        files = None if fused is None else self._rgb_files(indices)
+        if files is None:
+            return [self[i] for i in indices]
+        shape = (len(files), *fused.output_shape)
+        buffers = self._batch_buffers()
+        table = fused.tensor_table is not None
+        pixels = buffers.get("pixels" if table else "batch", shape, torch.uint8, leaves=not table)
+        slots = pixels.numpy()
+        targets = []
+        for k, (index, path, data) in enumerate(files):  # torchvision's order: image, target
+            with _naming(path, index):
+                fused.decode_into(data, slots[k])
+            target = self._target_of(index, self.samples[index][1])
+            targets.append(target if self.target_transform is None
+                           else self.target_transform(target))
+        batch = (fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
+                 if table else fused.finish(pixels))
+        return list(zip(buffers.rows(batch), targets))
+
+    def _rgb_files(self, indices: list[int]) -> Optional[list[tuple[int, str, Any]]]:
+        """(index, path, bytes) of each sample when every file is a YCbCr or
+        RGB JPEG, else None (a file that cannot be read: its item says so)."""
+        n = len(self)
+        files = []
+        with self._prefetch(indices):
+            for i in indices:
+                index = range(n)[i]
+                path = os.fspath(self.samples[index][0])
+                try:
+                    data = self._read(path, index)
+                    info = read_header(data)
+                except Exception:  # noqa: BLE001 - the item path raises it under on_error
+                    return None
+                if not _rgb_jpeg(info):
+                    return None
+                files.append((index, path, data))
+        return files
 
     def _load(self, index: int) -> tuple[Any, Any]:
         if self.__dict__.get("loader") is not None:
@@ -246,8 +315,7 @@ class _AsOpened(FileDataset):
             if transform is None:  # torchvision's item: the image as opened
                 return PIL.Image.open(io.BytesIO(data)), target
             info = read_header(data)
-            if info.format == "jpeg" and info.channels == 3 and info.color_space in ("ycbcr",
-                                                                                     "rgb"):
+            if _rgb_jpeg(info):
                 return self._live.get(transform)(data), target
             if info.format == "jpeg" and info.channels == 1 and info.color_space == "gray":
                 gray = decode_image(data, mode="L", **self._live.limits)

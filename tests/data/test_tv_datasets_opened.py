@@ -257,6 +257,63 @@ def test_dataloader_batches(roots, workers):
     assert channels == {1, 3}
 
 
+def _file_modes(ds):
+    modes = []
+    for path, _ in ds.samples:
+        with Image.open(path) as image:
+            modes.append(image.mode)
+    return modes
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "default"])
+@pytest.mark.parametrize("name", ["Caltech256", "CelebA", "INaturalist"])
+def test_a_batch_of_rgb_files_takes_the_batch_path(roots, name, exact):
+    """__getitems__: a batch of RGB JPEGs is decoded in place (its samples views of one batch,
+    torchvision's items for the same seed); a batch with a gray or CMYK file, item by item."""
+    chain = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor(),
+                       T.Normalize((0.5,), (0.5,))])
+    ours, theirs = _pair(roots, name, DATASETS[name][1][0][1], chain, exact=exact)
+    modes = _file_modes(ours)
+    rgb = [i for i, m in enumerate(modes) if m == "RGB"][:3]
+    mixed = [rgb[0], modes.index("L"), rgb[1]]
+    for indices, batched in ((rgb, True), (mixed, False)):
+        torch.manual_seed(8)
+        got = ours.__getitems__(indices)
+        torch.manual_seed(8)
+        want = [theirs[i] for i in indices]
+        for (a, ta), (b, tb) in zip(got, want):
+            assert (type(a) is not torch.Tensor) == batched  # a row of the batch
+            a = a.as_subclass(torch.Tensor)
+            assert a.shape == b.shape and _same(ta, tb)
+            assert torch.equal(a, b) if exact else (a - b).abs().max() < 0.2
+
+
+def test_fastloader_resumable_and_threads(roots):
+    """FastLoader over gray and RGB files: resumable=True draws each item under its position's
+    seed (the same batches in-process and in 2 workers); threads=2 runs the items whole in the
+    pool, said once; each item keeps its file's channels."""
+    import fastdecode as fd
+
+    chain = T.Compose([T.RandomResizedCrop(24), T.ToTensor()])
+    ours, theirs = _pair(roots, "CelebA", {"split": "all"}, chain, exact=True)
+    runs = []
+    for workers in (0, 2):
+        loader = fd.FastLoader(ours, batch_size=3, shuffle=True, num_workers=workers,
+                               pin_memory=False, resumable=True, collate_fn=_as_list,
+                               generator=torch.Generator().manual_seed(4))
+        runs.append([item for batch in loader for item in batch])
+    assert len(runs[0]) == len(runs[1]) == len(theirs)
+    for (xa, ya), (xb, yb) in zip(*runs):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    assert sorted({x.shape[0] for x, _ in runs[0]}) == [1, 3]
+    with pytest.warns(RuntimeWarning, match="no draw/render split"):
+        threaded = [item for batch in fd.FastLoader(ours, batch_size=3, threads=2,
+                                                    collate_fn=_as_list, pin_memory=False)
+                    for item in batch]
+    modes = _file_modes(ours)
+    assert [x.shape[0] for x, _ in threaded] == [1 if m == "L" else 3 for m in modes]
+
+
 def test_a_loader_is_torchvisions_way(roots):
     """INaturalist with torchvision's default_loader: RGB items (FileDataset's path); with a
     custom loader: called as torchvision calls it."""
