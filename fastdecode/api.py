@@ -69,7 +69,7 @@ def _check_encoded(data: Any) -> None:
 def read_header(data: Any) -> ImageInfo:
     """Reads an encoded image's header: its size and format, without decoding any pixel.
 
-    JPEG and BMP headers are parsed natively; other formats through Pillow
+    JPEG, BMP, PNG and WebP headers are parsed natively; other formats through Pillow
     (its header only, never the pixels).
 
     Parameters
@@ -135,7 +135,7 @@ def decode_image(
     max_pixels: int | None = _D["max_pixels"],
     max_work_per_byte: int | None = _D["max_work_per_byte"],
 ) -> np.ndarray:
-    """Decodes any image, natively for JPEG and BMP, through Pillow otherwise.
+    """Decodes any image, natively for JPEG, BMP, PNG and WebP, through Pillow otherwise.
 
     Every option means what it means for :func:`decode_jpeg` (see its
     Parameters for each). Formats without
