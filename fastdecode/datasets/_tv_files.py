@@ -41,7 +41,13 @@ from fastdecode.datasets._arrays import torchvision_signature
 from fastdecode.datasets._chain import LiveFused
 from fastdecode.datasets._dataset import _FastDataset
 from fastdecode.datasets._loading import _naming
-from fastdecode.datasets._planned import SPAN, kept_rngs, seed_rngs
+from fastdecode.datasets._planned import (
+    SPAN,
+    kept_rngs,
+    rng_states,
+    seed_rngs,
+    set_rng_states,
+)
 from fastdecode.datasets._sample import ON_ERROR
 
 __all__ = ["DTD", "GTSRB", "SUN397", "Caltech101", "Caltech256", "CelebA", "Country211",
@@ -253,8 +259,10 @@ class _AsOpened(FileDataset):
         """DataLoader's batched fetch: a batch whose files are all YCbCr/RGB
         JPEGs (their headers read first) takes the in-place batch path when
         the chain fixes the output size; any other batch, item by item (its
-        files read again). Under ``FastLoader(resumable=True)`` each item is
-        drawn under its position's seed (FastImageFolder's planned slot's)."""
+        files read again), as is a batch with a file that fails to decode
+        under ``on_error='skip'``/``'warn'`` (the draws made again). Under
+        ``FastLoader(resumable=True)`` each item is drawn under its
+        position's seed (FastImageFolder's planned slot's)."""
         settle_in_worker()
         seeded = seeding_of(indices)
         if seeded is not None:
@@ -274,12 +282,19 @@ class _AsOpened(FileDataset):
         pixels = buffers.get("pixels" if table else "batch", shape, torch.uint8, leaves=not table)
         slots = pixels.numpy()
         targets = []
-        for k, (index, path, data) in enumerate(files):  # torchvision's order: image, target
-            with _naming(path, index):
-                fused.decode_into(data, slots[k])
-            target = self._target_of(index, self.samples[index][1])
-            targets.append(target if self.target_transform is None
-                           else self.target_transform(target))
+        saved = None if self.on_error == "raise" else rng_states()
+        try:
+            for k, (index, path, data) in enumerate(files):  # torchvision's order: image, target
+                with _naming(path, index):
+                    fused.decode_into(data, slots[k])
+                target = self._target_of(index, self.samples[index][1])
+                targets.append(target if self.target_transform is None
+                               else self.target_transform(target))
+        except Exception:
+            if saved is None:
+                raise
+            set_rng_states(saved)  # on_error's replacements: item by item, drawn afresh
+            return [self[i] for i in indices]
         batch = (fused.finish(pixels, out=buffers.get("batch", shape, fused.result_dtype))
                  if table else fused.finish(pixels))
         return list(zip(buffers.rows(batch), targets))

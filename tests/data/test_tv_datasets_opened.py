@@ -288,6 +288,32 @@ def test_a_batch_of_rgb_files_takes_the_batch_path(roots, name, exact):
             assert torch.equal(a, b) if exact else (a - b).abs().max() < 0.2
 
 
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_broken_file_in_a_batch(tmp_path, on_error):
+    """A truncated RGB JPEG (its header whole) in a batch: an OSError naming it, as the item
+    path raises; under on_error='skip' the batch is made item by item, the file replaced."""
+    root = str(tmp_path)
+    _caltech256(root)
+    bad = os.path.join(root, "caltech256", "256_ObjectCategories", "001.ak47", "001_0002.jpg")
+    with open(bad, "rb") as f:
+        data = f.read()
+    with open(bad, "wb") as f:
+        f.write(data[: len(data) * 2 // 3])
+    ours = fdd.Caltech256(root, transform=T.Compose([T.Resize((24, 24)), T.PILToTensor()]),
+                          on_error=on_error)
+    modes = _file_modes(ours)
+    indices = [i for i, m in enumerate(modes) if m == "RGB"][:3]
+    assert 1 in indices  # the broken file is in the batch of RGB files
+    if on_error == "raise":
+        with pytest.raises(OSError, match=re.escape("001_0002.jpg")):
+            ours.__getitems__(indices)
+        return
+    got = ours.__getitems__(indices)
+    assert len(got) == 3 and ours.skipped == 1
+    assert all(type(x) is torch.Tensor for x, _ in got)  # item by item
+    assert torch.equal(got[2][0], ours[indices[2]][0])
+
+
 def test_fastloader_resumable_and_threads(roots):
     """FastLoader over gray and RGB files: resumable=True draws each item under its position's
     seed (the same batches in-process and in 2 workers); threads=2 runs the items whole in the
