@@ -28,7 +28,7 @@ from torchvision import datasets as tv
 from fastdecode._system import settle_in_worker
 from fastdecode.api import check_limits
 from fastdecode.batching._buffers import BatchBuffers
-from fastdecode.batching._seeding import row_seed, seeding_of
+from fastdecode.batching._seeding import row_seed, row_seeds, seeding_of
 from fastdecode.datasets._chain import FusedChain, LiveFused
 from fastdecode.datasets._planned import SPAN, kept_rngs, seed_rngs
 
@@ -267,10 +267,12 @@ class ArrayDataset(FusedChain):
 
         n = len(self)
         slots = []
+        seeds = row_seeds(seed, [(k if keys is None else keys[k]) * SPAN
+                                 for k in range(len(indices))])  # row_seed's, at once
         with kept_rngs():
             for k, i in enumerate(indices):
                 index = range(n)[i]
-                seed_rngs(row_seed(seed, (k if keys is None else keys[k]) * SPAN))
+                seed_rngs(int(seeds[k]))
                 source = as_source(self._pixels(index))
                 draw = fused._draw(source)
                 done = None
