@@ -248,12 +248,19 @@ class _AsOpened(FileDataset):
         """The target of item ``index`` (``stored``: its pair's second entry)."""
         return stored
 
+    def _converts(self) -> bool:
+        """Whether a ``loader`` is given (INaturalist's): then FileDataset's
+        way throughout (``default_loader`` converts to RGB)."""
+        return self.__dict__.get("loader") is not None
+
     def _batch_fused(self) -> Any:
-        return None  # each file's mode decides its channels: no fixed sample shape
+        # each file's mode decides its channels: no fixed sample shape
+        return super()._batch_fused() if self._converts() else None
 
     def _plan_batch(self, indices: list[int], seed: int,
                     keys: Optional[list[int]] = None) -> Any:
-        return None  # threads=N: items whole in the pool (FastLoader says so once)
+        # threads=N: items whole in the pool (FastLoader says so once)
+        return super()._plan_batch(indices, seed, keys) if self._converts() else None
 
     def __getitems__(self, indices: list[int]) -> list[tuple[Any, Any]]:
         """DataLoader's batched fetch: a batch whose files are all YCbCr/RGB
@@ -263,6 +270,8 @@ class _AsOpened(FileDataset):
         under ``on_error='skip'``/``'warn'`` (the draws made again). Under
         ``FastLoader(resumable=True)`` each item is drawn under its
         position's seed (FastImageFolder's planned slot's)."""
+        if self._converts():
+            return super().__getitems__(indices)
         settle_in_worker()
         seeded = seeding_of(indices)
         if seeded is not None:
@@ -272,7 +281,7 @@ class _AsOpened(FileDataset):
                     seed_rngs(row_seed(seeded[0], key * SPAN))
                     items.append(self[index])
             return items
-        fused: Any = super()._batch_fused() if self.__dict__.get("loader") is None else None
+        fused: Any = super()._batch_fused()  # FusedChain's: the plan's fixed shape
         files = None if fused is None else self._rgb_files(indices)
         if files is None:
             return [self[i] for i in indices]
@@ -319,7 +328,7 @@ class _AsOpened(FileDataset):
         return files
 
     def _load(self, index: int) -> tuple[Any, Any]:
-        if self.__dict__.get("loader") is not None:
+        if self._converts():
             return super()._load(index)  # default_loader converts to RGB, as FileDataset's
         path, stored = self.samples[index]
         target = self._target_of(index, stored)

@@ -341,17 +341,28 @@ def test_fastloader_resumable_and_threads(roots):
 
 
 def test_a_loader_is_torchvisions_way(roots):
-    """INaturalist with torchvision's default_loader: RGB items (FileDataset's path); with a
-    custom loader: called as torchvision calls it."""
+    """INaturalist with torchvision's default_loader: RGB items and FileDataset's batch path
+    (a fixed sample shape, DataLoader's batches torchvision's); with a custom loader: called as
+    torchvision calls it."""
     kw = {"version": "2021_train"}
     ours, theirs = _pair(roots, "INaturalist", kw | {"loader": tvd.folder.default_loader},
-                         T.PILToTensor())
+                         T.PILToTensor(), exact=True)
     for i in range(len(theirs)):
         assert ours[i][0].shape[0] == 3 and torch.equal(ours[i][0], theirs[i][0])
+    chain = T.Compose([T.RandomResizedCrop(24), T.ToTensor()])
+    ours.transform = theirs.transform = chain
+    assert ours.fixed_sample_shape() == (3, 24, 24)
+    got, want = [], []
+    for ds, out in ((ours, got), (theirs, want)):
+        torch.manual_seed(2)
+        out.extend(DataLoader(ds, batch_size=4))
+    for (xa, ya), (xb, yb) in zip(got, want):
+        assert torch.equal(xa.as_subclass(torch.Tensor), xb) and torch.equal(ya, yb)
     calls = []
     ours = fdd.INaturalist(roots("INaturalist"), loader=lambda p: calls.append(p) or
                            Image.new("L", (5, 4)), transform=T.PILToTensor(), **kw)
     assert ours[0][0].shape == (1, 4, 5) and len(calls) == 1
+    assert len(ours.__getitems__([1, 2])) == 2 and len(calls) == 3
 
 
 @pytest.mark.parametrize("name", sorted(DATASETS))
