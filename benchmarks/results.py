@@ -64,7 +64,12 @@ STATISTICS = {"sum over slices of each slice's best round":
               "best round": "best of {rounds} rounds",
               "median": "median of {rounds} rounds"}
 SECTION_STATISTIC = {"decode": "sum over slices of each slice's best round",
-                     "transforms": "best round", "loader": "median", "storage": "median"}
+                     "transforms": "best round", "loader": "median", "storage": "median",
+                     "recipes": "median"}
+# The modern recipe the summary shows (issue 50): torchvision's IMAGENET1K_V2
+# weights were trained with it (--auto-augment ta_wide --random-erase 0.1
+# --train-crop-size 176); bench_recipes names it so.
+MODERN_RECIPE = "reference train v1 ta_wide + random erase, 176"
 LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 LOADER_NAMES = {"ImageFolder+PIL": "ImageFolder", "FastImageFolder": "DataLoader(FastImageFolder)",
                 "FastLoader": "FastLoader"}
@@ -157,6 +162,7 @@ def summary_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
                          estimator(report, "loader"),
                          f"{limit['usable_cpus']} CPUs / {limit['fused_ms_per_image']:.2f} ms",
                          f"{_num(limit['images_per_s'])}{_noisy(limit)}", ""))
+    rows += _recipe_rows(report)
     storage = report.get("sections", {}).get("storage", {})
     workers = storage.get("summary", {}).get("num_workers")
     for row in _storage_rows(storage):
@@ -167,6 +173,29 @@ def summary_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
                          f"{estimator(report, 'storage')}; the ratio the median of per-round ratios",
                          "ImageFolder at 5 ms", _num(row["images_per_s"]),
                          _x(row.get("vs_imagefolder"))))
+    return rows
+
+
+def _recipe_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
+    """The modern recipe's rows (MODERN_RECIPE): per core (one thread's CPU
+    time per image, the median of the rounds' ratios) and with workers."""
+    recipe = report.get("sections", {}).get("recipes", {}).get("recipes", {}).get(MODERN_RECIPE)
+    if not recipe:
+        return []
+    label = "ta_wide + random erase 0.1, crop 176 (IMAGENET1K_V2's recipe)"
+    rows = []
+    for s in recipe.get("settings", []):
+        if "cpu_speedup" in s:
+            rows.append((f"{label}, one thread, default mode (CPU ms/image)",
+                         f"{estimator(report, 'recipes')}; the ratio the median of per-round "
+                         "ratios", f"ImageFolder {_num(s['imagefolder_cpu_ms_per_image'], 2)}",
+                         _num(s["fastimagefolder_cpu_ms_per_image"], 2), _x(s["cpu_speedup"])))
+        elif s.get("num_workers"):
+            noisy = " (noisy)" if s.get("noisy") else ""
+            rows.append((f"{label}, DataLoader(FastImageFolder), {s['num_workers']} workers "
+                         "(images/s)", estimator(report, "recipes"),
+                         f"ImageFolder {_num(s['imagefolder_images_per_s'])}{noisy}",
+                         f"{_num(s['fastimagefolder_images_per_s'])}{noisy}", _x(s["speedup"])))
     return rows
 
 
