@@ -37,6 +37,8 @@ def _kind(t: Any) -> Optional[str]:
         return "RandomChoice"
     if module == "timm.data.mixup" and name in ("Mixup", "FastCollateMixup"):
         return name
+    if module == "fastdecode.integrations.timm" and name == "InPlaceFastCollateMixup":
+        return "FastCollateMixup"  # what timm.data.FastCollateMixup is after install()
     return None
 
 

@@ -69,6 +69,24 @@ resume_step = 0
     # the reference's preset ends in float tensors (MixUp mixes them)
     "torchvision-references.md": "preset = T.Compose([T.RandomResizedCrop(64), T.ToTensor()])\n",
     "timm.md": 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+    # CIFAR10's files in ./data (8 random images per batch file), its md5 checks as
+    # file-existence checks (as torchvision's own tests fake it): download=True
+    # then finds the files and downloads nothing
+    "torchvision-datasets.md": '''
+import os, pickle
+import numpy as np
+import torchvision.datasets.cifar
+_dir = "data/cifar-10-batches-py"
+os.makedirs(_dir, exist_ok=True)
+_rng = np.random.default_rng(0)
+for _name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+    with open(os.path.join(_dir, _name), "wb") as _f:
+        pickle.dump({"data": _rng.integers(0, 256, (8, 3072), dtype=np.uint8),
+                     "labels": [int(v) for v in _rng.integers(0, 10, 8)]}, _f)
+with open(os.path.join(_dir, "batches.meta"), "wb") as _f:
+    pickle.dump({"label_names": [f"class{i}" for i in range(10)]}, _f)
+torchvision.datasets.cifar.check_integrity = lambda fpath, md5=None: os.path.isfile(fpath)
+''',
     # the tree's COCO file gains a polygon per instance; one image's boxes and masks
     "detection.md": '''
 import json
@@ -98,11 +116,16 @@ NEEDS = {
     ("detection.md", 2): "a VOC2012 tree and a Cityscapes-style tree (tests/targets/"
                          "test_segmentation.py builds both)",
 }
-# batch sizes for a 16-image tree, and a save every 5 steps, not 1000
+# batch sizes for a 16-image tree, a save every 5 steps, not 1000, and what this
+# machine's size asks
 SMALLER = {
     ("file-lists.md", 0): [("batch_size=256", "batch_size=8")],
     ("file-lists.md", 1): [("batch_size=64", "batch_size=4")],
     ("resuming.md", 0): [("batch_size=256", "batch_size=2"), ("% 1000", "% 5")],
+    # a cache for ImageNet's 20 GiB would not fit a CI machine's RAM (CacheSpaceError)
+    ("storage.md", 1): [('cache="20GiB"', 'cache="64MiB"')],
+    # the seed example's 4 workers on 2 cores: torch warns (an error here)
+    ("torchvision-datasets.md", 0): [("num_workers=4", "num_workers=2")],
     ("timm.md", 1): [("batch_size=128", "batch_size=8")],
     ("timm.md", 2): [("batch_size=128", "batch_size=8")],
 }
@@ -123,6 +146,9 @@ EPILOGUE = {
                                        "targets.shape == (16, 2)"),
     ("torchvision-references.md", 3): ("images, targets = next(iter(data_loader))\n"
                                        "assert targets.shape == (16, 2)"),
+    ("torchvision-datasets.md", 0): ("images, labels = next(iter(train_loader))\n"
+                                     "assert images.shape == (32, 3, 224, 224) and "
+                                     "len(train_dataset) == 40"),
     ("detection.md", 0): ("assert image.dtype == torch.float32 and target['masks'].shape[0] == "
                           "len(target['boxes']) == len(target['labels'])"),
     ("detection.md", 1): "assert len(target['boxes']) == 1 and target['masks'].shape[0] == 1",

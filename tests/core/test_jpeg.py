@@ -670,7 +670,11 @@ def test_info_reports_running_library():
     assert info["libjpeg_turbo"][0].isdigit()
     assert isinstance(info["simd"], bool)
     assert info["version"] == fd.__version__
-    assert set(info) == {"version", "libjpeg_turbo", "simd"}
+    assert set(info) == {"version", "libjpeg_turbo", "simd", "libspng", "libwebp", "native"}
+    assert info["native"][:2] == ["jpeg", "bmp"]  # always built; png/webp where found
+    for lib, fmt in (("libspng", "png"), ("libwebp", "webp")):
+        assert (info[lib] is not None) == (fmt in info["native"]), lib
+        assert info[lib] is None or info[lib][0].isdigit(), info[lib]
 
 
 @pytest.mark.skipif(os.environ.get("FASTDECODE_EXPECT_SANITIZED") != "1",
