@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h> /* every x86-64 */
-#endif
+#include "fd_sse.h" /* SSE2 on every x86-64 */
 
 /* No a * b + c contracted into an FMA: GCC in ISO C mode (setup.py's
  * -std=c99) does not contract; clang does unless told so. */
@@ -562,22 +560,6 @@ static inline uint8_t blend(int32_t degenerate, int32_t value, float alpha)
 /* SSE2: four float lanes computing the scalar expressions below in their
  * order, IEEE single like the scalar code, so bit for bit the same (max/min
  * are the clamps: no value here is NaN). */
-
-typedef struct {
-    __m128 v[4];
-} f32x16;
-
-static inline f32x16 load16(const uint8_t *p)
-{
-    const __m128i z = _mm_setzero_si128(), v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    const __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
-    f32x16 f;
-    f.v[0] = _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z));
-    f.v[1] = _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z));
-    f.v[2] = _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z));
-    f.v[3] = _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z));
-    return f;
-}
 
 static inline __m128 clamp255(__m128 t)
 {

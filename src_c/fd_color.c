@@ -28,23 +28,7 @@ static inline uint32_t luma32(uint32_t r, uint32_t g, uint32_t b)
  * Pillow's L in float is exact too: every product and partial sum of
  * r * 19595 + g * 38470 + b * 7471 + 0x8000 is an integer below 2^24, and
  * >> 16 is a multiplication by 2^-16 then truncation. */
-#include <emmintrin.h>
-
-typedef struct {
-    __m128 v[4];
-} f32x16;
-
-static inline f32x16 load16(const uint8_t *p)
-{
-    const __m128i z = _mm_setzero_si128(), v = _mm_loadu_si128((const __m128i *)p);
-    const __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
-    f32x16 f;
-    f.v[0] = _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z));
-    f.v[1] = _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z));
-    f.v[2] = _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z));
-    f.v[3] = _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z));
-    return f;
-}
+#include "fd_sse.h"
 
 /* blend1 on four lanes: d + alpha * (v - d) (v - d exact), clamped to [0, 255] */
 static inline __m128i blend4(__m128 d, __m128 v, __m128 alpha)
