@@ -177,7 +177,9 @@ def test_the_results_page_shows_measurements_not_the_projects_targets():
     from benchmarks import results
 
     report = json.loads((ROOT / "docs" / "benchmarks" / "report.json").read_text())
-    assert report["sections"]["storage"]["summary"]["targets_met"]  # so the check can fail
+    # the JSON carries targets (storage's targets_met, the recipes' target_speedup), so the
+    # check below can fail
+    assert re.search(r'"target', json.dumps(report))
     generated = results.page(report, Path("report.json"), "results.png")
     published = (ROOT / "docs" / "benchmarks" / "results.md").read_text()
     for text in (generated, published, README):
