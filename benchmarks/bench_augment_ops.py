@@ -26,7 +26,6 @@ per-round ratios.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import sys
 import time
@@ -38,24 +37,14 @@ import numpy as np
 from . import _common as common
 
 
-def rotate_matrix(angle: float, w: int, h: int) -> tuple:
-    """Image.rotate's inverse matrix (expand=False, about the centre)."""
-    a = -math.radians(angle % 360.0)
-    m = [round(math.cos(a), 15), round(math.sin(a), 15), 0.0,
-         round(-math.sin(a), 15), round(math.cos(a), 15), 0.0]
-    cx, cy = w / 2.0, h / 2.0
-    m[2] = m[0] * -cx + m[1] * -cy + m[2] + cx
-    m[5] = m[3] * -cx + m[4] * -cy + m[5] + cy
-    return tuple(m)
-
-
 def ops(size: int) -> dict[str, tuple[list, Callable]]:
     """name -> (augment steps, the Pillow call on a PIL image)."""
     from PIL import Image, ImageEnhance, ImageOps
 
     from fastdecode import _native as n
+    from fastdecode.augment.ops import pil_rotate
 
-    rot = rotate_matrix(23.0, size, size)
+    rot = pil_rotate(23.0, (size, size), 0, None)[1]  # Image.rotate's matrix, as fuse computes it
     shear = (1, 0.3, 0, 0, 1, 0)
     translate = (1, 0, 0.3 * size, 0, 1, 0)
     fill = (128, 128, 128)
