@@ -110,6 +110,11 @@ def generated() -> dict[str, bytes]:
         buf = io.BytesIO()
         rgb.save(buf, fmt)
         files[f"gen.{fmt.lower()}"] = buf.getvalue()
+    # WebP too, so decode_webp has seeds without the shared corpus (lossy and lossless)
+    for name, options in (("gen-lossy.webp", {"quality": 80}), ("gen-lossless.webp", {"lossless": True})):
+        buf = io.BytesIO()
+        rgb.save(buf, "WEBP", **options)
+        files[name] = buf.getvalue()
     return files
 
 
