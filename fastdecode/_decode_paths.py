@@ -2,8 +2,8 @@
 
 ``api.decode_format`` records every decode (the format, and whether the C
 core or Pillow produced the pixels) to the counter of the dataset whose
-sample the calling thread read last (``charge_to``, from the datasets'
-``_read``); a dataset reports them (``decode_stats``, ``explain``) and warns
+sample the calling thread is loading (``charging``, around the datasets'
+read and decode of one sample); a dataset reports them (``decode_stats``, ``explain``) and warns
 once when more than ``PILLOW_WARN_SHARE`` of at least ``PILLOW_WARN_AFTER``
 decodes took Pillow. Counts are this process's: a DataLoader worker counts
 its own. See docs/decisions/png-webp.md ("The slow path, visible").
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 __all__: list[str] = []  # private
 
@@ -83,9 +84,16 @@ class DecodePaths:
             return "decodes so far: " + self._summary()
 
 
-def charge_to(paths: Optional[DecodePaths]) -> None:
-    """The counter the calling thread's next decodes go to."""
+@contextmanager
+def charging(paths: Optional[DecodePaths]) -> Iterator[None]:
+    """The calling thread's decodes inside go to ``paths`` (None: to no
+    counter); the counter before is current again after."""
+    previous = getattr(_local, "current", None)
     _local.current = paths
+    try:
+        yield
+    finally:
+        _local.current = previous
 
 
 def record(fmt: Optional[str], native: bool) -> None:

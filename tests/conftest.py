@@ -65,16 +65,3 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:  # the files workers hol
     (helpers/loader_iters.py: otherwise a later test's garbage collection
     stalls 5 s per worker)."""
     loader_iters.shut_down_left_alive()
-
-
-@pytest.fixture(autouse=True)
-def _no_dataset_counts_decodes():
-    """Each test starts with no dataset's decode-path counter current in this
-    thread (fastdecode._decode_paths.charge_to: a dataset's read leaves its
-    counter current, so a later test's decode_image calls counted, and could
-    warn, as that dataset's; docs/decisions/png-webp.md)."""
-    from fastdecode._decode_paths import charge_to
-
-    charge_to(None)
-    yield
-    charge_to(None)

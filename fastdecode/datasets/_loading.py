@@ -5,13 +5,14 @@ file and the sample (docs/decisions/datasets.md, "Bad files").
 """
 
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
 from fastdecode import _native
+from fastdecode._decode_paths import DecodePaths, charging
 from fastdecode.api import decode_image
 from fastdecode.errors import FastDecodeError, file_error
 
@@ -19,12 +20,15 @@ __all__ = ["default_loader"]
 
 
 @contextmanager
-def _naming(path: str, index: Optional[int]) -> Iterator[None]:
+def _naming(path: str, index: Optional[int],
+            counts: Optional[DecodePaths] = None) -> Iterator[None]:
     """Errors inside become ImageFileErrors (a DecodeError and an OSError)
-    naming the file and, for a dataset item, its index."""
+    naming the file and, for a dataset item, its index; the decodes inside
+    count as ``counts``' (a dataset's decode paths), if given."""
     where = "" if index is None else f"sample {index}: "
     try:
-        yield
+        with nullcontext() if counts is None else charging(counts):
+            yield
     except FastDecodeError as exc:
         raise file_error(exc, f"{where}{exc.reason}", path) from exc
     except OSError as exc:

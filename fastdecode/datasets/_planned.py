@@ -149,7 +149,7 @@ def _draw_slot(ds: OneSample, fused: Any, seed: int, k: int, original: int, atte
         path, target = ds.samples[index]
         path = os.fspath(path)
         try:
-            with _naming(path, index):
+            with _naming(path, index, ds._decode_paths()):
                 data = ds._read(path, index)
                 draw = None if fused is None else fused._draw(data)
             later = ds.transform is not None if fused is None else fused._draws_after_render(draw)
@@ -190,7 +190,7 @@ def render_planned(ds: OneSample, p: Plan, slots: np.ndarray) -> list[Any]:
 
 def _render_slot(ds: OneSample, p: Plan, s: Slot, out: Optional[np.ndarray]) -> None:
     try:
-        with _naming(s.path, s.index):
+        with _naming(s.path, s.index, ds._decode_paths()):
             if p.fused is None:
                 s.value = ds._decode_whole(s.data)
             else:

@@ -18,7 +18,7 @@ import os
 from contextlib import nullcontext
 from typing import Any, Optional
 
-from fastdecode._decode_paths import DecodePaths, charge_to
+from fastdecode._decode_paths import DecodePaths
 from fastdecode._options import parse_bytes
 from fastdecode.datasets._base import is_pil_loader
 from fastdecode.datasets._loading import default_loader
@@ -112,8 +112,8 @@ class SampleReads:
         """The bytes of ``path`` (sample ``index``): from the cache, the
         read-ahead window or the file, or through the dataset's remote
         filesystem (fetched ahead by :meth:`_prefetch` when batched). The
-        thread's decodes that follow count as this dataset's."""
-        charge_to(self._decode_paths())
+        caller counts the sample's decodes as this dataset's
+        (``_naming(path, index, self._decode_paths())``)."""
         remote = self.__dict__.get("_remote")
         if remote is None or not is_remote(path):
             return self._reads_here().read(index, path)

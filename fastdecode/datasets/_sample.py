@@ -57,7 +57,7 @@ class OneSample(FusedChain):
             return (transform(sample) if transform is not None else sample), target
         fused = self._live.get(transform)
         path = os.fspath(path)
-        with _naming(path, index):
+        with _naming(path, index, self._decode_paths()):
             data = self._read(path, index)
             if fused is not None:
                 return fused(data), target
@@ -79,7 +79,7 @@ class OneSample(FusedChain):
             def load_into(i: int, slot: int = slot) -> Any:
                 path, target = self.samples[i]
                 path = os.fspath(path)
-                with _naming(path, i):
+                with _naming(path, i, self._decode_paths()):
                     fused.decode_into(self._read(path, i), slots[slot])
                 return self.target_transform(target) if self.target_transform else target
 

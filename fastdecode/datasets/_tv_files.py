@@ -294,7 +294,7 @@ class _AsOpened(FileDataset):
         saved = None if self.on_error == "raise" else rng_states()
         try:
             for k, (index, path, data) in enumerate(files):  # torchvision's order: image, target
-                with _naming(path, index):
+                with _naming(path, index, self._decode_paths()):
                     fused.decode_into(data, slots[k])
                 target = self._target_of(index, self.samples[index][1])
                 targets.append(target if self.target_transform is None
@@ -334,7 +334,7 @@ class _AsOpened(FileDataset):
         target = self._target_of(index, stored)
         path = os.fspath(path)
         transform = self.transform
-        with _naming(path, index):
+        with _naming(path, index, self._decode_paths()):
             data = self._read(path, index)
             if transform is None:  # torchvision's item: the image as opened
                 return PIL.Image.open(io.BytesIO(data)), target

@@ -77,6 +77,31 @@ def test_datasets_count_their_own(tmp_path):
     assert (b.decode_stats()["native"], b.decode_stats()["pillow"]) == (0, 2)
 
 
+def test_decodes_outside_an_item_are_no_datasets(tmp_path):
+    """A decode after an item (the user's own decode_image, another
+    library's) is not counted as the dataset's, nor can it trip its warning."""
+    from fastdecode import decode_image
+
+    ds = FastImageFolder(tree(tmp_path, ["PNG"], 2), transform=CHAIN)
+    ds[0]
+    tiff = tmp_path / "loose.tiff"
+    Image.new("RGB", (8, 8)).save(tiff)
+    for _ in range(_decode_paths.PILLOW_WARN_AFTER + 1):
+        decode_image(tiff.read_bytes())
+    assert ds.decode_stats() == {"native": 1, "pillow": 0,
+                                 "formats": {"png": {"native": 1, "pillow": 0}}}
+
+
+@pytest.mark.parametrize("transform", [CHAIN, None], ids=["fused", "no-transform"])
+def test_batches_count_their_decodes(tmp_path, transform):
+    """A batch (__getitems__, the planned path that renders its slots)
+    counts each sample's decode once."""
+    ds = FastImageFolder(tree(tmp_path, ["PNG", "JPEG", "TIFF"], 6), transform=transform)
+    ds.__getitems__(list(range(6)))
+    stats = ds.decode_stats()
+    assert (stats["native"], stats["pillow"]) == (4, 2)
+
+
 @pytest.mark.parametrize("formats,status,share", [(["PNG", "JPEG", "WEBP", "TIFF"], "ok", 75),
                                                   (["TIFF", "TIFF", "PNG"], "warn", 33)],
                          ids=["mostly-native", "mostly-pillow"])
