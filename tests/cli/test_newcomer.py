@@ -123,7 +123,9 @@ def _as_here(argv: list[str], tree: Path, out: Path) -> list[str]:
 
 
 @pytest.mark.no_sanitize
-@pytest.mark.parametrize("argv", readme_command_lines(), ids=lambda argv: argv[1])
+@pytest.mark.parametrize("argv", [
+    pytest.param(argv, marks=pytest.mark.slow) if argv[1] == "bench" else argv  # a minute
+    for argv in readme_command_lines()], ids=lambda argv: argv[1])
 def test_each_readme_command_runs(argv, tree, tmp_path):
     if argv[1] in ("tune", "bench"):
         pytest.importorskip("torchvision")

@@ -267,6 +267,7 @@ print("bad", bad)
 """
 
 
+@pytest.mark.slow  # ~45 s of one process: make test-full
 @pytest.mark.no_sanitize
 def test_fast_crops_after_other_decodes_on_one_thread_are_exact():
     """libjpeg-turbo 2.1.5's jpeg_skip_scanlines with merged upsampling

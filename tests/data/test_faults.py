@@ -187,7 +187,7 @@ def pinning(request, monkeypatch):
 # with the EOFError of the dead worker's tensor, its pipes left open).
 HAND_OVER_CASES = [
     pytest.param(n, pin, id=f"{pin}-trial{n}",
-                 marks=() if n < (6 if pin == "unpinned" else 3) else pytest.mark.slow)
+                 marks=() if n < (3 if pin == "unpinned" else 1) else pytest.mark.slow)
     for pin in ("unpinned", "pin-thread") for n in range(20)]
 
 

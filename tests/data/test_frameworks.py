@@ -48,6 +48,7 @@ def assert_sharded(results, all_digests, how):
         assert set(mine) | set(theirs) == all_digests, f"{how}, epoch {epoch}: samples missing"
 
 
+@pytest.mark.slow  # two DDP ranks under Lightning, ~20 s: make test-full
 @pytest.mark.timeout(300)
 def test_lightning_ddp_shards_a_fast_loader_and_keeps_it_fast(tree, tmp_path, all_digests):
     pytest.importorskip("lightning")

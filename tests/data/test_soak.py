@@ -90,7 +90,11 @@ KINDS = {
     "FastLoader": lambda ds, p: fd.FastLoader(
         ds, batch_size=16, num_workers=2, shuffle=True, persistent_workers=p),
 }
-CASES = [pytest.param(k, p, None, id=f"{k}-{'persistent' if p else 'fresh'}")
+# make test runs the two read-ahead cases (a DataLoader's fresh workers, a
+# FastLoader's persistent ones) and the collate's persistent one; make
+# test-full all eight (docs/decisions/test-suite.md, "make test's time")
+CASES = [pytest.param(k, p, None, id=f"{k}-{'persistent' if p else 'fresh'}",
+                      marks=() if (k, p) == ("DataLoader+collate", True) else pytest.mark.slow)
          for k in KINDS for p in (False, True)]
 # read-ahead at a fixed depth: the read pool's threads read every file (the
 # adaptive default reads a local disk's files in the decoding thread)

@@ -37,6 +37,7 @@ def _cache(tmp_path, monkeypatch):
     fresh_remote_roots(tmp_path / "cache", monkeypatch)
 
 
+@pytest.mark.slow  # moto's S3 server in a namespace, ~20 s: make test-full
 def test_the_s3_cases_run_in_a_loopback_only_namespace():
     if netns.inside():
         pytest.skip("already inside the namespace")
