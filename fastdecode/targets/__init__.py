@@ -7,7 +7,11 @@ RandomPhotometricDistort, SanitizeBoundingBoxes, ToImage, ToDtype, ...) and
 returns ``f(data, target)`` on *encoded* bytes and a v2 target (a dict of
 ``BoundingBoxes``, ``Mask``, ``KeyPoints``, labels; or a tuple): the image is
 decoded once, only its kept crop, boxes and keypoints are moved by v2's own
-kernels and masks are made at the output size. Importing this package also
+kernels and masks are made at the output size. The datasets: :class:`CocoDetection`,
+:class:`VOCDetection`, :class:`VOCSegmentation` (torchvision's, wrapped by
+``wrap_dataset_for_transforms_v2``), :class:`LabelFolder` (image + label
+trees) and :class:`DetectionList` (files listed with COCO annotations);
+:func:`collate` batches detection samples as lists. Importing this package also
 lets ``fastdecode.transforms.fuse(chain)`` take ``(data, target)``. See
 docs/decisions/detection.md.
 """
@@ -16,11 +20,12 @@ from __future__ import annotations
 
 from fastdecode.targets.coco import CocoDetection, CocoMasks
 from fastdecode.targets.joint import JointFusedTransform, fuse_joint
+from fastdecode.targets.lists import DetectionList, collate
 from fastdecode.targets.segmentation import LabelFolder, VOCSegmentation
 from fastdecode.targets.voc import VOCDetection
 from fastdecode.transforms.kinds import register_joint
 
 register_joint(fuse_joint)  # fuse(chain)((data, target)) runs fuse_joint(chain)
 
-__all__ = ["CocoDetection", "CocoMasks", "JointFusedTransform", "LabelFolder", "VOCDetection",
-           "VOCSegmentation", "fuse_joint"]
+__all__ = ["CocoDetection", "CocoMasks", "DetectionList", "JointFusedTransform", "LabelFolder",
+           "VOCDetection", "VOCSegmentation", "collate", "fuse_joint"]

@@ -31,7 +31,7 @@ from fastdecode import _native, api
 from fastdecode.targets.joint import JointFusedTransform, fuse_joint
 from fastdecode.targets.plan import JointPlan
 
-__all__ = ["CocoDetection", "CocoMasks"]
+__all__ = ["CocoDetection", "CocoMasks", "coco_keys", "coco_target"]
 
 _KEYS = {"segmentation", "area", "iscrowd", "image_id", "bbox", "category_id", "boxes", "masks",
          "labels"}
@@ -170,16 +170,69 @@ class CocoDetection(datasets.CocoDetection):
         return self._load_bytes(id), self._load_target(id)
 
 
+def coco_target(anns: Sequence[dict], keys: set, canvas_size: tuple[int, int], image_id: Any,
+                fused: bool) -> dict[str, Any]:
+    """One image's COCO annotations as torchvision's v2 COCO wrapper makes its target.
+
+    Parameters
+    ----------
+    anns : sequence of dict
+        The image's annotation dicts (``bbox`` XYWH, ``category_id``,
+        ``segmentation``, ...), in the file's order.
+    keys : set of str
+        The target keys (``parse_target_keys``' result).
+    canvas_size : (int, int)
+        (H, W) of the image.
+    image_id : object
+        The ``image_id`` entry.
+    fused : bool
+        The masks stay :class:`CocoMasks` (made at the fused call's output);
+        False: made at full size, as torchvision's wrapper makes them.
+
+    Returns
+    -------
+    dict
+        ``{'image_id': image_id}`` for an image without annotations (as
+        torchvision's); else the ``keys`` asked for: ``boxes`` (XYXY
+        ``BoundingBoxes``), ``masks``, ``labels`` (the category ids) and the
+        annotations' own fields as lists.
+    """
+    if not anns:
+        return dict(image_id=image_id)
+    batched = list_of_dicts_to_dict_of_lists(anns)
+    target: dict[str, Any] = {}
+    if "image_id" in keys:
+        target["image_id"] = image_id
+    if "boxes" in keys:
+        target["boxes"] = F.convert_bounding_box_format(
+            tv_tensors.BoundingBoxes(batched["bbox"], format=tv_tensors.BoundingBoxFormat.XYWH,
+                                     canvas_size=canvas_size),
+            new_format=tv_tensors.BoundingBoxFormat.XYXY)
+    if "masks" in keys:
+        masks = CocoMasks(batched["segmentation"], canvas_size)
+        target["masks"] = masks if fused else masks.full()
+    if "labels" in keys:
+        target["labels"] = torch.tensor(batched["category_id"])
+    for key in keys - {"image_id", "boxes", "masks", "labels"}:
+        target[key] = batched[key]
+    return target
+
+
+def coco_keys(target_keys: Optional[Any]) -> set:
+    """``target_keys`` checked as torchvision's COCO wrapper checks them
+    (default ``image_id``, ``boxes``, ``labels``; ``'all'``: every key)."""
+    return parse_target_keys(target_keys, available=_KEYS,
+                             default={"image_id", "boxes", "labels"})
+
+
 @WRAPPER_FACTORIES.register(CocoDetection)
 def _coco_wrapper_factory(dataset: CocoDetection, target_keys):
     """torchvision's COCO wrapper, with the masks deferred when the chain is fused."""
-    keys = parse_target_keys(dataset.target_keys if target_keys is None else target_keys,
-                             available=_KEYS, default={"image_id", "boxes", "labels"})
+    keys = coco_keys(dataset.target_keys if target_keys is None else target_keys)
     fused = isinstance(dataset.transforms, JointFusedTransform)
     dataset._encoded = True
 
     def wrapper(idx, sample):
-        image_id = dataset.ids[idx]
         data, anns = sample
         if isinstance(data, PIL.Image.Image):
             canvas_size = (data.height, data.width)
@@ -188,24 +241,6 @@ def _coco_wrapper_factory(dataset: CocoDetection, target_keys):
             canvas_size = (info.height, info.width)
             if not fused:
                 data = PIL.Image.fromarray(api.decode_image(data, mode="RGB"), "RGB")
-        if not anns:
-            return data, dict(image_id=image_id)
-        batched = list_of_dicts_to_dict_of_lists(anns)
-        target: dict[str, Any] = {}
-        if "image_id" in keys:
-            target["image_id"] = image_id
-        if "boxes" in keys:
-            target["boxes"] = F.convert_bounding_box_format(
-                tv_tensors.BoundingBoxes(batched["bbox"], format=tv_tensors.BoundingBoxFormat.XYWH,
-                                         canvas_size=canvas_size),
-                new_format=tv_tensors.BoundingBoxFormat.XYXY)
-        if "masks" in keys:
-            masks = CocoMasks(batched["segmentation"], canvas_size)
-            target["masks"] = masks if fused else masks.full()
-        if "labels" in keys:
-            target["labels"] = torch.tensor(batched["category_id"])
-        for key in keys - {"image_id", "boxes", "masks", "labels"}:
-            target[key] = batched[key]
-        return data, target
+        return data, coco_target(anns, keys, canvas_size, dataset.ids[idx], fused)
 
     return wrapper

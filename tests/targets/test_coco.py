@@ -18,7 +18,7 @@ mask_utils = pytest.importorskip("pycocotools.mask")
 from torchvision import datasets  # noqa: E402
 from torchvision.datasets import wrap_dataset_for_transforms_v2  # noqa: E402
 
-from benchmarks._coco_data import _runs, make_coco  # noqa: E402
+from benchmarks._coco_data import _runs  # noqa: E402
 from fastdecode import _native  # noqa: E402
 from fastdecode.targets import CocoDetection, presets  # noqa: E402
 
@@ -32,11 +32,6 @@ PHOTOS = corpus_dir("photos")
 FILES = sorted(PHOTOS.glob("*/*"))[:6] if PHOTOS else []
 needs_photos = pytest.mark.skipif(not FILES, reason="shared corpus 'photos' absent")
 KEYS = ("image_id", "boxes", "labels", "masks", "iscrowd")
-
-
-@pytest.fixture(scope="module")
-def annotations(tmp_path_factory):
-    return make_coco(FILES, PHOTOS, tmp_path_factory.mktemp("coco") / "instances.json", seed=3)
 
 
 def _pair(annotations, chain, exact):
@@ -129,49 +124,3 @@ def test_rle_at_sampled_pixels_is_pycocotools(seed, form):
     out = np.zeros((h, w), np.uint8)
     _native.raster_rle(counts, h, w, rows, cols, out)
     assert np.array_equal(out, full[:, cols])
-
-
-def collate(batch):
-    """torchvision's references' ``utils.collate_fn``: detection batches are lists."""
-    return tuple(zip(*batch))
-
-
-@needs_photos
-def test_dataloader_workers_give_torchvisions_samples(annotations):
-    """Two DataLoader workers, the references' collate: each sample equals
-    torchvision's under the same per-worker seed."""
-    from torch.utils.data import DataLoader
-
-    ours, theirs = _pair(annotations, presets.detection("ssdlite"), True)
-    batches = {}
-    for name, ds in (("ours", ours), ("theirs", theirs)):
-        loader = DataLoader(ds, batch_size=2, num_workers=2, collate_fn=collate,
-                            generator=torch.Generator().manual_seed(11))
-        batches[name] = [b for b in loader]
-    assert len(batches["ours"]) == 3
-    for (gi, gt), (wi, wt) in zip(batches["ours"], batches["theirs"]):
-        for a, b in zip(gi, wi):
-            assert torch.equal(a, b)
-        for a, b in zip(gt, wt):
-            for key in ("boxes", "labels", "masks"):
-                assert torch.equal(a[key], b[key]), key
-
-
-@needs_photos
-@pytest.mark.parametrize("workers", [0, 2])
-def test_fastloader_takes_the_list_collate(annotations, workers):
-    """FastLoader with the references' collate: list batches, each sample's
-    masks, boxes and labels of one count and the image's size."""
-    from fastdecode.loader import FastLoader
-
-    ours, _ = _pair(annotations, presets.detection("ssdlite"), False)
-    loader = FastLoader(ours, batch_size=2, num_workers=workers, collate_fn=collate)
-    seen = 0
-    for images, targets in loader:
-        assert isinstance(images, tuple) and isinstance(targets, tuple)
-        for image, target in zip(images, targets):
-            n = len(target["boxes"])
-            assert target["masks"].shape == (n,) + tuple(image.shape[1:])
-            assert len(target["labels"]) == n
-            seen += 1
-    assert seen == len(ours)

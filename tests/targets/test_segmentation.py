@@ -27,43 +27,6 @@ FILES = sorted(PHOTOS.glob("*/*.JPEG"))[:5] if PHOTOS else []
 needs_photos = pytest.mark.skipif(not FILES, reason="shared corpus 'photos' absent")
 
 
-def _label(path, out):
-    with PIL_Image.open(path) as im:
-        classes = (np.asarray(im.convert("L")) // 40).astype(np.uint8)
-    classes[:3] = 255  # VOC's border value
-    label = PIL_Image.fromarray(classes, "P")
-    label.putpalette([v for c in range(256) for v in (c, 255 - c, (7 * c) % 256)])
-    label.save(out)
-
-
-@pytest.fixture(scope="module")
-def voc_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("voc")
-    base = root / "VOCdevkit" / "VOC2012"
-    for sub in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation", "Annotations",
-                "ImageSets/Main"):
-        (base / sub).mkdir(parents=True)
-    names = []
-    for k, path in enumerate(FILES):
-        name = f"2012_{k:06d}"
-        shutil.copy(path, base / "JPEGImages" / f"{name}.jpg")
-        _label(path, base / "SegmentationClass" / f"{name}.png")
-        names.append(name)
-        with PIL_Image.open(path) as im:
-            w, h = im.size
-        objects = "".join(
-            f"<object><name>{cls}</name><bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin>"
-            f"<xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox></object>"
-            for cls, (x0, y0, x1, y1) in [("dog", (5, 8, w // 2, h // 2)),
-                                          ("person", (w // 3, h // 4, w - 3, h - 2)),
-                                          ("cat", (k + 1, k + 2, k + 40, k + 30))][:2 + k % 2])
-        (base / "Annotations" / f"{name}.xml").write_text(
-            f"<annotation><filename>{name}.jpg</filename>{objects}</annotation>")
-    for sub in ("Segmentation", "Main"):
-        (base / "ImageSets" / sub / "train.txt").write_text("\n".join(names) + "\n")
-    return root
-
-
 @needs_photos
 @pytest.mark.parametrize("exact", [True, False], ids=["exact", "default"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -92,12 +55,12 @@ def test_voc_segmentation_unwrapped_is_torchvisions(voc_root):
 
 @needs_photos
 @pytest.mark.parametrize("seed", [0, 1])
-def test_label_folder_matches_v2(tmp_path, seed):
+def test_label_folder_matches_v2(tmp_path, seed, write_label):
     for k, path in enumerate(FILES[:3]):
         (tmp_path / "img" / "city").mkdir(parents=True, exist_ok=True)
         (tmp_path / "lab" / "city").mkdir(parents=True, exist_ok=True)
         shutil.copy(path, tmp_path / "img" / "city" / f"{k}_leftImg8bit.jpg")
-        _label(path, tmp_path / "lab" / "city" / f"{k}_gtFine_labelIds.png")
+        write_label(path, tmp_path / "lab" / "city" / f"{k}_gtFine_labelIds.png")
     chain = presets.segmentation()
     folder = LabelFolder(tmp_path / "img", tmp_path / "lab", chain, exact=True,
                          label_name=lambda p: p.replace("_leftImg8bit.jpg", "_gtFine_labelIds.png"))
