@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
 import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.data import DataLoader
 from torch.utils.data._utils.collate import default_collate
 
@@ -184,14 +185,20 @@ class LoaderPasses(LoaderBase):
             )
 
     def _to_device(self, batch: Any) -> Any:
-        images, targets = batch
+        """``batch`` on the device, copied on the side stream: every tensor in
+        it, its structure kept (``[images, targets]``, or a detection batch's
+        tuples of images and target dicts, tv_tensors keeping their type)."""
         stream = self._side_stream()
+        leaves, spec = tree_flatten(batch)
         with torch.cuda.stream(stream):
-            images = images.to(self.device, non_blocking=True)
-            targets = targets.to(self.device, non_blocking=True)
-        torch.cuda.current_stream(self.device).wait_stream(stream)
-        images.record_stream(torch.cuda.current_stream(self.device))
-        return [images, targets]
+            leaves = [leaf.to(self.device, non_blocking=True) if isinstance(leaf, torch.Tensor)
+                      else leaf for leaf in leaves]
+        current = torch.cuda.current_stream(self.device)
+        current.wait_stream(stream)
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                leaf.record_stream(current)
+        return tree_unflatten(leaves, spec)
 
     def _iter_threads(self) -> Iterator[Any]:
         """Batches from a pool of ``threads``; reproducible: a dataset that
