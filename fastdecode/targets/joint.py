@@ -8,9 +8,10 @@ boxes, the image is decoded once, only the kept crop, at the DCT scale that
 suffices (default) or at full resolution (``exact=True``: v2's pixels bit for
 bit), every mask is made at the output size (:meth:`.JointPlan.gather`, or a
 deferred mask's own ``at_plan``) and boxes and keypoints are moved by v2's
-kernels; the rest of the chain (ToImage, ToDtype, SanitizeBoundingBoxes,
-ToPureTensor, or anything else) runs in torchvision. See
-docs/decisions/detection.md.
+kernels; the image's float tail (ToImage, ToDtype to float32, Normalize) is
+one table lookup (:mod:`.tail`, v2's floats bit for bit) and the rest of the
+chain (SanitizeBoundingBoxes, ToPureTensor, a ToDtype's masks, or anything
+else) runs in torchvision. See docs/decisions/detection.md.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from fastdecode.targets.color import pre_color
 from fastdecode.targets.ops import JointOp, Leaves, joint_op
 from fastdecode.targets.plan import JointPlan
 from fastdecode.targets.sanitize import early_sanitize
+from fastdecode.targets.tail import image_tail
 from fastdecode.transforms.geometry import Geometry, Stop
 from fastdecode.transforms.kinds import flatten
 from fastdecode.transforms.render import DCT_MARGIN, Renderer
@@ -108,6 +110,7 @@ class JointFusedTransform:
             i += 1
         self.first_rest = i
         self.sanitize = early_sanitize(self.steps[i:])
+        self.tail = image_tail(self.steps[i:])
         self.renderer = Renderer(exact=exact, dct_margin=dct_margin, max_pixels=max_pixels,
                                  max_work_per_byte=max_work_per_byte)
         self.last_plan: Optional[JointPlan] = None
@@ -183,6 +186,8 @@ class JointFusedTransform:
             elif hasattr(leaf, "at_plan"):
                 flat[i] = tv_tensors.Mask(torch.from_numpy(leaf.at_plan(plan)))
         target = tree_unflatten(flat, spec)
+        if self.tail is not None and self.tail.applies(rest):
+            return self._torchvision(self.tail.remaining(rest), self.tail.image(pixels), target)
         image = _as_image(pixels, rest[0] if rest else None)
         return self._torchvision(rest, image, target)
 

@@ -265,3 +265,39 @@ def test_rotated_boxes_match_v2(fmt, seed):
     assert got["boxes"].format == want["boxes"].format and torch.equal(got["boxes"], want["boxes"])
     with pytest.raises(ValueError, match="Cannot convert between rotated and unrotated"):
         fuse_joint(T.Compose([T.RandomIoUCrop()]))(path.read_bytes(), target)
+
+
+TAILS = {
+    "float": ([T.ToDtype(torch.float32, scale=True)], 1),
+    "unscaled": ([T.ToDtype(torch.float32)], 1),
+    "float-normalize": ([T.ToDtype(torch.float32, scale=True), T.Normalize([0.4, 0.5, 0.6],
+                                                                           [0.2, 0.3, 0.25])], 2),
+    "box-steps-between": ([T.ConvertBoundingBoxFormat("CXCYWH"), T.ToDtype(torch.float32, scale=True),
+                           T.ToPureTensor(), T.Normalize([0.5] * 3, [0.5] * 3)], 2),
+    "dict-masks": ([T.ToDtype({tv_tensors.Image: torch.float32, tv_tensors.Mask: torch.int64,
+                               "others": None}, scale=True)], 1),
+    "invert-ends-it": ([T.ToDtype(torch.float32, scale=True), T.RandomInvert(p=1.0),
+                         T.Normalize([0.5] * 3, [0.5] * 3)], 1),
+    "float64": ([T.ToDtype(torch.float64, scale=True)], 0),
+}
+
+
+@pytest.mark.parametrize("tail", list(TAILS))
+def test_the_image_float_tail_is_v2s(tail):
+    """ToImage then ToDtype to float32 / Normalize (box steps between them
+    allowed) as one table: v2's floats bit for bit, masks converted by the
+    ToDtype kept; a step that is neither ends the tail; another float dtype
+    is not fused."""
+    path = FILES[0] if FILES else pytest.skip("shared corpus 'photos' absent")
+    image = PIL_Image.open(path).convert("RGB")
+    steps, fused_steps = TAILS[tail]
+    chain = T.Compose([T.RandomHorizontalFlip(1.0), T.ToImage(), *steps])
+    fused = fuse_joint(chain, exact=True)
+    assert (0 if fused.tail is None else len(fused.tail.steps)) == fused_steps
+    target = instance_target(image.height, image.width, 2)
+    (want_img, want), (got_img, got) = _both(chain, fused, path.read_bytes(), image, target, 1)
+    assert type(got_img) is type(want_img) and got_img.dtype == want_img.dtype
+    assert torch.equal(got_img, want_img)
+    for key in want:
+        assert type(got[key]) is type(want[key]) and got[key].dtype == want[key].dtype, key
+        assert torch.equal(got[key], want[key]), key
