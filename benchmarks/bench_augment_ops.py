@@ -46,6 +46,7 @@ def ops(size: int) -> dict[str, tuple[list, Callable]]:
 
     rot = pil_rotate(23.0, (size, size), 0, None)[1]  # Image.rotate's matrix, as fuse computes it
     shear = (1, 0.3, 0, 0, 1, 0)
+    shear_y = (1, 0, 0, 0.3, 1, 0)
     translate = (1, 0, 0.3 * size, 0, 1, 0)
     fill = (128, 128, 128)
     posterize = bytes(i & 0xF0 for i in range(256))
@@ -60,6 +61,9 @@ def ops(size: int) -> dict[str, tuple[list, Callable]]:
         "rotate bicubic": ([(n.AUG_AFFINE, rot, 3, fill)], transform(rot, 3, fill)),
         "shear-x nearest": ([(n.AUG_AFFINE, shear, 0, fill)], transform(shear, 0, fill)),
         "shear-x bilinear": ([(n.AUG_AFFINE, shear, 2, fill)], transform(shear, 2, fill)),
+        "shear-x bicubic": ([(n.AUG_AFFINE, shear, 3, fill)], transform(shear, 3, fill)),
+        "shear-y bilinear": ([(n.AUG_AFFINE, shear_y, 2, fill)], transform(shear_y, 2, fill)),
+        "shear-y bicubic": ([(n.AUG_AFFINE, shear_y, 3, fill)], transform(shear_y, 3, fill)),
         "translate nearest": ([(n.AUG_AFFINE, translate, 0, fill)],
                               transform(translate, 0, fill)),
         "posterize (LUT)": ([(n.AUG_LUT, posterize)], lambda im: im.point(list(posterize) * 3)),

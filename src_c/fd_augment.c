@@ -414,13 +414,384 @@ KERNEL void affine_filtered(uint8_t *dst, const uint8_t *src, int32_t w, int32_t
     }
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(FD_BMP_NO_CLONES)
+/* The filtered affine paths again, for CPUs with AVX2 (checked at run time):
+ * where a pixel's whole tap window is inside the image, its three channels
+ * are the lanes (R, G, B, unused) of one vector of four doubles, so a tap
+ * is one widening shuffle of the row's bytes and each of Pillow's double
+ * expressions is one vector operation on the three channels at once, the
+ * same IEEE operations in the same order as the scalar code (no FMA: AVX2
+ * does not enable it). A zero dx or dy (a shear's or a translation's
+ * constant row or column) skips the taps it weighs by zero: lerp(a, b, 0)
+ * and cubic(v1, v2, v3, v4, 0) are exactly a and v2 (the product is a
+ * zero). Other pixels take the scalar code. */
+#define FD_AUG_AVX2 1
+#include <immintrin.h>
+
+#define AVX2_INLINE static inline __attribute__((target("avx2"), always_inline))
+#define NO_BYTE (-128) /* a pshufb index that writes 0 */
+
+/* Whether the CPU runs AVX2 (cached), unless FASTDECODE_AUGMENT_SCALAR is
+ * set (read per call: the tests compare both paths with Pillow). */
+static int use_avx2(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return cached && getenv("FASTDECODE_AUGMENT_SCALAR") == NULL;
+}
+
+static inline uint32_t load_u32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint32_t load_u16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* n (2 or 4) pixels of a row from p in the low 12 bytes: HWC as stored
+ * (R0 G0 B0 R1 ...), CHW four bytes a channel (R0 R1 R2 R3 G0 ...). */
+AVX2_INLINE __m128i row_taps(const uint8_t *p, int n, size_t ps, size_t cs)
+{
+    if (ps == 3) {
+        if (n == 4)
+            return _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)p),
+                                      _mm_cvtsi32_si128((int)load_u32(p + 8)));
+        return _mm_unpacklo_epi32(_mm_cvtsi32_si128((int)load_u32(p)),
+                                  _mm_cvtsi32_si128((int)load_u16(p + 4)));
+    }
+    if (n == 4)
+        return _mm_setr_epi32((int)load_u32(p), (int)load_u32(p + cs), (int)load_u32(p + 2 * cs),
+                              0);
+    return _mm_setr_epi32((int)load_u16(p), (int)load_u16(p + cs), (int)load_u16(p + 2 * cs), 0);
+}
+
+/* The shuffle that widens tap k of row_taps' bytes to int32 lanes R, G, B, 0. */
+AVX2_INLINE __m128i tap_mask(int k, size_t ps)
+{
+    const int r = ps == 3 ? 3 * k : k, g = ps == 3 ? r + 1 : k + 4, b = ps == 3 ? r + 2 : k + 8;
+    return _mm_setr_epi8((char)r, NO_BYTE, NO_BYTE, NO_BYTE, (char)g, NO_BYTE, NO_BYTE, NO_BYTE,
+                         (char)b, NO_BYTE, NO_BYTE, NO_BYTE, NO_BYTE, NO_BYTE, NO_BYTE, NO_BYTE);
+}
+
+AVX2_INLINE __m256d tap(__m128i row, __m128i mask)
+{
+    return _mm256_cvtepi32_pd(_mm_shuffle_epi8(row, mask));
+}
+
+/* The lanes' values (each in 0..255) into the pixel's three channels. */
+AVX2_INLINE void put_lanes(uint8_t *out, __m128i v, size_t cs)
+{
+    out[0] = (uint8_t)_mm_cvtsi128_si32(v);
+    out[cs] = (uint8_t)_mm_extract_epi32(v, 1);
+    out[2 * cs] = (uint8_t)_mm_extract_epi32(v, 2);
+}
+
+AVX2_INLINE __m256d lerp4(__m256d a, __m256d b, __m256d d)
+{
+    return _mm256_add_pd(a, _mm256_mul_pd(_mm256_sub_pd(b, a), d));
+}
+
+/* bilinear_px with the 2 x 2 taps inside, at (x + dx, y + dy). */
+AVX2_INLINE void bilinear_in(uint8_t *out, const uint8_t *p, size_t row, double dx, double dy,
+                             const __m128i m[2], size_t ps, size_t cs)
+{
+    const __m128i r0 = row_taps(p, 2, ps, cs);
+    __m256d v;
+    if (dx == 0.0) {
+        v = tap(r0, m[0]);
+        if (dy != 0.0)
+            v = lerp4(v, tap(row_taps(p + row, 2, ps, cs), m[0]), _mm256_set1_pd(dy));
+    } else {
+        const __m256d d = _mm256_set1_pd(dx);
+        v = lerp4(tap(r0, m[0]), tap(r0, m[1]), d);
+        if (dy != 0.0) {
+            const __m128i r1 = row_taps(p + row, 2, ps, cs);
+            v = lerp4(v, lerp4(tap(r1, m[0]), tap(r1, m[1]), d), _mm256_set1_pd(dy));
+        }
+    }
+    put_lanes(out, _mm256_cvttpd_epi32(v), cs);
+}
+
+/* cubic_rows for one row of three channels: the coefficients in int32 (exact
+ * from uint8, as BICUBIC computes them), then the double evaluation. */
+AVX2_INLINE __m256d hcubic(__m128i r, const __m128i m[4], __m256d d)
+{
+    const __m128i t0 = _mm_shuffle_epi8(r, m[0]), t1 = _mm_shuffle_epi8(r, m[1]);
+    const __m128i t2 = _mm_shuffle_epi8(r, m[2]), t3 = _mm_shuffle_epi8(r, m[3]);
+    const __m128i p2 = _mm_sub_epi32(t2, t0), d01 = _mm_sub_epi32(t0, t1);
+    const __m128i p3 = _mm_sub_epi32(_mm_add_epi32(_mm_add_epi32(d01, d01), t2), t3);
+    const __m128i p4 = _mm_add_epi32(_mm_sub_epi32(_mm_sub_epi32(t1, t0), t2), t3);
+    const __m256d c3 = _mm256_add_pd(_mm256_cvtepi32_pd(p3),
+                                     _mm256_mul_pd(d, _mm256_cvtepi32_pd(p4)));
+    const __m256d c2 = _mm256_add_pd(_mm256_cvtepi32_pd(p2), _mm256_mul_pd(d, c3));
+    return _mm256_add_pd(_mm256_cvtepi32_pd(t1), _mm256_mul_pd(d, c2));
+}
+
+/* cubic() on four lanes, as cubic2. */
+AVX2_INLINE __m256d cubic4(__m256d v1, __m256d v2, __m256d v3, __m256d v4, __m256d d)
+{
+    const __m256d p2 = _mm256_sub_pd(v3, v1);
+    const __m256d p3 = _mm256_sub_pd(
+        _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(2.0), _mm256_sub_pd(v1, v2)), v3), v4);
+    const __m256d p4 = _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(v2, v1), v3), v4);
+    const __m256d c3 = _mm256_add_pd(p3, _mm256_mul_pd(d, p4));
+    return _mm256_add_pd(v2, _mm256_mul_pd(d, _mm256_add_pd(p2, _mm256_mul_pd(d, c3))));
+}
+
+/* bicubic_px with the 4 x 4 taps inside (p: the top left one). */
+AVX2_INLINE void bicubic_in(uint8_t *out, const uint8_t *p, size_t row, double dx, double dy,
+                            const __m128i m[4], size_t ps, size_t cs)
+{
+    __m256d v[4];
+    const __m256d d = _mm256_set1_pd(dx);
+    const int first = dy == 0.0 ? 1 : 0, last = dy == 0.0 ? 1 : 3; /* v2 alone at dy 0 */
+    for (int k = first; k <= last; k++) {
+        const __m128i r = row_taps(p + (size_t)k * row, 4, ps, cs);
+        v[k] = dx == 0.0 ? tap(r, m[1]) : hcubic(r, m, d);
+    }
+    const __m256d c = dy == 0.0 ? v[1] : cubic4(v[0], v[1], v[2], v[3], _mm256_set1_pd(dy));
+    const __m256d clamped = _mm256_min_pd(_mm256_max_pd(c, _mm256_setzero_pd()),
+                                          _mm256_set1_pd(255.0));
+    put_lanes(out, _mm256_cvttpd_epi32(clamped), cs);
+}
+
+/* One output pixel from its sample point less 0.5 (xx, yy; inside the
+ * image), split into (ix + dx, iy + dy): the vector kernel where the taps
+ * are inside, else the scalar one. */
+AVX2_INLINE void filtered_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, int32_t ix,
+                             int32_t iy, double dx, double dy, int bicubic, const __m128i m[4],
+                             size_t ps, size_t cs)
+{
+    const int32_t x0 = ix - bicubic, y0 = iy - bicubic, reach = bicubic ? 3 : 1; /* first tap */
+    if (x0 >= 0 && x0 + reach < w && y0 >= 0 && y0 + reach < h) {
+        const size_t row = (size_t)w * ps;
+        const uint8_t *p = src + (size_t)y0 * row + (size_t)x0 * ps;
+        if (bicubic)
+            bicubic_in(out, p, row, dx, dy, m, ps, cs);
+        else
+            bilinear_in(out, p, row, dx, dy, m, ps, cs);
+    } else if (bicubic) {
+        bicubic_px(out, src, w, h, x0, y0, dx, dy, ps, cs);
+    } else {
+        bilinear_px(out, src, w, h, ix, iy, dx, dy, ps, cs);
+    }
+}
+
+/* CHW, four output pixels whose taps are all inside: the pixels are the
+ * lanes. Each row's taps come from one gather per channel (the four bytes
+ * at the first tap's offset, off: int32, since the caller keeps the image
+ * under 2^31 values; a bilinear row's last two bytes are unused and may lie
+ * past the image, within the scratch block's slack), each tap widened from
+ * its byte of the gathered int32. The four results are one 4-byte store a
+ * channel, out holding the pixels' first value in plane 0. */
+AVX2_INLINE __m256d byte_pd(__m128i g, int k)
+{
+    return _mm256_cvtepi32_pd(_mm_and_si128(_mm_srli_epi32(g, 8 * k), _mm_set1_epi32(0xFF)));
+}
+
+AVX2_INLINE __m128i gather_row(const uint8_t *base, __m128i off)
+{
+    return _mm_i32gather_epi32((const int *)(const void *)base, off, 1);
+}
+
+AVX2_INLINE void store4(uint8_t *out, __m128i v)
+{
+    const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
+    const uint32_t four = (uint32_t)_mm_cvtsi128_si32(packed);
+    memcpy(out, &four, 4);
+}
+
+AVX2_INLINE void bilinear4_chw(uint8_t *out, const uint8_t *src, int32_t w, size_t plane,
+                               __m128i off, __m256d dx, __m256d dy, int dx0, int dy0)
+{
+    const __m128i below = _mm_add_epi32(off, _mm_set1_epi32(w));
+    for (int c = 0; c < 3; c++) {
+        const uint8_t *base = src + (size_t)c * plane;
+        const __m128i g0 = gather_row(base, off);
+        __m256d v = dx0 ? byte_pd(g0, 0) : lerp4(byte_pd(g0, 0), byte_pd(g0, 1), dx);
+        if (!dy0) {
+            const __m128i g1 = gather_row(base, below);
+            const __m256d v2 = dx0 ? byte_pd(g1, 0) : lerp4(byte_pd(g1, 0), byte_pd(g1, 1), dx);
+            v = lerp4(v, v2, dy);
+        }
+        store4(out + (size_t)c * plane, _mm256_cvttpd_epi32(v));
+    }
+}
+
+/* hcubic with the pixels as lanes: the four taps from the gathered bytes. */
+AVX2_INLINE __m256d hcubic4(__m128i g, __m256d d)
+{
+    const __m128i lo = _mm_set1_epi32(0xFF);
+    const __m128i t0 = _mm_and_si128(g, lo), t1 = _mm_and_si128(_mm_srli_epi32(g, 8), lo);
+    const __m128i t2 = _mm_and_si128(_mm_srli_epi32(g, 16), lo), t3 = _mm_srli_epi32(g, 24);
+    const __m128i p2 = _mm_sub_epi32(t2, t0), d01 = _mm_sub_epi32(t0, t1);
+    const __m128i p3 = _mm_sub_epi32(_mm_add_epi32(_mm_add_epi32(d01, d01), t2), t3);
+    const __m128i p4 = _mm_add_epi32(_mm_sub_epi32(_mm_sub_epi32(t1, t0), t2), t3);
+    const __m256d c3 = _mm256_add_pd(_mm256_cvtepi32_pd(p3),
+                                     _mm256_mul_pd(d, _mm256_cvtepi32_pd(p4)));
+    const __m256d c2 = _mm256_add_pd(_mm256_cvtepi32_pd(p2), _mm256_mul_pd(d, c3));
+    return _mm256_add_pd(_mm256_cvtepi32_pd(t1), _mm256_mul_pd(d, c2));
+}
+
+AVX2_INLINE void bicubic4_chw(uint8_t *out, const uint8_t *src, int32_t w, size_t plane,
+                              __m128i off, __m256d dx, __m256d dy, int dx0, int dy0)
+{
+    const __m128i step = _mm_set1_epi32(w);
+    const int first = dy0 ? 1 : 0, last = dy0 ? 1 : 3; /* v2 alone at dy 0 */
+    for (int c = 0; c < 3; c++) {
+        const uint8_t *base = src + (size_t)c * plane;
+        __m256d v[4];
+        __m128i at = off;
+        for (int k = 0; k < first; k++)
+            at = _mm_add_epi32(at, step);
+        for (int k = first; k <= last; k++, at = _mm_add_epi32(at, step)) {
+            const __m128i g = gather_row(base, at);
+            v[k] = dx0 ? byte_pd(g, 1) : hcubic4(g, dx);
+        }
+        const __m256d r = dy0 ? v[1] : cubic4(v[0], v[1], v[2], v[3], dy);
+        const __m256d clamped = _mm256_min_pd(_mm256_max_pd(r, _mm256_setzero_pd()),
+                                              _mm256_set1_pd(255.0));
+        store4(out + (size_t)c * plane, _mm256_cvttpd_epi32(clamped));
+    }
+}
+
+/* affine_filtered with four output pixels' positions at a time: each
+ * coordinate ((a0 * xin + a1 * yin) + a2, the row's a1 * yin the same
+ * product as the pixel's), the range check (ordered compares: NaN is
+ * outside), the 0.5 shift, the floor (for the values in [-0.5, size) that
+ * pass: floor_small's) and the fraction are Pillow's operations lane by
+ * lane; then each pixel by filtered_px. The row's last w % 4 pixels: the
+ * scalar coordinates. */
+AVX2_INLINE void affine_filtered_avx2(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
+                                      const double a[6], int resample, const uint8_t fill[3],
+                                      size_t ps, size_t cs)
+{
+    const double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
+    const double fw = w, fh = h;
+    const uint8_t f[3] = {fill[0], fill[1], fill[2]};
+    const int bicubic = resample == FD_AUG_BICUBIC, reach = bicubic ? 3 : 1;
+    /* CHW: whole blocks of four with the pixels as lanes, where every tap
+     * offset fits int32 (a bilinear gather reads 2 bytes past its taps) */
+    const int lanes = ps == 1 && (size_t)w * (size_t)h < ((size_t)1 << 31) - 4;
+    __m128i m[4];
+    for (int k = 0; k < 4; k++)
+        m[k] = tap_mask(k, ps);
+    const __m256d va0 = _mm256_set1_pd(a0), va2 = _mm256_set1_pd(a2);
+    const __m256d va3 = _mm256_set1_pd(a3), va5 = _mm256_set1_pd(a5);
+    const __m256d zero = _mm256_setzero_pd(), half = _mm256_set1_pd(0.5);
+    const __m256d vw = _mm256_set1_pd(fw), vh = _mm256_set1_pd(fh);
+    uint8_t *out = dst;
+    for (int32_t y = 0; y < h; y++) {
+        const double yin = y + 0.5;
+        const __m256d by = _mm256_set1_pd(a1 * yin), ey = _mm256_set1_pd(a4 * yin);
+        int32_t x = 0;
+        for (; x + 4 <= w; x += 4) {
+            const __m256d xin = _mm256_add_pd(_mm256_cvtepi32_pd(_mm_setr_epi32(x, x + 1, x + 2,
+                                                                                 x + 3)),
+                                              half);
+            __m256d xx = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(va0, xin), by), va2);
+            __m256d yy = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(va3, xin), ey), va5);
+            const __m256d in_x = _mm256_and_pd(_mm256_cmp_pd(xx, zero, _CMP_GE_OQ),
+                                               _mm256_cmp_pd(xx, vw, _CMP_LT_OQ));
+            const __m256d in_y = _mm256_and_pd(_mm256_cmp_pd(yy, zero, _CMP_GE_OQ),
+                                               _mm256_cmp_pd(yy, vh, _CMP_LT_OQ));
+            const __m256d in = _mm256_and_pd(in_x, in_y);
+            const int inside_mask = _mm256_movemask_pd(in);
+            if (!inside_mask) {
+                for (int k = 0; k < 4; k++, out += ps)
+                    put3(out, f, cs, 1);
+                continue;
+            }
+            xx = _mm256_sub_pd(xx, half);
+            yy = _mm256_sub_pd(yy, half);
+            /* lanes outside may hold anything (NaN, huge): zeroed before the conversion */
+            const __m256d fx = _mm256_and_pd(_mm256_floor_pd(xx), in);
+            const __m256d fy = _mm256_and_pd(_mm256_floor_pd(yy), in);
+            const __m256d vdx = _mm256_sub_pd(xx, fx), vdy = _mm256_sub_pd(yy, fy);
+            const __m128i vix = _mm256_cvttpd_epi32(fx), viy = _mm256_cvttpd_epi32(fy);
+            double dxs[4], dys[4];
+            int32_t ixs[4], iys[4];
+            _mm256_storeu_pd(dxs, vdx);
+            _mm256_storeu_pd(dys, vdy);
+            _mm_storeu_si128((__m128i *)(void *)ixs, vix);
+            _mm_storeu_si128((__m128i *)(void *)iys, viy);
+            if (lanes && inside_mask == 15) {
+                int32_t xmin = ixs[0], xmax = ixs[0], ymin = iys[0], ymax = iys[0];
+                for (int k = 1; k < 4; k++) {
+                    xmin = ixs[k] < xmin ? ixs[k] : xmin;
+                    xmax = ixs[k] > xmax ? ixs[k] : xmax;
+                    ymin = iys[k] < ymin ? iys[k] : ymin;
+                    ymax = iys[k] > ymax ? iys[k] : ymax;
+                }
+                if (xmin - bicubic >= 0 && xmax - bicubic + reach < w && ymin - bicubic >= 0 &&
+                    ymax - bicubic + reach < h) {
+                    const __m128i first = _mm_sub_epi32(vix, _mm_set1_epi32(bicubic));
+                    const __m128i top = _mm_sub_epi32(viy, _mm_set1_epi32(bicubic));
+                    const __m128i off = _mm_add_epi32(_mm_mullo_epi32(top, _mm_set1_epi32(w)),
+                                                      first);
+                    const int dx0 = _mm256_movemask_pd(_mm256_cmp_pd(vdx, zero, _CMP_EQ_OQ)) == 15;
+                    const int dy0 = _mm256_movemask_pd(_mm256_cmp_pd(vdy, zero, _CMP_EQ_OQ)) == 15;
+                    if (bicubic)
+                        bicubic4_chw(out, src, w, cs, off, vdx, vdy, dx0, dy0);
+                    else
+                        bilinear4_chw(out, src, w, cs, off, vdx, vdy, dx0, dy0);
+                    out += 4;
+                    continue;
+                }
+            }
+            for (int k = 0; k < 4; k++, out += ps) {
+                if (inside_mask >> k & 1)
+                    filtered_px(out, src, w, h, ixs[k], iys[k], dxs[k], dys[k], bicubic, m, ps,
+                                cs);
+                else
+                    put3(out, f, cs, 1);
+            }
+        }
+        for (; x < w; x++, out += ps) {
+            const double xin = x + 0.5;
+            double xx = a0 * xin + a1 * yin + a2;
+            double yy = a3 * xin + a4 * yin + a5;
+            if (!(xx >= 0.0 && xx < fw && yy >= 0.0 && yy < fh)) {
+                put3(out, f, cs, 1);
+                continue;
+            }
+            xx -= 0.5;
+            yy -= 0.5;
+            const int32_t ix = floor_small(xx), iy = floor_small(yy);
+            filtered_px(out, src, w, h, ix, iy, xx - ix, yy - iy, bicubic, m, ps, cs);
+        }
+    }
+}
+
+__attribute__((target("avx2"))) static void affine_filtered_vector(const image *im,
+                                                                  const uint8_t *src,
+                                                                  const fd_aug_step *s)
+{
+    BY_LAYOUT(im, affine_filtered_avx2, im->p, src, im->w, im->h, s->matrix, s->resample,
+              s->fill);
+}
+#endif
+
 static void affine(const image *im, const uint8_t *src, const fd_aug_step *s, int32_t *xintab)
 {
     const double *a = s->matrix;
     const int32_t w = im->w, h = im->h;
-    if (s->resample != FD_AUG_NEAREST)
+    if (s->resample != FD_AUG_NEAREST) {
+#if defined(FD_AUG_AVX2)
+        if (use_avx2()) {
+            affine_filtered_vector(im, src, s);
+            return;
+        }
+#endif
         BY_LAYOUT(im, affine_filtered, im->p, src, w, h, a, s->resample, s->fill);
-    else if (a[1] == 0 && a[3] == 0)
+    } else if (a[1] == 0 && a[3] == 0)
         BY_LAYOUT(im, affine_scale, im->p, src, w, h, a, s->fill, xintab);
     else if (check_fixed(a, 0, 0) && check_fixed(a, w, h) && check_fixed(a, 0, h) &&
              check_fixed(a, w, 0))
@@ -862,13 +1233,15 @@ fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32
         return fd_fail(err, FD_ERR_ARGUMENT, "augment: no pixels given");
     /* one scratch block, owned here, sized for the most any step needs: a
      * copy of the image then the scale path's column table (int32 per
-     * output column, aligned after it); or a blur's floats */
+     * output column, aligned after it, at least 16 bytes past the copy: the
+     * slack a bilinear gather may read past the image's last tap); or a
+     * blur's floats */
     size_t total = 0, table_at = 0;
     for (size_t k = 0; k < nsteps; k++) {
         size_t need = 0, floats;
         if (needs_copy(steps[k].kind)) {
             size_t table_bytes;
-            table_at = (size + 15) & ~(size_t)15;
+            table_at = (size + 31) & ~(size_t)15;
             if (table_at < size || !fd_mul_size(width, sizeof(int32_t), &table_bytes) ||
                 table_at + table_bytes < table_at)
                 return fd_fail(err, FD_ERR_ARGUMENT, "augment: %u x %u scratch overflows",

@@ -77,6 +77,7 @@ def tv_fill(fill: Any) -> ops.Fill:
     return colour
 
 
+@functools.lru_cache(maxsize=4096)  # a policy's magnitudes are a few bins per op and size
 def tv_steps(name: str, magnitude: float, size: tuple[int, int], resample: int,
              fill: ops.Fill, v2: bool) -> Steps:
     """What ``_apply_op`` (v1) / ``_apply_image_or_video_transform`` (v2)

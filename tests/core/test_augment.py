@@ -136,6 +136,55 @@ def test_affine_is_pillows_transform(image, matrix, resample, fill, layout):
     np.testing.assert_array_equal(ours(arr, [step], layout), np.asarray(expected))
 
 
+# The filtered paths twice: the AVX2 kernel (a pixel's three channels in one
+# vector, where the CPU has AVX2) and the scalar loops it falls back to
+# (FASTDECODE_AUGMENT_SCALAR, read at every call), on matrices that reach
+# its special cases (a constant row: dy 0; a constant column: dx 0) and
+# random ones, on an image large enough that most taps are inside.
+KERNELS = ["simd", "scalar"]
+
+
+def random_affine(seed: int, w: int, h: int) -> tuple:
+    """A RandomAffine-like inverse matrix: rotation, scale, shear, translation."""
+    rng = np.random.default_rng(seed)
+    angle, shear = math.radians(rng.uniform(-40, 40)), rng.uniform(-0.4, 0.4)
+    scale = rng.uniform(0.7, 1.4)
+    a, b = math.cos(angle) / scale, math.sin(angle) / scale + shear
+    d, e = -math.sin(angle) / scale, math.cos(angle) / scale
+    return (a, b, w / 2 - a * w / 2 - b * h / 2 + rng.uniform(-5, 5),
+            d, e, h / 2 - d * w / 2 - e * h / 2 + rng.uniform(-5, 5))
+
+
+FILTERED = {
+    "shear-x-row-constant": lambda w, h: (1, 0.27, -0.1 * h, 0, 1, 0),
+    "shear-y-column-constant": lambda w, h: (1, 0, 0, -0.31, 1, 0.2 * w),
+    "translate-fraction-x": lambda w, h: (1, 0, 3.3, 0, 1, 0),
+    "translate-fraction-y": lambda w, h: (1, 0, 0, 0, 1, -7.71),
+    "translate-fraction-xy": lambda w, h: (1, 0, -2.25, 0, 1, 1.5),
+    "rotate-23.4": lambda w, h: rotate_matrix(23.4, w, h),
+    "rotate-neg-131": lambda w, h: rotate_matrix(-131, w, h),
+    **{f"random-{seed}": (lambda w, h, seed=seed: random_affine(seed, w, h))
+       for seed in range(6)},
+}
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("resample", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("matrix", list(FILTERED))
+def test_filtered_affine_both_kernels_are_pillows(matrix, resample, layout, kernels,
+                                                  monkeypatch):
+    arr = natural(57, 83, 7)
+    h, w = arr.shape[:2]
+    m = FILTERED[matrix](w, h)
+    if kernels == "scalar":
+        monkeypatch.setenv("FASTDECODE_AUGMENT_SCALAR", "1")
+    step = (_native.AUG_AFFINE, m, RESAMPLES[resample], (3, 140, 250))
+    expected = pil(arr).transform((w, h), Image.AFFINE, m, RESAMPLES[resample],
+                                  fillcolor=(3, 140, 250))
+    np.testing.assert_array_equal(ours(arr, [step], layout), np.asarray(expected))
+
+
 ANGLES = [0, 90, 180, 270, -90, 12.5, -33, 721.7]
 
 
@@ -382,6 +431,12 @@ PHOTO_OPS = {
     "rotate-bicubic": lambda w, h: [(_native.AUG_AFFINE, rotate_matrix(130, w, h), 3, None)],
     "shear-x": lambda w, h: [(_native.AUG_AFFINE, (1, 0.29, 0, 0, 1, 0), 0, None)],
     "shear-y-bilinear": lambda w, h: [(_native.AUG_AFFINE, (1, 0, 0, -0.3, 1, 0), 2, None)],
+    "shear-x-bilinear": lambda w, h: [(_native.AUG_AFFINE, (1, 0.3, -0.15 * h, 0, 1, 0), 2,
+                                       (124, 116, 104))],
+    "shear-x-bicubic": lambda w, h: [(_native.AUG_AFFINE, (1, -0.3, 0, 0, 1, 0), 3, None)],
+    "shear-y-bicubic": lambda w, h: [(_native.AUG_AFFINE, (1, 0, 0, 0.25, 1, 0), 3, None)],
+    "translate-fraction-bicubic": lambda w, h: [(_native.AUG_AFFINE, (1, 0, 2.6, 0, 1, -4.3),
+                                                 3, None)],
     "translate": lambda w, h: [(_native.AUG_AFFINE, (1, 0, 0.4 * w, 0, 1, -37), 0, None)],
     "autocontrast": lambda w, h: [(_native.AUG_AUTOCONTRAST,)],
     "equalize": lambda w, h: [(_native.AUG_EQUALIZE,)],
