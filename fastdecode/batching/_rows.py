@@ -6,7 +6,7 @@ batch decodes it, so a dataset gives the same augmentations on any cluster
 shape, and a retried task reproduces the rows it lost.
 
 torch loads only where a draw needs it: a decoder unpickled with a
-torch-free detached plan (``transforms.detached``) decodes seeded rows
+torch-free detached plan (``batching/_detached.py``) decodes seeded rows
 without it, so a Ray read task never imports torch. Decision record:
 docs/decisions/ray.md ("read_images is a Datasource", "A read task imports
 no torch").
@@ -33,7 +33,7 @@ class BatchDecoder:
     """
 
     def __init__(self, transform: Any, *, exact: bool = False) -> None:
-        from fastdecode.transforms.detached import DetachedPlan
+        from fastdecode.batching._detached import DetachedPlan
 
         self.fused: Any = transform
         if not isinstance(transform, DetachedPlan):  # (what an unpickled decoder holds)
@@ -57,7 +57,7 @@ class BatchDecoder:
         # a fully fused chain travels without its torchvision source: a fresh Ray
         # worker then imports neither torchvision nor the chain's transforms
         if self._sent is None:
-            from fastdecode.transforms.detached import detach
+            from fastdecode.batching._detached import detach
 
             self._sent = detach(self.fused) or self.fused
         return {"fused": self._sent}

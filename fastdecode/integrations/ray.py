@@ -495,7 +495,7 @@ def warm_up(cpus: Optional[int] = None) -> list[Any]:
     """Starts one task per CPU of the cluster (or ``cpus`` tasks), spread over
     the nodes, that imports what the read and ``Decode`` tasks import (Ray
     Data, the native decoder, the detached plan; torch only where the chain
-    needs it: ``fastdecode.transforms.detached``), and returns their
+    needs it: ``fastdecode.batching._detached``), and returns their
     ObjectRefs at once (``ray.get`` them to wait; each gives its worker's
     pid).
 
@@ -528,6 +528,6 @@ def warm_up(cpus: Optional[int] = None) -> list[Any]:
 
 
 def _import_decode_path() -> int:
-    import fastdecode.transforms.detached  # noqa: F401  # the native decoder, the plan
+    import fastdecode.batching._detached  # noqa: F401  # the native decoder, the plan
 
     return os.getpid()

@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
     from fastdecode.transforms.fused import FusedTransform
 
 # torchvision loads on first use: a Ray worker unpickling a fully fused plan
-# (fastdecode.transforms.detached) imports this package but never torchvision.
+# (fastdecode.batching._detached) imports this package but never torchvision.
 _LAZY = {
     "CenterCrop": "fastdecode.transforms.encoded",
     "Compose": "fastdecode.transforms.encoded",

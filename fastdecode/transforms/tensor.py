@@ -41,7 +41,7 @@ class TensorTail:
     """
 
     def __init__(self, steps: list, channels: int = 3):
-        from torchvision import tv_tensors  # here, not at import: see fastdecode.transforms.detached
+        from torchvision import tv_tensors  # here, not at import: see fastdecode.batching._detached
 
         self.steps = steps
         ramp = np.repeat(np.arange(256, dtype=np.uint8)[None, :, None], 3, axis=2)

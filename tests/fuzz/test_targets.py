@@ -130,7 +130,7 @@ def test_pipeline_oracles_flag_an_undocumented_exception(monkeypatch):
         raise ZeroDivisionError("float division by zero")
 
     monkeypatch.setattr("fastdecode.api.read_header", broken)
-    monkeypatch.setattr("fastdecode.transforms.detached.api.read_header", broken)
+    monkeypatch.setattr("fastdecode.batching._detached.api.read_header", broken)
     monkeypatch.setattr("fastdecode.api.decode_image", broken)
     for target in ("wds_handler", "detached_plan"):
         with pytest.raises(targets.Finding, match="ZeroDivisionError"):

@@ -13,8 +13,8 @@ from torchvision import transforms as T  # noqa: E402
 
 import fastdecode  # noqa: E402
 import fastdecode.transforms as fdt  # noqa: E402
+from fastdecode.batching._detached import detach  # noqa: E402
 from fastdecode.transforms import fuse  # noqa: E402
-from fastdecode.transforms.detached import detach  # noqa: E402
 from fastdecode.transforms.filters import filter_of  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""The detached batch plan (fastdecode.transforms.detached): what a pickled
+"""The detached batch plan (fastdecode.batching._detached): what a pickled
 BatchDecoder of a fully fused chain becomes in the process that unpickles it.
 The same rows as the FusedTransform it came from, without torchvision."""
 
@@ -17,9 +17,9 @@ pytest.importorskip("torchvision")
 from torchvision import transforms as T  # noqa: E402
 from torchvision.transforms import v2 as T2  # noqa: E402
 
+from fastdecode.batching._detached import DetachedPlan, detach  # noqa: E402
 from fastdecode.batching._rows import BatchDecoder  # noqa: E402
 from fastdecode.transforms import fuse  # noqa: E402
-from fastdecode.transforms.detached import DetachedPlan, detach  # noqa: E402
 
 from helpers.fusion import CHAINS, MEAN, SAMPLES, STD, TINY  # noqa: E402
 

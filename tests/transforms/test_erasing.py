@@ -20,8 +20,8 @@ from torchvision.datasets import ImageFolder  # noqa: E402
 from torchvision.transforms import v2 as T2  # noqa: E402
 
 import fastdecode as fd  # noqa: E402
+from fastdecode.batching._detached import detach  # noqa: E402
 from fastdecode.transforms import fuse  # noqa: E402
-from fastdecode.transforms.detached import detach  # noqa: E402
 
 from helpers.fusion import MEAN, STD, pil_of  # noqa: E402
 from helpers.jpeg_samples import encode  # noqa: E402

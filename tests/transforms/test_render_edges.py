@@ -1,5 +1,5 @@
 """The renderer and the detached plan at their edges
-(fastdecode/transforms/render.py, detached.py): a canvas with nothing kept
+(fastdecode/transforms/render.py, batching/_detached.py): a canvas with nothing kept
 or a padded one written into an ``out`` that held other pixels, a JPEG
 variant the native decoder refuses, the 'round' and 'whole' region modes
 (flipped, DCT-scaled, nearest) against torchvision; the detached plan's
@@ -20,8 +20,8 @@ from torchvision import transforms as T  # noqa: E402
 from torchvision.transforms import v2 as T2  # noqa: E402
 
 from fastdecode import _formats, errors  # noqa: E402
+from fastdecode.batching._detached import detach  # noqa: E402
 from fastdecode.transforms import fuse, render  # noqa: E402
-from fastdecode.transforms.detached import detach  # noqa: E402
 from fastdecode.transforms.geometry import Geometry  # noqa: E402
 
 from helpers.fusion import check_parity  # noqa: E402
