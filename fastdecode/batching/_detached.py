@@ -38,7 +38,7 @@ __all__ = ["DetachedPlan", "detach"]
 # means for a fully fused chain; any other state refuses.
 _FUSED_STATE = frozenset({"source", "_fingerprint", "exact", "renderer", "steps", "geo_ops",
                           "op_index", "tail", "tensor_stage", "trailing", "output_shape", "plan",
-                          "last_params"})
+                          "last_params", "crops"})  # crops: None here (output_shape says so)
 # The fused colour steps' fields: the ops travel with stand-in sources;
 # fill_end matters only on a stop (the full transform's path). A chain with
 # fused erasing (its boxes drawn per slot, erased by finish) is not detached.

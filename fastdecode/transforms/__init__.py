@@ -24,6 +24,9 @@ RandomErasing. Each is drawn as its library draws it, from the same
 generators in the same order, and computed with Pillow's arithmetic
 (``exact=True``: the library's result bit for bit). AugMix, timm's blur ops
 and a user's own callables run unfused, and ``explain()`` says why.
+FiveCrop and TenCrop right after those steps cut their crops from the
+decoded pixels (a tuple, as torchvision's; v2 tensor steps after them run
+on each crop in one pass, a v1 ``Lambda`` stacking them runs on the tuple).
 
 :class:`RandomResizedCrop`, :class:`Resize`, :class:`CenterCrop`,
 :class:`RandomHorizontalFlip` and :class:`Compose` are torchvision's v1

@@ -1,6 +1,6 @@
 """FusedTransform: a chain split into geometry, colour, tensor table and trailing steps, run on bytes.
 
-:func:`split_chain` cuts the flat list of steps, in order and never
+:func:`.split.split_chain` cuts the flat list of steps, in order and never
 reordered, into the parts that fuse and the trailing rest, which runs
 unfused on the type torchvision would have given it. Each image is drawn,
 rendered and completed in three private steps, which FastLoader(threads=N)
@@ -16,7 +16,6 @@ resample, a padded canvas...), one stop-and-replay routine
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -25,28 +24,12 @@ import torch
 from torchvision import tv_tensors
 
 from fastdecode._options import DEFAULTS as _D
-from fastdecode.augment import PixelOp
-from fastdecode.transforms.color import Steps, color_op
+from fastdecode.transforms.color import Steps
 from fastdecode.transforms.color import apply as apply_color
 from fastdecode.transforms.color import draw as draw_color
 from fastdecode.transforms.fingerprint import fingerprint
-from fastdecode.transforms.geometry import (
-    Geometry,
-    GeoOp,
-    RandomResizedCropOp,
-    ResizeOp,
-    draw_geometry,
-    static_output_size,
-)
-from fastdecode.transforms.kinds import (
-    flatten,
-    geo_op,
-    is_converter,
-    is_pointwise,
-    is_uint8_converter,
-    joint,
-    tensor_geo_op,
-)
+from fastdecode.transforms.geometry import Geometry, draw_geometry, static_output_size
+from fastdecode.transforms.kinds import flatten, joint
 from fastdecode.transforms.render import (
     DCT_MARGIN,
     Renderer,
@@ -55,106 +38,10 @@ from fastdecode.transforms.render import (
     read_header,
     to_pil,
 )
-from fastdecode.transforms.tensor import (
-    ErasedSlots,
-    EraseOp,
-    Erases,
-    TensorTail,
-    as_numpy,
-    draw_erases,
-    erase,
-    erase_run,
-)
+from fastdecode.transforms.split import MultiCrop, split_chain
+from fastdecode.transforms.tensor import ErasedSlots, Erases, TensorTail, as_numpy, draw_erases, erase
 
-__all__ = ["ChainSplit", "FusedTransform", "fuse", "split_chain"]
-
-
-@dataclass(frozen=True)
-class ChainSplit:
-    """Where a chain's steps run (see the module docstring).
-
-    geo_ops:  the geometric ops, PIL stage first, then tensor stage.
-    op_index: the index in ``steps`` of each op.
-    tail:     the tensor table, or None (no converter fused).
-    end:      index of the first trailing step (``steps[end:]`` run unfused).
-    color_ops: the pixel-stage ops after the PIL-stage geometry: colour
-              steps and augmentation policies (``color_index``: their
-              indices in ``steps``).
-    erasing:  the RandomErasing ops after the tensor table.
-    """
-
-    geo_ops: tuple[GeoOp, ...]
-    op_index: tuple[int, ...]
-    tail: Optional[TensorTail]
-    end: int
-    color_ops: tuple[PixelOp, ...] = ()
-    color_index: tuple[int, ...] = ()
-    erasing: tuple[EraseOp, ...] = ()
-
-    @property
-    def tensor_stage(self) -> int:
-        """How many geometric ops run after the converter (on tensors)."""
-        return sum(op.stage == "tensor" for op in self.geo_ops)
-
-
-def split_chain(steps: list, exact: bool = False) -> ChainSplit:
-    """Splits a flat list of steps, in order, never reordered; reads the
-    steps, changes nothing:
-
-    1. ``geometric``: the leading run of RandomResizedCrop / Resize /
-       CenterCrop / RandomHorizontalFlip (:mod:`.kinds`), walked per image by
-       :mod:`.geometry` and rendered by one native decode (:mod:`.render`);
-       v2 geometric steps right after ToImage / PILToTensor join at the
-       tensor stage (not after colour steps: the draws would change order);
-    2. ``color``: the ColorJitter / RandomGrayscale steps and the
-       augmentation policies (RandAugment, TrivialAugmentWide, AutoAugment;
-       :mod:`fastdecode.augment`) right after that run, drawn with the
-       geometry and applied to the rendered pixels in one native call
-       (:mod:`.color`);
-    3. ``tensor``: the converter and the per-pixel steps after it, one table,
-       and the RandomErasing steps after it, drawn with the geometry and
-       erased in place in the result (:mod:`.tensor`);
-    4. ``trailing``: everything from the first step not understood.
-
-    ``exact``: only crops and flips join after the converter (torch's uint8
-    resample is Pillow's within a level, not bit for bit)."""
-    ops: list[GeoOp] = []
-    index: list[int] = []
-    i = 0
-    while i < len(steps) and (op := geo_op(steps[i])) is not None:
-        ops.append(op)
-        index.append(i)
-        i += 1
-    colors: list[PixelOp] = []
-    while (i < len(steps) and (cop := color_op(steps[i])) is not None
-           and (cop.bit_exact or not exact)):  # a blur is within a level: default mode
-        colors.append(cop)
-        i += 1
-    color = (tuple(colors), tuple(range(i - len(colors), i)))
-    if i == len(steps) or not is_converter(steps[i]):
-        return ChainSplit(tuple(ops), tuple(index), None, i, *color)
-    converter, j = steps[i], i + 1
-    tensor_ops: list[tuple[GeoOp, int]] = []
-    while (is_uint8_converter(converter) and not colors and j < len(steps)
-           and (op := tensor_geo_op(steps[j])) is not None
-           and not (exact and isinstance(op, (RandomResizedCropOp, ResizeOp)))):
-        tensor_ops.append((op, j))
-        j += 1
-    n = 0
-    while j + n < len(steps) and is_pointwise(steps[j + n]):
-        n += 1
-    # the longest prefix that runs (a bad Normalize raises at call time, as it would)
-    while n >= 0:
-        try:
-            tail = TensorTail([converter] + steps[j:j + n])
-        except Exception:  # noqa: BLE001 - any failure: leave it to torchvision
-            n -= 1
-            continue
-        ops += [op for op, _ in tensor_ops]
-        index += [k for _, k in tensor_ops]
-        erasing, tail, end = erase_run(steps, j + n, tail)
-        return ChainSplit(tuple(ops), tuple(index), tail, end, *color, erasing)
-    return ChainSplit(tuple(ops), tuple(index), None, i, *color)  # the converter runs unfused
+__all__ = ["FusedTransform", "fuse"]
 
 
 class _Draw(NamedTuple):
@@ -247,13 +134,15 @@ class FusedTransform:
         self.erasing = list(split.erasing)  # drawn in _draw; finish erases each slot's boxes
         self._erased = ErasedSlots()
         self.trailing = steps[split.end:]
+        self.crops = split.crops  # a FiveCrop / TenCrop: a tuple of crops, no fixed shape
         fixed = static_output_size(self.geo_ops) if self.geo_ops else None
         self.output_shape = (
             (3, fixed[0], fixed[1]) if fixed is not None and self.tail is not None
-            and not self.tail.numpy and not self.trailing else None
+            and not self.tail.numpy and not self.trailing and not self.crops else None
         )
         self.plan = {
-            "geometric": [op.transform for op in self.geo_ops],  # (after the converter: on tensors)
+            "geometric": [op.transform for op in self.geo_ops]  # (after the converter: on tensors)
+            + ([self.crops.transform] if self.crops else []),
             "color": [op.transform for op in self.color_ops],
             "tensor": [s for s in steps[:split.end] if any(s is t for t in (
                 *(self.tail.steps if self.tail else ()), *(op.transform for op in self.erasing)))],
@@ -514,12 +403,27 @@ class FusedTransform:
             if self.erasing:
                 self._erased.keep(out, draw.erase)
             return value
+        if self.crops:
+            pixels = self.renderer.render(data, draw.geo, "HWC", fmt=draw.fmt)
+            return self._crops(self.crops, apply_color(pixels, "HWC", draw.color))
         if self.tail is None:
             return self._pil(data, draw.geo, draw.fmt, draw.color)
         pixels = self.renderer.render(data, draw.geo, "CHW", fmt=draw.fmt)
         result = self.tail.apply(apply_color(pixels, "CHW", draw.color))
         erase(result, draw.erase)
         return result
+
+    def _crops(self, multi: MultiCrop, pixels: np.ndarray) -> tuple:
+        """The FiveCrop / TenCrop ``multi`` of the rendered (H, W, C)
+        ``pixels``: a tuple of PIL images, or of the tensor table's results
+        (torchvision's error, raised by its step, for a crop larger than the
+        image)."""
+        crops = multi.cut(pixels)
+        if crops is None:
+            return multi.transform(to_pil(pixels))
+        if self.tail is None:
+            return tuple(to_pil(c) for c in crops)
+        return tuple(self.tail.apply(np.ascontiguousarray(c.transpose(2, 0, 1))) for c in crops)
 
     def _draws_after_render(self, draw: _Draw) -> bool:
         """Whether :meth:`_complete` runs steps (unfused, so they may draw)."""

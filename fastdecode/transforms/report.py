@@ -219,6 +219,10 @@ def _fused_where(f: FusedTransform) -> dict[int, str]:
     for cop in f.color_ops:
         index = next(i for i, s in enumerate(f.steps) if s is cop.transform)
         where[index] = cop.how
+    if f.crops is not None:
+        index = next(i for i, s in enumerate(f.steps) if s is f.crops.transform)
+        where[index] = ("fused: the crops are cut from the decoded pixels"
+                        + (" and each goes through the tensor pass" if f.tail else ""))
     for eop in f.erasing:
         index = next(i for i, s in enumerate(f.steps) if s is eop.transform)
         where[index] = ("fused: its boxes are drawn with the geometry (the same generators, in "
@@ -245,7 +249,9 @@ def _batches(f: FusedTransform, report: Optional[FusionReport]) -> str:
     if report is not None and (report.loses_batch_path or report.fused == 0):
         return (f"Batches: no batch path, because step {report.index} runs unfused; each "
                 f"sample is made on its own and the collate stacks them.")
-    if f.tail is None and not any(is_converter(s) for s in f.steps):
+    if f.crops is not None:
+        why = "the chain returns a tuple of crops"
+    elif f.tail is None and not any(is_converter(s) for s in f.steps):
         why = "the chain returns PIL images, not tensors"
     elif f.tail is not None and f.tail.numpy:
         why = "the chain returns numpy arrays"
@@ -305,6 +311,8 @@ def describe(f: FusedTransform) -> str:
         label = "colour" if all(isinstance(op, ColorOp) for op in f.color_ops) else "pixels"
         lines.append(f"  {label}: " + " -> ".join(short_name(op.transform) for op in f.color_ops)
                      + "   [native, Pillow's arithmetic]")
+    if f.crops is not None:
+        lines.append(f"  crops: {short_name(f.crops.transform)}   [cut from the decoded pixels]")
     if f.tail is not None:
         kind = ("uint8, no pass" if f.tail.identity
                 else f"one table pass -> {f.tail.dtype}")
