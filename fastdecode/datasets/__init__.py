@@ -18,6 +18,9 @@ torchvision's built-in datasets with a one-line swap (``fastdecode.datasets.
 CIFAR10`` for ``torchvision.datasets.CIFAR10``...): subclasses of
 torchvision's classes whose items and batches take the fused path
 (``datasets/_arrays.py``, ``datasets/_tv_files.py``; they need torchvision).
+Their two bases, ``ArrayDataset`` and ``FileDataset``, are the one mechanism
+a torchvision dataset not listed here is swapped with (a subclass, a method
+or two: docs/guides/torchvision-datasets.md, "Adding a dataset").
 """
 
 from typing import TYPE_CHECKING
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
         QMNIST,
         STL10,
         SVHN,
+        ArrayDataset,
         FashionMNIST,
     )
     from fastdecode.datasets._folder import FastDatasetFolder, FastImageFolder
@@ -56,9 +60,11 @@ if TYPE_CHECKING:
         CelebA,
         Country211,
         FGVCAircraft,
+        FileDataset,
         Flowers102,
         Food101,
         INaturalist,
+        LFWPairs,
         LFWPeople,
         OxfordIIITPet,
         Places365,
@@ -66,6 +72,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ArrayDataset",
+    "FileDataset",
     "CIFAR10",
     "CIFAR100",
     "Caltech101",
@@ -81,6 +89,7 @@ __all__ = [
     "GTSRB",
     "INaturalist",
     "KMNIST",
+    "LFWPairs",
     "LFWPeople",
     "MNIST",
     "OxfordIIITPet",
@@ -106,6 +115,8 @@ __getattr__, __dir__ = lazy_attributes(globals(), {
     "FastDatasetFolder": "fastdecode.datasets._folder",
     "FastImageFolder": "fastdecode.datasets._folder",
     "FastImageList": "fastdecode.datasets._image_list",
+    "ArrayDataset": "fastdecode.datasets._arrays",
+    "FileDataset": "fastdecode.datasets._tv_files",
     "CIFAR10": "fastdecode.datasets._arrays",
     "CIFAR100": "fastdecode.datasets._arrays",
     "EMNIST": "fastdecode.datasets._arrays",
@@ -125,6 +136,7 @@ __getattr__, __dir__ = lazy_attributes(globals(), {
     "Food101": "fastdecode.datasets._tv_files",
     "GTSRB": "fastdecode.datasets._tv_files",
     "INaturalist": "fastdecode.datasets._tv_files",
+    "LFWPairs": "fastdecode.datasets._tv_files",
     "LFWPeople": "fastdecode.datasets._tv_files",
     "OxfordIIITPet": "fastdecode.datasets._tv_files",
     "Places365": "fastdecode.datasets._tv_files",

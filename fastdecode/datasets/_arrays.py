@@ -1,18 +1,19 @@
 """torchvision's array datasets (CIFAR, MNIST and its kin, SVHN, STL10) with the fused path:
 the same classes (subclasses), their items fused, their batches decoded in place.
 
-One mechanism, :class:`ArrayDataset`: a subclass of torchvision's class whose
-``_pixels(i)`` gives the (H, W[, C]) uint8 pixels and ``_target(i)`` the
-target exactly as torchvision's ``__getitem__`` computes them (a new array
-dataset costs those two lines). The constructor, attributes, splits,
-targets, ``download=`` and ``isinstance`` are torchvision's; ``exact=`` is
-fuse's. Each item runs :func:`~fastdecode.transforms.fuse` of ``transform``
-on the pixels (the chain's result on torchvision's PIL image, one channel
-for gray datasets as torchvision gives); a batch (DataLoader's
-``__getitems__``, FastLoader's rings through ``decode_batch_into``) is
-rendered into one uint8 batch and finished in one pass, as the file
-datasets' batch path does (``datasets/_batch.py``). Decision record:
-docs/decisions/datasets.md ("torchvision's built-in datasets").
+One mechanism, :class:`ArrayDataset` (``fastdecode.datasets.ArrayDataset``): a
+subclass of torchvision's class whose ``_pixels(i)`` gives the (H, W[, C])
+uint8 pixels and ``_target(i)`` the target exactly as torchvision's
+``__getitem__`` computes them (a new array dataset costs those two lines). The
+constructor, attributes, splits, targets, ``download=`` and ``isinstance`` are
+torchvision's; ``exact=`` is fuse's. Each item runs
+:func:`~fastdecode.transforms.fuse` of ``transform`` on the pixels (the
+chain's result on torchvision's PIL image, one channel for gray datasets as
+torchvision gives); a batch (DataLoader's ``__getitems__``, FastLoader's rings
+through ``decode_batch_into``) is rendered into one uint8 batch and finished
+in one pass, as the file datasets' batch path does (``datasets/_batch.py``).
+Decision record: docs/decisions/datasets.md ("torchvision's built-in
+datasets").
 """
 
 # No `from __future__ import annotations`: inspect.signature shows the
@@ -55,7 +56,7 @@ def torchvision_signature(cls: type, own: type, ours_doc: str) -> None:
     stars: dict[Any, str] = {inspect.Parameter.VAR_POSITIONAL: "*",
                              inspect.Parameter.VAR_KEYWORD: "**"}
     names = ", ".join(stars.get(p.kind, "") + p.name for p in theirs + kwargs)
-    head = inspect.cleandoc(cls.__doc__ or "")
+    head = inspect.cleandoc(cls.__doc__ or f"torchvision's ``{base.__name__}`` on the fused path.")
     cls.__doc__ = (f"{head}\n\nParameters\n----------\n{names}\n    As for torchvision's "
                    f"``{base.__name__}``.\n{inspect.cleandoc(ours_doc)}\n\nRaises\n------\n"
                    f"RuntimeError, ValueError\n    What torchvision's constructor raises (a "
@@ -71,11 +72,19 @@ class _Plan(NamedTuple):
 
 
 class ArrayDataset(FusedChain):
-    """A torchvision array dataset on the fused path (the module doc).
+    """The base of a torchvision array dataset on the fused path: subclass it
+    to swap a dataset fastdecode does not list (the module doc).
 
-    Subclasses put this class first and torchvision's class second, and
-    define :meth:`_pixels` and :meth:`_target`; ``channels`` is 1 for the
-    datasets torchvision gives as L images.
+    A subclass puts this class first and torchvision's class second
+    (``class USPS(ArrayDataset, torchvision.datasets.USPS)``) and defines two
+    methods, with torchvision's ``__getitem__`` as their specification:
+    ``_pixels(index)``, the uint8 (H, W) or (H, W, C) numpy array torchvision
+    makes its PIL image of, and ``_target(index)``, the target it returns
+    before ``target_transform``. Everything else (constructor, attributes,
+    ``download=``, length) stays torchvision's; the constructor's signature
+    and docstring become torchvision's plus ``exact``. Items run the chain
+    fused on the pixels, batches are rendered in place
+    (:meth:`decode_batch_into`, DataLoader's ``__getitems__``, FastLoader).
 
     Parameters
     ----------
@@ -84,6 +93,12 @@ class ArrayDataset(FusedChain):
         transform, target_transform, download...).
     exact : bool, default False
         Bit-identical to torchvision (see :func:`~fastdecode.transforms.fuse`).
+
+    Attributes
+    ----------
+    channels : int
+        3, or 1 for a dataset torchvision gives as L images (MNIST): a
+        subclass sets it, the gray plan keeps one channel.
 
     Raises
     ------
@@ -98,10 +113,11 @@ class ArrayDataset(FusedChain):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        torchvision_signature(cls, ArrayDataset, """
-            exact : bool, default False
-                Bit-identical to torchvision (see :func:`~fastdecode.transforms.fuse`).
-            """)
+        if any(c.__module__.startswith("torchvision.") for c in cls.__mro__):
+            torchvision_signature(cls, ArrayDataset, """
+                exact : bool, default False
+                    Bit-identical to torchvision (see :func:`~fastdecode.transforms.fuse`).
+                """)
 
     def __init__(self, *args: Any, exact: bool = False, **kwargs: Any) -> None:
         self._live = LiveFused(bool(exact), check_limits(None, None))

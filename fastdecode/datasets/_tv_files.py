@@ -1,24 +1,25 @@
 """torchvision's file datasets (Food101, Flowers102, OxfordIIITPet, ...) on the fused path:
 the same classes (subclasses), their files decoded fused, their batches in place.
 
-One mechanism, :class:`FileDataset`: a subclass of torchvision's class whose
-``_pairs()`` lists the (path, target) of each item from the attributes
-torchvision's constructor set (the target exactly as its ``__getitem__``
-computes it; a new file dataset costs that one method). Those pairs become
-``samples`` and everything after is FastImageFolder's: an item reads the
-file, decodes it with the chain fused (``PIL.Image.open(f).convert('RGB')``'s
-pixels, the chain's result for the same seed), a batch goes through the
-in-place batch path (``datasets/_batch.py``) under DataLoader and FastLoader,
-with ``exact=``, ``on_error=``, the limits, ``readahead=`` and ``cache=`` as
-FastImageFolder's. Where a configuration's items are not one RGB file and a
-plain target (OxfordIIITPet's segmentation masks), ``_pairs()`` is None and
-the items are torchvision's own (said once, in a warning). The datasets that
-open files with ``PIL.Image.open`` and no ``convert('RGB')`` (Caltech101/256,
-CelebA, INaturalist with ``loader=None``: :class:`_AsOpened`) keep the file's
-mode: a YCbCr/RGB JPEG takes the fused path, a gray JPEG its one channel
-(fused as gray pixels), any other file torchvision's way; only a DataLoader
-batch of RGB JPEGs takes the batch path. LFWPairs (two images per item) is not swapped: see
-docs/guides/torchvision-datasets.md. Decision record:
+One mechanism, :class:`FileDataset` (``fastdecode.datasets.FileDataset``): a
+subclass of torchvision's class whose ``_pairs()`` lists the (path, target) of
+each item from the attributes torchvision's constructor set (the target
+exactly as its ``__getitem__`` computes it; a new file dataset costs that one
+method). Those pairs become ``samples`` and everything after is
+FastImageFolder's: an item reads the file, decodes it with the chain fused
+(``PIL.Image.open(f).convert('RGB')``'s pixels, the chain's result for the
+same seed), a batch goes through the in-place batch path
+(``datasets/_batch.py``) under DataLoader and FastLoader, with ``exact=``,
+``on_error=``, the limits, ``readahead=`` and ``cache=`` as FastImageFolder's.
+Where a configuration's items are not one RGB file and a plain target
+(OxfordIIITPet's segmentation masks), ``_pairs()`` is None and the items are
+torchvision's own (said once, in a warning). The datasets that open files with
+``PIL.Image.open`` and no ``convert('RGB')`` (Caltech101/256, CelebA,
+INaturalist with ``loader=None``: :class:`_AsOpened`) keep the file's mode: a
+YCbCr/RGB JPEG takes the fused path, a gray JPEG its one channel (fused as
+gray pixels), any other file torchvision's way; only a DataLoader batch of RGB
+JPEGs takes the batch path. LFWPairs (two images per item) keeps torchvision's
+items, said once (docs/guides/torchvision-datasets.md). Decision record:
 docs/decisions/datasets.md ("torchvision's built-in datasets").
 """
 
@@ -51,8 +52,8 @@ from fastdecode.datasets._planned import (
 from fastdecode.datasets._sample import ON_ERROR
 
 __all__ = ["DTD", "GTSRB", "SUN397", "Caltech101", "Caltech256", "CelebA", "Country211",
-           "FGVCAircraft", "FileDataset", "Flowers102", "Food101", "INaturalist", "LFWPeople",
-           "OxfordIIITPet", "Places365", "StanfordCars"]
+           "FGVCAircraft", "FileDataset", "Flowers102", "Food101", "INaturalist", "LFWPairs",
+           "LFWPeople", "OxfordIIITPet", "Places365", "StanfordCars"]
 
 
 _OURS = """
@@ -68,11 +69,20 @@ _OURS = """
 
 
 class FileDataset(_FastDataset):
-    """A torchvision file dataset on the fused path (the module doc).
+    """The base of a torchvision file dataset on the fused path: subclass it
+    to swap a dataset fastdecode does not list (the module doc).
 
-    Subclasses put this class first and torchvision's class second, and
-    define :meth:`_pairs`. The keywords below are fastdecode's (as
-    FastImageFolder's); every other argument is torchvision's.
+    A subclass puts this class first and torchvision's class second
+    (``class Imagenette(FileDataset, torchvision.datasets.Imagenette)``) and
+    defines one method, ``_pairs()``: the (path, target) of each item, in
+    order, from the attributes torchvision's constructor set, the target as
+    its ``__getitem__`` returns it before ``target_transform`` (or None when
+    the items are not one RGB image file each: then they stay torchvision's,
+    said in one warning). It is called once, at the end of the constructor;
+    the pairs become ``samples``, read and decoded as FastImageFolder's
+    (``PIL.Image.open(f).convert('RGB')``'s pixels, the chain fused). The
+    constructor's signature and docstring become torchvision's plus the
+    keywords below; every other argument is torchvision's.
 
     Parameters
     ----------
@@ -117,11 +127,23 @@ class FileDataset(_FastDataset):
             warnings.warn(f"fastdecode: {type(self).__name__} as configured ({self.extra_repr()}) "
                           "has items that are not one image file and a plain target: they load as "
                           "torchvision loads them, unfused", RuntimeWarning, stacklevel=2)
-        self._setup_reads(readahead, cache)
+        self._setup_reads(readahead, None if pairs is None else cache)
 
     def _pairs(self) -> Optional[list]:  # pragma: no cover - every subclass has it
         """(path, target) per item, or None when the items are not."""
         raise NotImplementedError
+
+    # torchvision's own items (no samples): no batch path, no split, nothing to read ahead
+
+    def _batch_fused(self) -> Any:
+        return None if self.samples is None else super()._batch_fused()
+
+    def _plan_batch(self, indices: list[int], seed: int, keys: Optional[list[int]] = None) -> Any:
+        return None if self.samples is None else super()._plan_batch(indices, seed, keys)
+
+    def _read_ahead(self, indices: Any) -> None:
+        if self.samples is not None:
+            super()._read_ahead(indices)
 
     def _torchvision(self) -> Any:
         """torchvision's class this one derives from."""
@@ -223,6 +245,15 @@ class OxfordIIITPet(FileDataset, tv.OxfordIIITPet):
             pairs.append((image, None if not target else
                           target[0] if len(target) == 1 else tuple(target)))
         return pairs
+
+
+class LFWPairs(FileDataset, tv.LFWPairs):
+    """torchvision's ``LFWPairs``, not swapped: an item is two images and a
+    target, not one file (:class:`FileDataset`'s unit), so its items are
+    torchvision's own, unfused (said in one warning at construction)."""
+
+    def _pairs(self) -> Optional[list]:
+        return None
 
 
 def _rgb_jpeg(info: Any) -> bool:

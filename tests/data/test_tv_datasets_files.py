@@ -345,3 +345,41 @@ def test_a_bad_file_is_an_oserror_naming_it(roots, tmp_path):
     index = [str(p) for p in ours._image_files].index(bad)
     with pytest.raises(OSError, match=re.escape("churros1.jpg")):
         ours[index]
+
+
+def _lfw_pairs(root):
+    """LFW's pairs view: ``pairsDevTrain.txt`` (its count, matched then unmatched pairs) over
+    the people tree."""
+    _lfw_people(root)
+    with open(os.path.join(root, "lfw-py", "pairsDevTrain.txt"), "w") as f:
+        f.write("2\nAnn_Smith\t1\t2\nCy_Young\t1\t3\nAnn_Smith\t1\tBo_Li\t1\nBo_Li\t1\tCy_Young\t2\n")
+
+
+def test_lfw_pairs_loads_as_torchvision_with_one_warning(tmp_path):
+    """LFWPairs (two images and a target per item): the swap keeps torchvision's items, said
+    once at construction; DataLoader and FastLoader take its items one by one."""
+    from fastdecode.loader import FastLoader
+
+    root = str(tmp_path)
+    _lfw_pairs(root)
+    chain = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ToTensor()])
+    with _patched("LFWPeople"):
+        with pytest.warns(RuntimeWarning, match="load as torchvision loads them"):
+            ours = fdd.LFWPairs(root, split="train", transform=chain)
+        theirs = tvd.LFWPairs(root, split="train", transform=chain)
+    assert isinstance(ours, tvd.LFWPairs) and len(ours) == len(theirs) == 4
+    assert ours.fixed_sample_shape() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # said once, at construction
+        for i in range(len(theirs)):
+            torch.manual_seed(i)
+            a1, a2, ta = ours[i]
+            torch.manual_seed(i)
+            b1, b2, tb = theirs[i]
+            assert torch.equal(a1, b1) and torch.equal(a2, b2) and ta == tb
+        torch.manual_seed(3)
+        got = list(DataLoader(ours, batch_size=2))
+        torch.manual_seed(3)
+        want = list(DataLoader(theirs, batch_size=2))
+        assert all(torch.equal(x, y) for g, w in zip(got, want) for x, y in zip(g, w))
+        assert sum(len(b[2]) for b in FastLoader(ours, batch_size=2, num_workers=0)) == 4
