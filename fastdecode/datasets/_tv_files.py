@@ -227,6 +227,7 @@ class LFWPeople(FileDataset, tv.LFWPeople):
     """torchvision's ``LFWPeople`` on the fused path (:class:`FileDataset`)."""
 
     def _pairs(self) -> Optional[list]:
+        self.loader = self._loader  # (LFW's name for it): a custom loader is called as it is
         return list(zip(self.data, self.targets))
 
 
@@ -253,6 +254,7 @@ class LFWPairs(FileDataset, tv.LFWPairs):
     torchvision's own, unfused (said in one warning at construction)."""
 
     def _pairs(self) -> Optional[list]:
+        self.loader = self._loader  # as LFWPeople's (torchvision's items call ``_loader``)
         return None
 
 

@@ -347,6 +347,23 @@ def test_a_bad_file_is_an_oserror_naming_it(roots, tmp_path):
         ours[index]
 
 
+def test_lfw_people_calls_a_custom_loader_as_torchvision_does(roots):
+    """LFW keeps its ``loader`` as ``_loader``: a custom one is still called (nothing fused)."""
+    def gray(path):
+        with open(path, "rb") as f:
+            return Image.open(f).convert("L")
+
+    with _patched("LFWPeople"):
+        ours = fdd.LFWPeople(roots("LFWPeople"), split="train", transform=T.PILToTensor(),
+                             loader=gray)
+        theirs = tvd.LFWPeople(roots("LFWPeople"), split="train", transform=T.PILToTensor(),
+                               loader=gray)
+    assert ours.fixed_sample_shape() is None
+    for i in range(len(theirs)):
+        (a, ta), (b, tb) = ours[i], theirs[i]
+        assert a.shape[0] == 1 and torch.equal(a, b) and ta == tb
+
+
 def _lfw_pairs(root):
     """LFW's pairs view: ``pairsDevTrain.txt`` (its count, matched then unmatched pairs) over
     the people tree."""
