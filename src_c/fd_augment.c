@@ -585,20 +585,23 @@ AVX2_INLINE void filtered_px(uint8_t *out, const uint8_t *src, int32_t w, int32_
 }
 
 /* CHW, four output pixels whose taps are all inside: the pixels are the
- * lanes. Each row's taps come from one gather per channel (the four bytes
- * at the first tap's offset, off: int32, since the caller keeps the image
+ * lanes. Each row's taps come from one 4-byte load a pixel and channel (at
+ * the first tap's offset, off: int32, since the caller keeps the image
  * under 2^31 values; a bilinear row's last two bytes are unused and may lie
  * past the image, within the scratch block's slack), each tap widened from
- * its byte of the gathered int32. The four results are one 4-byte store a
+ * its byte of the loaded int32. The four results are one 4-byte store a
  * channel, out holding the pixels' first value in plane 0. */
 AVX2_INLINE __m256d byte_pd(__m128i g, int k)
 {
     return _mm256_cvtepi32_pd(_mm_and_si128(_mm_srli_epi32(g, 8 * k), _mm_set1_epi32(0xFF)));
 }
 
-AVX2_INLINE __m128i gather_row(const uint8_t *base, __m128i off)
+/* The 4 bytes at each lane's tap pointer plus `at` (four loads: on the
+ * AMD EPYC here 15-25 % faster than a vpgatherdd of the offsets). */
+AVX2_INLINE __m128i gather_row(const uint8_t *const p[4], size_t at)
 {
-    return _mm_i32gather_epi32((const int *)(const void *)base, off, 1);
+    return _mm_setr_epi32((int)load_u32(p[0] + at), (int)load_u32(p[1] + at),
+                          (int)load_u32(p[2] + at), (int)load_u32(p[3] + at));
 }
 
 AVX2_INLINE void store4(uint8_t *out, __m128i v)
@@ -608,24 +611,23 @@ AVX2_INLINE void store4(uint8_t *out, __m128i v)
     memcpy(out, &four, 4);
 }
 
-AVX2_INLINE void bilinear4_chw(uint8_t *out, const uint8_t *src, int32_t w, size_t plane,
-                               __m128i off, __m256d dx, __m256d dy, int dx0, int dy0)
+AVX2_INLINE void bilinear4_chw(uint8_t *out, const uint8_t *const p[4], size_t row,
+                               size_t plane, __m256d dx, __m256d dy, int dx0, int dy0)
 {
-    const __m128i below = _mm_add_epi32(off, _mm_set1_epi32(w));
     for (int c = 0; c < 3; c++) {
-        const uint8_t *base = src + (size_t)c * plane;
-        const __m128i g0 = gather_row(base, off);
+        const size_t at = (size_t)c * plane;
+        const __m128i g0 = gather_row(p, at);
         __m256d v = dx0 ? byte_pd(g0, 0) : lerp4(byte_pd(g0, 0), byte_pd(g0, 1), dx);
         if (!dy0) {
-            const __m128i g1 = gather_row(base, below);
+            const __m128i g1 = gather_row(p, at + row);
             const __m256d v2 = dx0 ? byte_pd(g1, 0) : lerp4(byte_pd(g1, 0), byte_pd(g1, 1), dx);
             v = lerp4(v, v2, dy);
         }
-        store4(out + (size_t)c * plane, _mm256_cvttpd_epi32(v));
+        store4(out + at, _mm256_cvttpd_epi32(v));
     }
 }
 
-/* hcubic with the pixels as lanes: the four taps from the gathered bytes. */
+/* hcubic with the pixels as lanes: the four taps from the loaded bytes. */
 AVX2_INLINE __m256d hcubic4(__m128i g, __m256d d)
 {
     const __m128i lo = _mm_set1_epi32(0xFF);
@@ -640,25 +642,22 @@ AVX2_INLINE __m256d hcubic4(__m128i g, __m256d d)
     return _mm256_add_pd(_mm256_cvtepi32_pd(t1), _mm256_mul_pd(d, c2));
 }
 
-AVX2_INLINE void bicubic4_chw(uint8_t *out, const uint8_t *src, int32_t w, size_t plane,
-                              __m128i off, __m256d dx, __m256d dy, int dx0, int dy0)
+AVX2_INLINE void bicubic4_chw(uint8_t *out, const uint8_t *const p[4], size_t row,
+                              size_t plane, __m256d dx, __m256d dy, int dx0, int dy0)
 {
-    const __m128i step = _mm_set1_epi32(w);
     const int first = dy0 ? 1 : 0, last = dy0 ? 1 : 3; /* v2 alone at dy 0 */
     for (int c = 0; c < 3; c++) {
-        const uint8_t *base = src + (size_t)c * plane;
-        __m256d v[4];
-        __m128i at = off;
-        for (int k = 0; k < first; k++)
-            at = _mm_add_epi32(at, step);
-        for (int k = first; k <= last; k++, at = _mm_add_epi32(at, step)) {
-            const __m128i g = gather_row(base, at);
+        const size_t at = (size_t)c * plane;
+        __m256d v[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                        _mm256_setzero_pd()};
+        for (int k = first; k <= last; k++) {
+            const __m128i g = gather_row(p, at + (size_t)k * row);
             v[k] = dx0 ? byte_pd(g, 1) : hcubic4(g, dx);
         }
         const __m256d r = dy0 ? v[1] : cubic4(v[0], v[1], v[2], v[3], dy);
         const __m256d clamped = _mm256_min_pd(_mm256_max_pd(r, _mm256_setzero_pd()),
                                               _mm256_set1_pd(255.0));
-        store4(out + (size_t)c * plane, _mm256_cvttpd_epi32(clamped));
+        store4(out + at, _mm256_cvttpd_epi32(clamped));
     }
 }
 
@@ -678,7 +677,7 @@ AVX2_INLINE void affine_filtered_avx2(uint8_t *dst, const uint8_t *src, int32_t 
     const uint8_t f[3] = {fill[0], fill[1], fill[2]};
     const int bicubic = resample == FD_AUG_BICUBIC, reach = bicubic ? 3 : 1;
     /* CHW: whole blocks of four with the pixels as lanes, where every tap
-     * offset fits int32 (a bilinear gather reads 2 bytes past its taps) */
+     * offset fits int32 (a bilinear row's load reads 2 bytes past its taps) */
     const int lanes = ps == 1 && (size_t)w * (size_t)h < ((size_t)1 << 31) - 4;
     __m128i m[4];
     for (int k = 0; k < 4; k++)
@@ -716,36 +715,38 @@ AVX2_INLINE void affine_filtered_avx2(uint8_t *dst, const uint8_t *src, int32_t 
             const __m256d fy = _mm256_and_pd(_mm256_floor_pd(yy), in);
             const __m256d vdx = _mm256_sub_pd(xx, fx), vdy = _mm256_sub_pd(yy, fy);
             const __m128i vix = _mm256_cvttpd_epi32(fx), viy = _mm256_cvttpd_epi32(fy);
+            if (lanes && inside_mask == 15) {
+                /* every first tap x0, y0 with x0 >= 0, x0 + reach < w (and so for y) */
+                const __m128i x0 = _mm_sub_epi32(vix, _mm_set1_epi32(bicubic));
+                const __m128i y0 = _mm_sub_epi32(viy, _mm_set1_epi32(bicubic));
+                const __m128i none = _mm_set1_epi32(-1);
+                const __m128i ok = _mm_and_si128(
+                    _mm_and_si128(_mm_cmpgt_epi32(x0, none),
+                                  _mm_cmplt_epi32(x0, _mm_set1_epi32(w - reach))),
+                    _mm_and_si128(_mm_cmpgt_epi32(y0, none),
+                                  _mm_cmplt_epi32(y0, _mm_set1_epi32(h - reach))));
+                if (_mm_movemask_ps(_mm_castsi128_ps(ok)) == 15) {
+                    int32_t off[4];
+                    _mm_storeu_si128((__m128i *)(void *)off,
+                                     _mm_add_epi32(_mm_mullo_epi32(y0, _mm_set1_epi32(w)), x0));
+                    const uint8_t *const p[4] = {src + off[0], src + off[1], src + off[2],
+                                                 src + off[3]};
+                    const int dx0 = _mm256_movemask_pd(_mm256_cmp_pd(vdx, zero, _CMP_EQ_OQ)) == 15;
+                    const int dy0 = _mm256_movemask_pd(_mm256_cmp_pd(vdy, zero, _CMP_EQ_OQ)) == 15;
+                    if (bicubic)
+                        bicubic4_chw(out, p, (size_t)w, cs, vdx, vdy, dx0, dy0);
+                    else
+                        bilinear4_chw(out, p, (size_t)w, cs, vdx, vdy, dx0, dy0);
+                    out += 4;
+                    continue;
+                }
+            }
             double dxs[4], dys[4];
             int32_t ixs[4], iys[4];
             _mm256_storeu_pd(dxs, vdx);
             _mm256_storeu_pd(dys, vdy);
             _mm_storeu_si128((__m128i *)(void *)ixs, vix);
             _mm_storeu_si128((__m128i *)(void *)iys, viy);
-            if (lanes && inside_mask == 15) {
-                int32_t xmin = ixs[0], xmax = ixs[0], ymin = iys[0], ymax = iys[0];
-                for (int k = 1; k < 4; k++) {
-                    xmin = ixs[k] < xmin ? ixs[k] : xmin;
-                    xmax = ixs[k] > xmax ? ixs[k] : xmax;
-                    ymin = iys[k] < ymin ? iys[k] : ymin;
-                    ymax = iys[k] > ymax ? iys[k] : ymax;
-                }
-                if (xmin - bicubic >= 0 && xmax - bicubic + reach < w && ymin - bicubic >= 0 &&
-                    ymax - bicubic + reach < h) {
-                    const __m128i first = _mm_sub_epi32(vix, _mm_set1_epi32(bicubic));
-                    const __m128i top = _mm_sub_epi32(viy, _mm_set1_epi32(bicubic));
-                    const __m128i off = _mm_add_epi32(_mm_mullo_epi32(top, _mm_set1_epi32(w)),
-                                                      first);
-                    const int dx0 = _mm256_movemask_pd(_mm256_cmp_pd(vdx, zero, _CMP_EQ_OQ)) == 15;
-                    const int dy0 = _mm256_movemask_pd(_mm256_cmp_pd(vdy, zero, _CMP_EQ_OQ)) == 15;
-                    if (bicubic)
-                        bicubic4_chw(out, src, w, cs, off, vdx, vdy, dx0, dy0);
-                    else
-                        bilinear4_chw(out, src, w, cs, off, vdx, vdy, dx0, dy0);
-                    out += 4;
-                    continue;
-                }
-            }
             for (int k = 0; k < 4; k++, out += ps) {
                 if (inside_mask >> k & 1)
                     filtered_px(out, src, w, h, ixs[k], iys[k], dxs[k], dys[k], bicubic, m, ps,
@@ -1234,7 +1235,7 @@ fd_status fd_augment_apply(uint8_t *pixels, size_t size, uint32_t height, uint32
     /* one scratch block, owned here, sized for the most any step needs: a
      * copy of the image then the scale path's column table (int32 per
      * output column, aligned after it, at least 16 bytes past the copy: the
-     * slack a bilinear gather may read past the image's last tap); or a
+     * slack a bilinear load may read past the image's last tap); or a
      * blur's floats */
     size_t total = 0, table_at = 0;
     for (size_t k = 0; k < nsteps; k++) {
