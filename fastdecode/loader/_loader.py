@@ -38,6 +38,7 @@ from fastdecode.loader._setup import (
     warn_if_shm_short,
     with_pinning,
 )
+from fastdecode.loader._slotted import SlotCollate
 
 __all__ = ["FastLoader"]
 
@@ -104,7 +105,10 @@ class FastLoader(LoaderPasses):
     collate_fn : callable, optional
         None (the default): :func:`collate`, zero-copy for the datasets'
         batch tensors. A collate_fn of one's own also turns off the CPU
-        batch ring (a MixUp/CutMix collate: pass ``batch_transform``).
+        batch ring (a MixUp/CutMix collate: pass ``batch_transform``); with
+        workers, its batch's plain tensors of 64 KiB or more (a detection
+        batch's images and masks) cross in a reused shared slot of the
+        worker's, not in fresh shared memory, and arrive as plain tensors.
     pin_memory : bool, default True
         As DataLoader's, but only where CUDA is available (else False).
     drop_last : bool, default False
@@ -221,6 +225,8 @@ class FastLoader(LoaderPasses):
                             f"{type(batch_transform).__name__}")
         if isinstance(collate_fn, TransformedCollate) and collate_fn.transform is batch_transform:
             collate_fn = collate_fn.collate  # a loader re-created from this one's attributes
+        if isinstance(collate_fn, SlotCollate):
+            collate_fn = collate_fn.collate_fn  # (the same)
         self.threads = threads
         self.batch_transform = batch_transform
         # an attribute, as threads and device are: Lightning re-creates a loader it did not
@@ -236,7 +242,8 @@ class FastLoader(LoaderPasses):
         super().__init__(
             dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=workers,
-            collate_fn=collate if collate_fn is None else collate_fn,
+            collate_fn=collate if collate_fn is None else (
+                SlotCollate(collate_fn) if workers and batch_transform is None else collate_fn),
             pin_memory=pin_memory and torch.cuda.is_available(), drop_last=drop_last,
             timeout=timeout, worker_init_fn=init, multiprocessing_context=multiprocessing_context,
             generator=generator, prefetch_factor=ahead if workers else None,

@@ -173,3 +173,27 @@ def test_fastloader_device_moves_every_tensor_of_a_list_batch(annotations, voc_r
         _same_detection_batches([(tuple(i.cpu() for i in gi),
                                   tuple({k: v.cpu() if isinstance(v, torch.Tensor) else v
                                          for k, v in t.items()} for t in gt))], [(wi, wt)])
+
+
+def test_fastloader_list_batches_cross_in_a_reused_slot(annotations, voc_root):
+    """With workers and a collate of one's own, a batch's large plain tensors
+    (images, masks) arrive borrowing a worker's pool slot (released when
+    dropped), small ones (labels) as DataLoader sends them; the samples are
+    DataLoader's."""
+    import gc
+
+    from fastdecode.batching._shared_pool import borrowed
+
+    ours, theirs = _coco(annotations, voc_root, "coco", presets.detection("lsj"))
+    kwargs = dict(batch_size=2, num_workers=2, collate_fn=collate)
+    loader = FastLoader(ours, generator=torch.Generator().manual_seed(4), **kwargs)
+    reference = DataLoader(theirs, generator=torch.Generator().manual_seed(4), **kwargs)
+    before = borrowed()
+    wanted = iter(reference)
+    for images, targets in loader:
+        assert all(type(image) is torch.Tensor for image in images)
+        assert borrowed() - before == 2 * len(images)  # each image and its masks
+        _same_detection_batches([(images, targets)], [next(wanted)])
+        del images, targets
+        gc.collect()
+        assert borrowed() == before
