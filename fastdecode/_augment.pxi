@@ -2,9 +2,8 @@
 # image, in place; included by _native.pyx. fastdecode.augment draws the
 # steps; src_c/fd_augment.c computes them (docs/decisions/augment.md).
 
+from libc.math cimport isfinite
 from libc.string cimport memset
-
-import math
 
 AUG_COLOR = FD_AUG_COLOR
 AUG_AFFINE = FD_AUG_AFFINE
@@ -24,24 +23,37 @@ _AUG_ARITY = {FD_AUG_COLOR: 3, FD_AUG_AFFINE: 4, FD_AUG_LUT: 2, FD_AUG_AUTOCONTR
 _AUG_RESAMPLE = (FD_AUG_NEAREST, FD_AUG_BILINEAR, FD_AUG_BICUBIC)
 
 
-cdef object _aug_int(object value, str what):
+# The checks name the value as "augment step {k}: {what}[ {i}]", the message
+# built only when one fails (a fused image passes a few steps per call).
+cdef str _aug_name(Py_ssize_t k, str what, Py_ssize_t i):
+    return f"augment step {k}: {what}" if i < 0 else f"augment step {k}: {what} {i}"
+
+
+cdef object _aug_int(object value, Py_ssize_t k, str what, Py_ssize_t i=-1):
+    if type(value) is int:
+        return value
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{what} must be an int, got {value!r}") from None
+        raise TypeError(f"{_aug_name(k, what, i)} must be an int, got {value!r}") from None
 
 
-cdef double _aug_real(object value, str what) except? -1.0:
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{what} must be a real number, got {value!r}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{what} must be a real number, got {value!r}") from None
-    except OverflowError:  # an int past the doubles
-        raise ValueError(f"{what} must be finite, got {value!r}") from None
-    if not math.isfinite(x):
-        raise ValueError(f"{what} must be finite, got {value!r}")
+cdef double _aug_real(object value, Py_ssize_t k, str what, Py_ssize_t i=-1) except? -1.0:
+    cdef double x
+    if type(value) is float:
+        x = value
+    else:
+        if isinstance(value, (str, bytes)):
+            raise TypeError(f"{_aug_name(k, what, i)} must be a real number, got {value!r}")
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"{_aug_name(k, what, i)} must be a real number, "
+                            f"got {value!r}") from None
+        except OverflowError:  # an int past the doubles
+            raise ValueError(f"{_aug_name(k, what, i)} must be finite, got {value!r}") from None
+    if not isfinite(x):
+        raise ValueError(f"{_aug_name(k, what, i)} must be finite, got {value!r}")
     return x
 
 
@@ -49,7 +61,7 @@ cdef int _aug_step(fd_aug_step *s, object step, Py_ssize_t k, list keep) except 
     """Fills *s from the tuple `step` (number k), or raises naming what is wrong."""
     if not isinstance(step, tuple) or len(step) == 0:
         raise TypeError(f"augment step {k} must be a tuple (kind, ...), got {step!r}")
-    kind = _aug_int(step[0], f"augment step {k}: the kind")
+    kind = _aug_int(step[0], k, "the kind")
     if kind not in _AUG_ARITY:
         raise ValueError(f"augment step {k}: unknown kind {step[0]!r}")
     name = _AUG_NAMES[kind]
@@ -59,10 +71,10 @@ cdef int _aug_step(fd_aug_step *s, object step, Py_ssize_t k, list keep) except 
     memset(s, 0, sizeof(fd_aug_step))
     s.kind = <fd_aug_kind>kind
     if kind == FD_AUG_COLOR:
-        op = _aug_int(step[1], f"augment step {k}: the colour op")
+        op = _aug_int(step[1], k, "the colour op")
         if not 0 <= op <= FD_COLOR_HUE:
             raise ValueError(f"augment step {k}: unknown colour op {step[1]!r}")
-        factor = _aug_real(step[2], f"augment step {k}: the colour factor")
+        factor = _aug_real(step[2], k, "the colour factor")
         if op == FD_COLOR_HUE and not (0 <= factor <= 255 and factor == int(factor)):
             raise ValueError(f"augment step {k}: the hue shift must be an integer in 0..255, "
                              f"got {step[2]!r}")
@@ -78,8 +90,8 @@ cdef int _aug_step(fd_aug_step *s, object step, Py_ssize_t k, list keep) except 
             raise ValueError(f"augment step {k}: the matrix must be 6 numbers, "
                              f"got {len(matrix)}")
         for i in range(6):
-            s.matrix[i] = _aug_real(matrix[i], f"augment step {k}: matrix entry {i}")
-        resample = _aug_int(step[2], f"augment step {k}: resample")
+            s.matrix[i] = _aug_real(matrix[i], k, "matrix entry", i)
+        resample = _aug_int(step[2], k, "resample")
         if resample not in _AUG_RESAMPLE:
             raise ValueError(f"augment step {k}: resample must be 0 (NEAREST), 2 (BILINEAR) "
                              f"or 3 (BICUBIC), got {step[2]!r}")
@@ -93,7 +105,7 @@ cdef int _aug_step(fd_aug_step *s, object step, Py_ssize_t k, list keep) except 
         if len(fill) != 3:
             raise ValueError(f"augment step {k}: fill must be None or (r, g, b), got {step[3]!r}")
         for i in range(3):
-            v = _aug_int(fill[i], f"augment step {k}: fill value {i}")
+            v = _aug_int(fill[i], k, "fill value", i)
             if not 0 <= v <= 255:
                 raise ValueError(f"augment step {k}: fill value {i} ({v}) is not in 0..255")
             s.fill[i] = <uint8_t>v
@@ -112,14 +124,14 @@ cdef int _aug_step(fd_aug_step *s, object step, Py_ssize_t k, list keep) except 
         keep.append(table)
         s.table = <const uint8_t *><const char *>table
     elif kind == FD_AUG_SHARPNESS:
-        s.factor = <float>_aug_real(step[1], f"augment step {k}: the sharpness factor")
+        s.factor = <float>_aug_real(step[1], k, "the sharpness factor")
     elif kind == FD_AUG_BLUR:
         for i, axis in enumerate("xy"):
-            n = _aug_int(step[1 + i], f"augment step {k}: kernel_size_{axis}")
+            n = _aug_int(step[1 + i], k, f"kernel_size_{axis}")
             if not (0 < n < 2 ** 31 and n % 2 == 1):
                 raise ValueError(f"augment step {k}: kernel_size_{axis} must be odd and "
                                  f"positive, got {n}")
-            sigma = _aug_real(step[3 + i], f"augment step {k}: sigma_{axis}")
+            sigma = _aug_real(step[3 + i], k, f"sigma_{axis}")
             if not sigma > 0:
                 raise ValueError(f"augment step {k}: sigma_{axis} must be > 0, got {sigma}")
             s.ksize[i] = n
