@@ -218,7 +218,8 @@ class FusedTransform:
         -------
         FusionReport or None
             None when the chain's leading geometric run (and the colour
-            steps after it) fused and the unfused rest costs no batch path;
+            steps after it) fused and the unfused rest costs no batch path
+            (nor, after a FiveCrop/TenCrop, the fused tensor pass);
             otherwise a :class:`~fastdecode.transforms.report.FusionReport`
             naming the first step that stopped fusion or cost the batch path,
             why, and what it costs (``.step``, ``.index``, ``.reason``,

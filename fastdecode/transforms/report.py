@@ -78,6 +78,11 @@ _BATCH_PATH_WHAT = (f"{_BATCH_PATH} (a batch decoded straight into one uint8 ten
                     "in one pass, with no per-sample tensors to collate)")
 
 
+_AFTER_CROPS = ("after FiveCrop/TenCrop only v2 tensor steps fuse (ToImage, ToDtype, Normalize: v2 "
+                "runs them on each crop), into one pass per crop; this step runs in torchvision "
+                "on the tuple of crops (written as v2 steps after the crops, they would fuse)")
+
+
 def _type_name(t: Any) -> str:
     return f"{type(t).__module__}.{type(t).__qualname__}"
 
@@ -163,10 +168,11 @@ def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
     A report when ``f`` fuses less than its leading geometric run (a
     geometric step left unfused, or a second resample every image stops at),
     stops at a colour step it cannot run exactly (a RandomApply of colour
-    and other steps), fuses nothing at all, or loses the batch path to a
-    step after the fused part (an augmentation that does not fuse, such as
-    AugMix, a Lambda, a colour step on tensors) when the chain would
-    have it otherwise. None when the leading geometric run and the colour
+    and other steps), fuses nothing at all, leaves the steps after a
+    FiveCrop/TenCrop to torchvision (v1's ``Lambda`` recipe), or loses the
+    batch path to a step after the fused part (an augmentation that does not
+    fuse, such as AugMix, a Lambda, a colour step on tensors) when the chain
+    would have it otherwise. None when the leading geometric run and the colour
     steps after it fused and the unfused rest costs no batch path (a chain
     that returns PIL images, or images of different sizes, has none).
     """
@@ -193,6 +199,8 @@ def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
     colour = None if f.tail is not None else color_why_not(first)  # on tensors: by design
     if colour is not None:
         return FusionReport(first, fused, colour, fused, _cost(f, fused))
+    if f.crops is not None and f.tail is None:  # the crops' tensor steps left to torchvision
+        return FusionReport(first, fused, _AFTER_CROPS, fused, _cost(f, fused))
     if _loses_batch_path(f):
         return FusionReport(first, fused, _why_after(f, first), fused, _cost(f, fused))
     return None

@@ -135,10 +135,15 @@ def test_v2_tensor_steps_fuse_into_the_crops():
     assert "tuple of crops" in f.explain()
 
 
-def test_a_v1_lambda_runs_on_the_tuple():
+def test_a_v1_lambda_runs_on_the_tuple_and_the_report_says_so():
+    """torchvision's v1 recipe: the Lambda runs on the PIL crops; the report (what a dataset
+    warns once) names it and the v2 steps that would fuse."""
     f = fuse(CHAINS["ten-totensor"]())
     assert len(f.plan["trailing"]) == 1 and isinstance(f.plan["trailing"][0], T.Lambda)
-    assert f.fusion_report() is None  # nothing a batch path could have had
+    report = f.fusion_report()
+    assert report is not None and report.index == 2 and report.fused == 2
+    assert "only v2 tensor steps fuse" in str(report) and not report.loses_batch_path
+    assert fuse(CHAINS["five-pil"]()).fusion_report() is None  # the crops end the chain
 
 
 @pytest.mark.parametrize("kind", ["jpeg", "numpy"])
