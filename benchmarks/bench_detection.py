@@ -6,8 +6,8 @@ Per row, samples/s of torchvision's ``CocoDetection`` + ``wrap_dataset_for_trans
 at the output), with masks and with boxes only, for each detection preset
 (fastdecode.targets.presets); and the segmentation preset on (image, label
 PNG) pairs through ``fuse_joint`` against v2; and end to end with 2 workers
-(steady state), ssdlite and lsj with masks (the references' list collate)
-and segmentation (the default collate): torchvision's dataset through
+(steady state), ssdlite and lsj with masks and segmentation, each with its
+references' collate: torchvision's dataset through
 DataLoader against fastdecode's through DataLoader and through FastLoader.
 Median of interleaved rounds; the ratio is the median of per-round ratios.
 ``--transfer`` measures instead what moving lsj's samples between processes
@@ -151,13 +151,13 @@ def loader_rows(root: Path, ann: Path, pairs: list[tuple[Path, Path]], rounds: i
     DataLoader against fastdecode's through DataLoader and through
     FastLoader, the three interleaved. Detection with masks takes the
     references' list collate (``fastdecode.targets.collate``); segmentation
-    the default one (fixed-size batches)."""
+    the references' padding one (``segmentation_collate``)."""
     from torch.utils.data import DataLoader
     from torchvision import datasets
     from torchvision.datasets import wrap_dataset_for_transforms_v2
 
     from fastdecode.loader import FastLoader
-    from fastdecode.targets import CocoDetection, collate, fuse_joint, presets
+    from fastdecode.targets import CocoDetection, collate, fuse_joint, presets, segmentation_collate
 
     rows: dict = {}
     keys = ("boxes", "labels", "masks")
@@ -170,7 +170,8 @@ def loader_rows(root: Path, ann: Path, pairs: list[tuple[Path, Path]], rounds: i
             CocoDetection(root, str(ann), transforms=chain, target_keys=keys))
         cases.append((f"{preset} masks", collate, (theirs, ours)))
     seg = presets.segmentation()
-    cases.append(("segmentation", None, (_SegV2(pairs, seg), _SegFused(pairs, fuse_joint(seg)))))
+    cases.append(("segmentation", segmentation_collate,
+                  (_SegV2(pairs, seg), _SegFused(pairs, fuse_joint(seg)))))
     for label, collate_fn, (theirs, ours) in cases:
         kwargs = dict(batch_size=2, num_workers=2, persistent_workers=True)
         loaders = {

@@ -8,7 +8,8 @@ what torchvision's ``CocoDetection`` under ``wrap_dataset_for_transforms_v2``
 makes of that image and those annotations (boxes XYXY, labels the category
 ids, masks from polygons or RLE), after the v2 chain, fused: the crop decoded
 once, masks made at the output (docs/decisions/detection.md, "The file-list
-form"). :func:`collate` is the references' ``utils.collate_fn``.
+form"). :func:`collate` and :func:`segmentation_collate` are the detection
+and segmentation references' ``utils.collate_fn``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fastdecode._options import DEFAULTS as _D
 from fastdecode.targets.coco import coco_keys, coco_target
 from fastdecode.targets.joint import fuse_joint
 
-__all__ = ["DetectionList", "collate"]
+__all__ = ["DetectionList", "collate", "segmentation_collate"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -46,6 +47,33 @@ def collate(batch: Sequence[Any]) -> tuple:
         ``(images, targets)``, each a tuple in sample order.
     """
     return tuple(zip(*batch))
+
+
+def segmentation_collate(batch: Sequence[Any]) -> tuple:
+    """torchvision's segmentation references' ``utils.collate_fn``: the images
+    and the label maps each stacked into one tensor of the batch's largest
+    size, images padded with 0 and labels with 255 (``cat_list``).
+
+    Parameters
+    ----------
+    batch : sequence of (image, label)
+        The samples of one batch: (C, H, W) images and (..., H, W) labels.
+
+    Returns
+    -------
+    tuple
+        ``(images, labels)``, two tensors.
+    """
+    images, labels = zip(*batch)
+    return _padded(images, 0), _padded(labels, 255)
+
+
+def _padded(items: Sequence[torch.Tensor], fill: int) -> torch.Tensor:
+    size = tuple(max(s) for s in zip(*[item.shape for item in items]))
+    out = items[0].new_full((len(items),) + size, fill)
+    for item, pad in zip(items, out):
+        pad[..., : item.shape[-2], : item.shape[-1]].copy_(item)
+    return out
 
 
 class DetectionList(torch.utils.data.Dataset):

@@ -29,6 +29,7 @@ from fastdecode.targets import (  # noqa: E402
     VOCSegmentation,
     collate,
     presets,
+    segmentation_collate,
 )
 
 from helpers.corpus import corpus_dir  # noqa: E402
@@ -122,20 +123,7 @@ def test_fastloader_in_process_and_workers_take_the_list_collate(annotations, wo
         _same_detection_batches(batches[0], want[0])
 
 
-def _pad_collate(batch):
-    """torchvision's segmentation references' ``utils.collate_fn`` (``cat_list``):
-    images padded with 0, targets with 255, to the batch's largest."""
-    def cat_list(items, fill):
-        size = tuple(max(s) for s in zip(*[item.shape for item in items]))
-        out = items[0].new_full((len(items),) + size, fill)
-        for item, pad in zip(items, out):
-            pad[..., : item.shape[-2], : item.shape[-1]].copy_(item)
-        return out
-    images, targets = list(zip(*batch))
-    return cat_list(images, 0), cat_list(targets, 255)
-
-
-@pytest.mark.parametrize("collate_fn", [None, _pad_collate], ids=["default", "references"])
+@pytest.mark.parametrize("collate_fn", [None, segmentation_collate], ids=["default", "references"])
 @pytest.mark.parametrize("loader", ["DataLoader", "FastLoader"])
 def test_segmentation_batches_are_torchvisions(voc_root, loader, collate_fn):
     """VOCSegmentation's fixed-size batches (the preset's 480 x 480 crop),
@@ -177,7 +165,7 @@ def test_fastloader_device_moves_every_tensor_of_a_list_batch(annotations, voc_r
 
 def test_fastloader_list_batches_cross_in_a_reused_slot(annotations, voc_root):
     """With workers and a collate of one's own, a batch's large plain tensors
-    (images, masks) arrive borrowing a worker's pool slot (released when
+    (images, masks) arrive borrowing a worker's pool slot (all released once
     dropped), small ones (labels) as DataLoader sends them; the samples are
     DataLoader's."""
     import gc
@@ -188,12 +176,14 @@ def test_fastloader_list_batches_cross_in_a_reused_slot(annotations, voc_root):
     kwargs = dict(batch_size=2, num_workers=2, collate_fn=collate)
     loader = FastLoader(ours, generator=torch.Generator().manual_seed(4), **kwargs)
     reference = DataLoader(theirs, generator=torch.Generator().manual_seed(4), **kwargs)
+    gc.collect()  # tensors an earlier test left to the collector
     before = borrowed()
     wanted = iter(reference)
     for images, targets in loader:
         assert all(type(image) is torch.Tensor for image in images)
-        assert borrowed() - before == 2 * len(images)  # each image and its masks
+        # each image and its masks (and those of batches that arrived ahead of their turn)
+        assert borrowed() - before >= 2 * len(images)
         _same_detection_batches([(images, targets)], [next(wanted)])
-        del images, targets
-        gc.collect()
-        assert borrowed() == before
+    del images, targets
+    gc.collect()
+    assert borrowed() == before
