@@ -6,17 +6,20 @@
  * origin to the even pixel before it (the chroma grid), and its fancy
  * upsampling treats a crop's edges as the picture's, so at full scale the
  * crop asked for is the region widened by CROP_MARGIN pixels (to an even
- * origin), and the margin is skipped when the rows are written. A reduced scale (M/8, picked as for JPEG: scale_num, or the
- * smallest M whose crop still covers min_height x min_width) is libwebp's
- * rescaler of the full-resolution crop (use_scaling) to the crop's extent
- * in the M/8 frame; for M = 1, 2, 4 that crop starts on an even pixel, so
- * the frame is exact. Alpha is dropped (MODE_RGB), as convert("RGB") drops
- * it: Pillow's decoder (WebPAnimDecoder) decodes a still image's only frame
- * with the same libwebp calls, so the colour channels are the same.
- * An animation is refused (FD_ERR_UNSUPPORTED): Pillow gives its first
- * frame. Safety: WebPGetFeatures, max_pixels, the crop and the work budget
- * come before any allocation; the only buffer of ours is the decoded crop
- * in fd_scratch when it cannot go straight to the caller's buffer.
+ * origin), and the margin is skipped when the rows are written. A reduced
+ * scale (M/8, picked as for JPEG: scale_num, or the smallest M whose crop
+ * still covers min_height x min_width) is libwebp's rescaler of the
+ * full-resolution crop (use_scaling) to the crop's extent in the M/8 frame;
+ * for M = 1, 2, 4 that crop starts on an even pixel, so the frame is exact
+ * (at the picture's right and bottom edges only the whole scaled pixels are
+ * rescaled and the last one repeated: source_span). Alpha is dropped
+ * (MODE_RGB), as convert("RGB") drops it: Pillow's decoder (WebPAnimDecoder)
+ * decodes a still image's only frame with the same libwebp calls, so the
+ * colour channels are the same. An animation is refused
+ * (FD_ERR_UNSUPPORTED): Pillow gives its first frame. Safety:
+ * WebPGetFeatures, max_pixels, the crop and the work budget come before any
+ * allocation; our only buffers are per-thread scratch: the decoded crop
+ * when it cannot go straight to the caller's buffer, and a row.
  * See docs/decisions/png-webp.md.
  */
 #include "fd_webp.h"
@@ -28,7 +31,8 @@
 #ifdef FD_HAVE_WEBP
 #include <webp/decode.h>
 
-enum { SLOT_PIXELS = 0, SLOT_ROW = 1 }; /* fd_scratch: the decoded crop, a gray row */
+/* fd_scratch: the decoded crop, a gray row, a row with its last pixel repeated */
+enum { SLOT_PIXELS = 0, SLOT_ROW = 1, SLOT_EDGE = 2 };
 
 /* Pixels around a full-scale crop decoded and dropped (the chroma upsampler's reach). */
 #define CROP_MARGIN 4
@@ -121,13 +125,28 @@ fd_status fd_webp_plan(const uint8_t *data, size_t size, const fd_options *opt,
     return plan(data, size, opt, &f, &geo, shape, err);
 }
 
-/* [lo, hi) of the M/8 frame as full-resolution pixels [*a, *b) of an extent `full`. */
-static void source_span(int64_t lo, int64_t len, int m, uint32_t full, int *a, int *b)
+/* [lo, lo + len) of the M/8 frame as full-resolution pixels [*a, *b) of an
+ * extent `full`, and *n, the scaled pixels libwebp's rescaler makes of them.
+ * A span that runs past the picture's edge (its last scaled pixel stands for
+ * pixels past it, as libjpeg's edge padding has them) would be stretched by
+ * the rescaler, every pixel off position by up to half a source pixel (a
+ * 37 dB RandomResizedCrop(64) on a 375-wide photo); for M = 1, 2, 4 only
+ * its whole scaled pixels are rescaled (exact in position) and the caller
+ * repeats the last one over the other (len - *n). */
+static void source_span(int64_t lo, int64_t len, int m, uint32_t full, int *a, int *b,
+                        uint32_t *n)
 {
     const int64_t hi = lo + len;
     int64_t s = lo * 8 / m, e = (hi * 8 + m - 1) / m;
-    if (e > (int64_t)full)
+    *n = (uint32_t)len;
+    if (e > (int64_t)full) {
         e = full;
+        const int64_t whole = 8 % m == 0 ? (e - s) * m / 8 : 0;
+        if (whole >= 1 && whole < len) {
+            *n = (uint32_t)whole;
+            e = s + whole * 8 / m;
+        }
+    }
     if (e <= s)
         e = s + 1;
     *a = (int)s;
@@ -152,12 +171,13 @@ fd_status fd_webp_decode(const uint8_t *data, size_t size, const fd_options *opt
     const int m = geo.scale_num ? geo.scale_num : 8;
     const fd_rect *r = &geo.region;
     int x0, x1, y0, y1;
+    uint32_t sw = (uint32_t)r->width, sh = (uint32_t)r->height; /* scaled pixels decoded */
     if (m == 8) {
         x0 = (int)r->left, x1 = (int)(r->left + r->width);
         y0 = (int)r->top, y1 = (int)(r->top + r->height);
     } else {
-        source_span(r->left, r->width, m, W, &x0, &x1);
-        source_span(r->top, r->height, m, H, &y0, &y1);
+        source_span(r->left, r->width, m, W, &x0, &x1, &sw);
+        source_span(r->top, r->height, m, H, &y0, &y1, &sh);
     }
     if (m == 8) {
         /* At full scale the pixels are Pillow's: libwebp's fancy chroma
@@ -183,8 +203,8 @@ fd_status fd_webp_decode(const uint8_t *data, size_t size, const fd_options *opt
         o->crop_height = y1 - cy;
     }
     /* the decoded picture: the scaled region, or the full-scale crop asked for */
-    const uint32_t dw = m == 8 ? (uint32_t)(x1 - cx) : (uint32_t)r->width;
-    const uint32_t dh = m == 8 ? (uint32_t)(y1 - cy) : (uint32_t)r->height;
+    const uint32_t dw = m == 8 ? (uint32_t)(x1 - cx) : sw;
+    const uint32_t dh = m == 8 ? (uint32_t)(y1 - cy) : sh;
     if (m != 8) {
         o->use_scaling = 1;
         o->scaled_width = (int)dw;
@@ -198,7 +218,11 @@ fd_status fd_webp_decode(const uint8_t *data, size_t size, const fd_options *opt
         return fd_fail(err, FD_ERR_TOO_LARGE, "WebP crop size overflows");
     uint8_t *pixels = direct ? out : fd_scratch(SLOT_PIXELS, nbytes);
     uint8_t *gray = opt->mode == FD_MODE_L ? fd_scratch(SLOT_ROW, r->width) : NULL;
-    if (!pixels || (opt->mode == FD_MODE_L && !gray))
+    /* a scaled region wider than what was decoded (source_span): its last pixel repeated */
+    uint8_t *edge = m != 8 && dw < (uint32_t)r->width ? fd_scratch(SLOT_EDGE, (size_t)r->width * 3u)
+                                                       : NULL;
+    if (!pixels || (opt->mode == FD_MODE_L && !gray) ||
+        (m != 8 && dw < (uint32_t)r->width && !edge))
         return fd_fail(err, FD_ERR_NOMEM, "out of memory for a %ux%u WebP crop", dw, dh);
     cfg.output.colorspace = MODE_RGB;
     cfg.output.is_external_memory = 1;
@@ -210,7 +234,14 @@ fd_status fd_webp_decode(const uint8_t *data, size_t size, const fd_options *opt
     if (st != FD_OK || direct)
         return st;
     for (uint32_t y = 0; y < (uint32_t)r->height; y++) {
-        const uint8_t *src = pixels + (size_t)(y + dy) * stride + (size_t)dx * 3u;
+        const uint32_t sy = y + dy < dh ? y + dy : dh - 1; /* the last row repeated */
+        const uint8_t *src = pixels + (size_t)sy * stride + (size_t)dx * 3u;
+        if (edge) {
+            memcpy(edge, src, (size_t)dw * 3u);
+            for (uint32_t x = dw; x < (uint32_t)r->width; x++)
+                memcpy(edge + (size_t)x * 3u, src + (size_t)(dw - 1) * 3u, 3);
+            src = edge;
+        }
         if (gray) {
             for (uint32_t x = 0; x < (uint32_t)r->width; x++)
                 gray[x] = fd_luma(src[3 * x], src[3 * x + 1], src[3 * x + 2]);

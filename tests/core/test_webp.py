@@ -88,6 +88,36 @@ def test_reduced_scale_is_close_to_pillow_on_photos(webp_photos, scale):
     assert np.abs(got.astype(int) - ref).mean() < 3
 
 
+@pytest.mark.parametrize("scale", [0.5, 0.25])
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_reduced_scale_keeps_position_at_the_edges(webp_photos, index, scale):
+    """A crop down to the right and bottom edges of a picture whose size is
+    no multiple of 8/M: the region's last scaled pixel stands for pixels
+    past the edge (as libjpeg's padding has them). libwebp's rescaler gets
+    only the whole scaled pixels and the last is repeated; stretching all of
+    them over the crop put the far side up to half a source pixel off (a 37 dB
+    RandomResizedCrop(64) on a 375-wide photo, fuse's default mode)."""
+    data = webp_photos["lossy"][index]
+    full = _native.decode_webp(data)
+    h, w = full.shape[:2]
+    crop = (1, 1, h - 1, w - 1)
+    plan = _native.plan_shape(h, w, scale=scale, crop=crop)
+    got = _native.decode_webp(data, scale=scale, crop=crop).astype(int)
+    assert got.shape == plan.shape
+    top, left, rh, rw = plan.region
+    m = round(scale * 8)
+    pad_h, pad_w = (top + rh) * 8 // m - h, (left + rw) * 8 // m - w
+    padded = np.pad(full, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+    box = (left * 8 / m, top * 8 / m, (left + rw) * 8 / m, (top + rh) * 8 / m)
+    ref = np.asarray(Image.fromarray(padded).resize((rw, rh), Image.Resampling.BOX, box=box))
+    # the last row and column are the repeated pixel
+    error = np.abs(got - ref)[:-1, :-1].mean()
+    # stretched: the crop's whole span down to the edges reduced to the region
+    stretched = np.asarray(Image.fromarray(full).resize(
+        (rw, rh), Image.Resampling.BOX, box=(left * 8 // m, top * 8 // m, w, h))).astype(int)
+    assert error < 1.5 and error < 0.85 * np.abs(stretched - ref)[:-1, :-1].mean()
+
+
 def _animation() -> bytes:
     frames = [Image.new("RGB", (20, 12), c) for c in ((250, 0, 0), (0, 250, 0))]
     buf = io.BytesIO()
