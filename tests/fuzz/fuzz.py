@@ -62,5 +62,6 @@ def test_one_input(data: bytes) -> None:
         record(data, finding)
 
 
+targets.warm_up(TARGET)
 atheris.Setup(sys.argv, test_one_input)
 atheris.Fuzz()
