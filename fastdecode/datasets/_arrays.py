@@ -174,14 +174,14 @@ class ArrayDataset(FusedChain):
 
     def _sized(self, fused: Any) -> Any:
         """``fused`` with the output shape every image of this dataset gets
-        (None when the chain has no fused tensor step, steps after it, or
-        tensor-stage geometry)."""
+        (None when the chain has no fused tensor step, steps after it,
+        tensor-stage geometry, or ends in FiveCrop/TenCrop's tuple)."""
         cached = self.__dict__.get("_sized_plan")
         if cached is not None and cached[0] is fused:
             return cached[1]
         sized = None
         if (len(self) and fused.tail is not None and not fused.tail.numpy and not fused.trailing
-                and not fused.tensor_stage):
+                and not fused.tensor_stage and not fused.crops):  # (crops: a tuple an item)
             from fastdecode.transforms.geometry import ResizeOp, resized_output_size
 
             size: Any = tuple(self._pixels(0).shape[:2])

@@ -23,6 +23,7 @@ from PIL import Image  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 from torchvision import datasets as tvd  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
+from torchvision.transforms import v2  # noqa: E402
 
 from fastdecode import datasets as fdd  # noqa: E402
 
@@ -359,3 +360,34 @@ def test_fastloader_threads_split_draws_from_renders(roots, name, chain):
         for (xa, ya), (xb, yb) in zip(first, other):
             assert torch.equal(xa, xb) and torch.equal(ya, yb)
     assert not torch.equal(runs[0][0][0], _threads_run(ours, seed=10, threads=2)[0][0])
+
+
+CROP_CHAINS = {
+    "v2-five": lambda: v2.Compose([v2.Resize(40), v2.FiveCrop(32), v2.ToImage(),
+                                   v2.ToDtype(torch.float32, scale=True),
+                                   v2.Normalize((0.5,), (0.5,))]),
+    "v1-ten-lambda": lambda: T.Compose([T.TenCrop(24), T.Lambda(
+        lambda crops: torch.stack([T.functional.pil_to_tensor(c) for c in crops]))]),
+}
+
+
+@pytest.mark.filterwarnings("ignore:fastdecode.*only v2 tensor steps fuse:RuntimeWarning")
+@pytest.mark.parametrize("chain", sorted(CROP_CHAINS))
+@pytest.mark.parametrize("name", ["CIFAR10", "MNIST"])
+def test_five_and_ten_crop_items_and_batches(roots, name, chain):
+    """FiveCrop/TenCrop: an item is a tuple (or the Lambda's stack), so no batch path; DataLoader's
+    batches and the items are torchvision's, bit for bit with exact=True."""
+    kw = DATASETS[name][1][0][1]
+    ours, theirs = _pair(roots, name, kw, CROP_CHAINS[chain](), exact=True)
+    assert ours.fixed_sample_shape() is None
+    got, want = [], []
+    for ds, out in ((ours, got), (theirs, want)):
+        torch.manual_seed(4)
+        out.extend(DataLoader(ds, batch_size=4, shuffle=True,
+                              generator=torch.Generator().manual_seed(1)))
+    assert len(got) == len(want) > 1
+    for (xa, ya), (xb, yb) in zip(got, want):
+        assert torch.equal(ya, yb)
+        xa, xb = (xa, xb) if isinstance(xb, list) else ([xa], [xb])
+        assert len(xa) == len(xb) and all(torch.equal(a.as_subclass(torch.Tensor), b.as_subclass(
+            torch.Tensor)) for a, b in zip(xa, xb))
