@@ -5,8 +5,9 @@
  * twice the speed of libspng over the system zlib, docs/decisions/png-webp.md);
  * libspng reads the chunks before the pixels (their CRCs, PLTE), and
  * decodes interlaced files and the streams libdeflate does not finish
- * (longer or shorter than the image, corrupt). There libspng decodes each row raw (SPNG_FMT_RAW: the file's samples, 16-bit
- * big-endian, low depths packed); this file turns the crop's columns of it
+ * (longer or shorter than the image, corrupt). There libspng decodes each
+ * row raw (SPNG_FMT_RAW: the file's samples, 16-bit big-endian, low depths
+ * packed); this file turns the crop's columns of it
  * into RGB or L as Pillow 13 does, and writes them into the caller's buffer
  * (fd_put_row: layout and flip on the way). Rows below the crop's last one
  * are never decoded; an interlaced file is decoded whole (its last pass

@@ -219,10 +219,9 @@ fd_status fd_webp_decode(const uint8_t *data, size_t size, const fd_options *opt
     uint8_t *pixels = direct ? out : fd_scratch(SLOT_PIXELS, nbytes);
     uint8_t *gray = opt->mode == FD_MODE_L ? fd_scratch(SLOT_ROW, r->width) : NULL;
     /* a scaled region wider than what was decoded (source_span): its last pixel repeated */
-    uint8_t *edge = m != 8 && dw < (uint32_t)r->width ? fd_scratch(SLOT_EDGE, (size_t)r->width * 3u)
-                                                       : NULL;
-    if (!pixels || (opt->mode == FD_MODE_L && !gray) ||
-        (m != 8 && dw < (uint32_t)r->width && !edge))
+    const int padded = m != 8 && dw < (uint32_t)r->width;
+    uint8_t *edge = padded ? fd_scratch(SLOT_EDGE, (size_t)r->width * 3u) : NULL;
+    if (!pixels || (opt->mode == FD_MODE_L && !gray) || (padded && !edge))
         return fd_fail(err, FD_ERR_NOMEM, "out of memory for a %ux%u WebP crop", dw, dh);
     cfg.output.colorspace = MODE_RGB;
     cfg.output.is_external_memory = 1;
