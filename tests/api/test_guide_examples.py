@@ -152,6 +152,9 @@ EPILOGUE = {
     ("detection.md", 0): ("assert image.dtype == torch.float32 and target['masks'].shape[0] == "
                           "len(target['boxes']) == len(target['labels'])"),
     ("detection.md", 1): "assert len(target['boxes']) == 1 and target['masks'].shape[0] == 1",
+    ("detection.md", 3): ("assert len(files) == len(ds) and target['masks'].shape[0] == "
+                          "len(target['boxes']) == len(target['labels'])"),
+    ("detection.md", 4): "assert len(images) == len(targets) == 2 and 'boxes' in targets[0]",
     ("webdataset.md", 2): ("images, labels = next(iter(loader))\n"
                            "assert images.shape == (16, 3, 64, 64) and len(labels) == 16"),
 }
