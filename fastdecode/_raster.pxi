@@ -82,7 +82,7 @@ def rle_from_string(s):
     data = s.encode("ascii") if isinstance(s, str) else bytes(s)
     cdef const char *p = data
     cdef size_t length = len(data)
-    counts = np.zeros(max(1, length), dtype=np.uint32)
+    counts = np.zeros(length if length > 0 else 1, dtype=np.uint32)
     pk = counts.ctypes.data
     with nogil:
         st = fd_rle_from_string(p, length, <uint32_t *>pk, length, &n, &err)
