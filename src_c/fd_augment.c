@@ -299,11 +299,14 @@ static inline void cubic_rows(const uint8_t *q, size_t row, size_t ps, double dx
     const __m128i p4 = _mm_add_epi32(_mm_sub_epi32(_mm_sub_epi32(t[1], t[0]), t[2]), t[3]);
     const __m128d d = _mm_set1_pd(dx);
     for (int half = 0; half < 2; half++) {
-        const int sh = half ? 0xEE : 0x44; /* lanes 2, 3 or 0, 1 */
-        const __m128d c1 = _mm_cvtepi32_pd(_mm_shuffle_epi32(t[1], sh));
-        const __m128d c2 = _mm_cvtepi32_pd(_mm_shuffle_epi32(p2, sh));
-        const __m128d c3 = _mm_cvtepi32_pd(_mm_shuffle_epi32(p3, sh));
-        const __m128d c4 = _mm_cvtepi32_pd(_mm_shuffle_epi32(p4, sh));
+        /* lanes 2, 3 (moved down) or 0, 1: a shuffle's control must be an
+         * immediate (clang, gcc -O0), so the upper half by unpackhi */
+#define FD_HALF(x) (half ? _mm_unpackhi_epi64((x), (x)) : (x))
+        const __m128d c1 = _mm_cvtepi32_pd(FD_HALF(t[1]));
+        const __m128d c2 = _mm_cvtepi32_pd(FD_HALF(p2));
+        const __m128d c3 = _mm_cvtepi32_pd(FD_HALF(p3));
+        const __m128d c4 = _mm_cvtepi32_pd(FD_HALF(p4));
+#undef FD_HALF
         const __m128d r = _mm_add_pd(
             c1, _mm_mul_pd(d, _mm_add_pd(c2, _mm_mul_pd(d, _mm_add_pd(c3, _mm_mul_pd(d, c4))))));
         _mm_storeu_pd(v + 2 * half, r);
