@@ -45,6 +45,11 @@ def collate(batch: Sequence[Any]) -> tuple:
     -------
     tuple
         ``(images, targets)``, each a tuple in sample order.
+
+    Raises
+    ------
+    TypeError
+        A sample that is not a sequence (an ``(image, target)`` pair).
     """
     return tuple(zip(*batch))
 
@@ -63,6 +68,11 @@ def segmentation_collate(batch: Sequence[Any]) -> tuple:
     -------
     tuple
         ``(images, labels)``, two tensors.
+
+    Raises
+    ------
+    ValueError
+        An empty batch, or a sample that is not an ``(image, label)`` pair.
     """
     images, labels = zip(*batch)
     return _padded(images, 0), _padded(labels, 255)

@@ -143,3 +143,16 @@ def test_errors_name_what_is_wrong(annotations, tmp_path):
     manifest.write_text(json.dumps({"files": []}))
     with pytest.raises(ValueError, match="bad.json: a JSON manifest is a list"):
         DetectionList.from_json(manifest)
+
+
+def test_the_collates_refuse_what_is_not_a_batch_of_pairs():
+    import torch
+
+    from fastdecode.targets import collate, segmentation_collate
+
+    with pytest.raises(TypeError, match="not iterable"):
+        collate([1, 2])
+    with pytest.raises(ValueError, match="not enough values to unpack"):
+        segmentation_collate([])
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        segmentation_collate([(torch.zeros(3, 2, 2), torch.zeros(2, 2), 1)] * 3)
