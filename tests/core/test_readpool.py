@@ -680,7 +680,8 @@ def stress(tmp_path_factory):
 
 @pytest.mark.no_sanitize  # its own sanitizers; the ASan run's preload would clash
 @pytest.mark.parametrize("hints", [0, 1], ids=["sizes-from-fstat", "sizes-given"])
-@pytest.mark.parametrize("seed", range(3), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.slow) for s in (1, 2))],
+                         ids=lambda s: f"seed{s}")
 @pytest.mark.parametrize("sanitizer", list(SANITIZERS))
 def test_the_pool_is_clean_under_sanitizers(stress, sanitizer, seed, hints):
     _, files, binaries = stress

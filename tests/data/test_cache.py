@@ -62,15 +62,14 @@ def _epoch(ds, workers, ctx, seed):
 
 
 WORKERS = [pytest.param(0, None, id="in-process"), pytest.param(2, "fork", id="2-fork"),
-           pytest.param(2, "spawn", id="2-spawn")]
+           pytest.param(2, "spawn", id="2-spawn", marks=pytest.mark.slow)]
 
 
-# spawned workers without read-ahead: the slow tier (~22 s, each of the two
-# epochs' workers importing torch and torchvision); make test runs spawn
-# with read-ahead, and read-ahead off in-process and forked
+# spawned workers: the slow tier (~10-22 s, each of the two epochs' workers
+# importing torch and torchvision); make test runs in-process and forked
 @pytest.mark.parametrize("workers,ctx,readahead", [
     pytest.param(*w.values, r, id=f"{w.id}-readahead-{'off' if r == 0 else r}",
-                 marks=pytest.mark.slow if (w.id, r) == ("2-spawn", 0) else ())
+                 marks=pytest.mark.slow if w.id == "2-spawn" else ())
     for w in WORKERS for r in (0, 8)])
 def test_epoch_two_opens_no_file(tree, tmp_path, workers, ctx, readahead):
     ds = FastImageFolder(tree, transform=TRAIN, cache="16MiB", readahead=readahead)

@@ -13,6 +13,7 @@ if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
 
+@pytest.mark.slow  # two gloo ranks, ~8 s: make test-full
 def test_two_gloo_ranks_get_disjoint_complete_shards(tmp_path):
     from helpers import ddp_worker
 

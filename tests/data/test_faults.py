@@ -376,7 +376,8 @@ RANDOM_KILLS = [
     pytest.param(persistent, chain, n, pin,
                  id=f"{chain}-{'persistent' if persistent else 'fresh'}-"
                     f"{'' if pin == 'unpinned' else 'pin-thread-'}t{n}",
-                 marks=() if n < 2 and (pin == "unpinned" or (persistent and n == 0))
+                 marks=() if n == 0 and (not persistent if pin == "unpinned"
+                                         else chain == next(iter(CHAINS)) and persistent)
                  else pytest.mark.slow)
     for pin in ("unpinned", "pin-thread") for chain in CHAINS for persistent in (False, True)
     for n in range(20)]

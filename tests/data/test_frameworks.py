@@ -60,6 +60,7 @@ def test_lightning_ddp_shards_a_fast_loader_and_keeps_it_fast(tree, tmp_path, al
             assert r["kinds"][how] == ("FastLoader", "DistributedSampler", 2, True)
 
 
+@pytest.mark.slow  # two ranks under Accelerate, ~10 s: make test-full
 @pytest.mark.timeout(300)
 def test_accelerate_prepare_shards_a_fast_loader_and_keeps_its_collate(tree, tmp_path,
                                                                        all_digests):

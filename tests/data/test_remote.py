@@ -99,8 +99,9 @@ def summary_counts(stdout: str) -> dict[str, int]:
     return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", last.split(" in ")[0])}
 
 
-@pytest.mark.parametrize("servers", [pytest.param("not s3", id="http"),  # S3's: a minute
-                                     pytest.param("s3", id="s3", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the namespaced runs, ~20 s (HTTP) and a minute (S3): make test-full
+@pytest.mark.parametrize("servers", [pytest.param("not s3", id="http"),
+                                     pytest.param("s3", id="s3")])
 def test_the_http_cases_run_in_a_loopback_only_namespace(request, servers):
     """The ``loopback`` tests of this module, in a pytest process inside a
     new network namespace where only lo is up, bounded in time: one process

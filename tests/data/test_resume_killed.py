@@ -76,18 +76,16 @@ def uninterrupted(tree: Path, tmp_path: Path, chain: str, sampler: str, workers:
 
 
 # every sampler with every chain, the stop rotating so that each sampler and each
-# chain is killed at every stop (21 cases, three processes each, ~10-17 s a case:
-# slow tier, make test-full); make test runs one of them
-DEFAULT_CASE = ("colour", "random-generator", "middle")
-CASES = [pytest.param(c, s, k, id=f"{c}-{s}-{k}",
-                      marks=() if (c, s, k) == DEFAULT_CASE else pytest.mark.slow)
+# chain is killed at every stop (21 cases, three processes each, ~10-17 s a case,
+# ~25 s under make test's load: slow tier, make test-full; make test runs the
+# in-process resume of test_resume.py)
+CASES = [pytest.param(c, s, k, id=f"{c}-{s}-{k}", marks=pytest.mark.slow)
          for n, (c, s) in enumerate((c, s) for c in sorted(CHAINS) for s in sorted(SAMPLERS))
          for k in [sorted(STOPS)[n % len(STOPS)]]]
 assert {(s, k) for _, s, k in (p.values for p in CASES)} == \
     {(s, k) for s in SAMPLERS for k in STOPS}, "every sampler at every stop"
 assert {(c, k) for c, _, k in (p.values for p in CASES)} == \
     {(c, k) for c in CHAINS for k in STOPS}, "every chain at every stop"
-assert DEFAULT_CASE in [tuple(p.values) for p in CASES]
 
 
 @pytest.mark.parametrize("chain, sampler, stop", CASES)
@@ -125,9 +123,7 @@ TD_WORKERS_EXACT = {"random": ("in-process", "2-persistent-workers"),
                     "random-generator": ("2-workers", "2-persistent-workers"),
                     "random-sampler-generator": ("in-process", "2-persistent-workers"),
                     "sequential": ("in-process", "2-persistent-workers")}
-TD_DEFAULT_CASES = {("partly-fused", "random-generator", "first")}
-TD_CASES = [pytest.param(c, s, k, w, id=f"{c}-{s}-{k}-{w}",
-                         marks=() if (c, s, k) in TD_DEFAULT_CASES else pytest.mark.slow)
+TD_CASES = [pytest.param(c, s, k, w, id=f"{c}-{s}-{k}-{w}", marks=pytest.mark.slow)
             for n, (c, s) in enumerate((c, s) for c in sorted(CHAINS) for s in sorted(TD_SAMPLERS))
             for k in [sorted(STOPS)[n % len(STOPS)]]
             for w in [TD_WORKERS_EXACT[s][n // len(TD_SAMPLERS) % 2]]]
@@ -137,7 +133,6 @@ assert {(c, k) for c, _, k, _ in (p.values for p in TD_CASES)} == \
     {(c, k) for c in CHAINS for k in STOPS}, "every chain at every stop"
 assert {w for *_, w in (p.values for p in TD_CASES)} == set(TD_WORKERS)
 assert all(td_exact_next_epoch(s, w) for _, s, _, w in (p.values for p in TD_CASES))
-assert TD_DEFAULT_CASES <= {tuple(p.values[:3]) for p in TD_CASES}
 
 
 @pytest.mark.parametrize("chain, sampler, stop, workers", TD_CASES)

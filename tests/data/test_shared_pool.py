@@ -102,6 +102,7 @@ def test_a_view_kept_outlives_its_batch_unchanged(tree, chain):
     assert torch.equal(sample, want[0][0][1])
 
 
+@pytest.mark.slow  # spawned workers import torch, ~9 s: make test-full
 def test_spawned_workers_register_the_rows_at_import(tree):
     """A spawned worker imports fastdecode when it unpickles the dataset: the
     rows reach collate_rows there too (taken whole: pooled, not is_shared)."""

@@ -129,6 +129,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a training script in a subprocess, ~9 s: make test-full
 def test_a_script_runs_unchanged_under_the_module(tree, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)

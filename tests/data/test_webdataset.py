@@ -299,7 +299,8 @@ def small_members(n: int = 3, big: int = -1, big_size: int = 5000) -> list[tuple
     return out
 
 
-@pytest.mark.parametrize("odd", [False, True], ids=["written-shards", "odd-members"])
+@pytest.mark.parametrize("odd", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["written-shards", "odd-members"])
 @pytest.mark.parametrize("options", [
     {}, {"select_files": lambda name: not name.endswith(".cls")},
     {"rename_files": lambda name: name.replace(".jpg", ".jpeg")},
@@ -709,7 +710,8 @@ def test_stage_pickles_and_checks_its_bound(shards):
 # WebDataset: webdataset's class, its reader the bounded stage's
 
 
-@pytest.mark.parametrize("odd", [False, True], ids=["written-shards", "odd-members"])
+@pytest.mark.parametrize("odd", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["written-shards", "odd-members"])
 @pytest.mark.parametrize("options", [
     {}, {"select_files": lambda name: not name.endswith(".cls")},
     {"rename_files": lambda name: name.replace(".jpg", ".jpeg")}, {"cache": True},

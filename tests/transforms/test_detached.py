@@ -105,7 +105,8 @@ def test_detach_refuses_state_it_does_not_know(extra, detached):
     assert (detach(f) is not None) is detached
 
 
-@pytest.mark.parametrize("chain", ["train-v1", "eval-v2", "train-uint8", *COLOUR])
+@pytest.mark.parametrize("chain", ["train-v1", "eval-v2", *(  # a process each: make test-full
+    pytest.param(c, marks=pytest.mark.slow) for c in ["train-uint8", *COLOUR])])
 def test_unpickling_and_decoding_import_no_torchvision(chain, tmp_path):
     blob = tmp_path / "decoder.pkl"
     blob.write_bytes(pickle.dumps(BatchDecoder(FULLY_FUSED[chain]())))
