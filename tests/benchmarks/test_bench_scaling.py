@@ -14,6 +14,7 @@ bench = pytest.importorskip("benchmarks.bench_scaling")
 from helpers.trees import make_tree  # noqa: E402
 
 
+@pytest.mark.slow  # a short scaling run, ~8 s: make test-full
 @pytest.mark.timeout(300)
 def test_one_process_and_one_per_cpu_are_measured(tmp_path, capsys):
     root = make_tree(tmp_path / "t", per_class=4, classes=("a", "b"))

@@ -197,6 +197,7 @@ def run_case(data: bytearray, call) -> None:
     del data[-1]
 
 
+@pytest.mark.slow  # ~9 s: make test-full
 @pytest.mark.no_sanitize  # measures memory; ASan's quarantine holds freed memory by design
 @bounded(300)
 def test_100k_decodes_through_every_path_do_not_leak():

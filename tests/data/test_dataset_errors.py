@@ -226,6 +226,7 @@ def test_skip_and_warn_continue_deterministically_through_workers(changed, polic
     assert dataset.skipped == 1  # the in-process epoch: one stand-in for the changed file
 
 
+@pytest.mark.slow  # a pytest run as an unprivileged user, ~14 s: make test-full
 @pytest.mark.timeout(360)
 @pytest.mark.skipif(not _reads_any_file(), reason="the no-permission cases run directly")
 def test_no_permission_cases_without_dac_override():

@@ -28,7 +28,7 @@ def no_gpu_env(**extra: str) -> dict[str, str]:
 # without CUDA: one line, exit 0, the JSON
 
 
-@pytest.mark.parametrize("entry", ["sh", "module"])
+@pytest.mark.parametrize("entry", [pytest.param("sh", marks=pytest.mark.slow), "module"])
 def test_without_cuda_says_so_in_one_line_and_writes_the_json(tmp_path, entry):
     out = tmp_path / "out"
     if entry == "sh":

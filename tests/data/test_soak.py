@@ -91,10 +91,10 @@ KINDS = {
         ds, batch_size=16, num_workers=2, shuffle=True, persistent_workers=p),
 }
 # make test runs the two read-ahead cases (a DataLoader's fresh workers, a
-# FastLoader's persistent ones) and the collate's persistent one; make
-# test-full all eight (docs/decisions/test-suite.md, "make test's time")
+# FastLoader's persistent ones); make test-full all eight
+# (docs/decisions/test-suite.md, "make test's time")
 CASES = [pytest.param(k, p, None, id=f"{k}-{'persistent' if p else 'fresh'}",
-                      marks=() if (k, p) == ("DataLoader+collate", True) else pytest.mark.slow)
+                      marks=pytest.mark.slow)
          for k in KINDS for p in (False, True)]
 # read-ahead at a fixed depth: the read pool's threads read every file (the
 # adaptive default reads a local disk's files in the decoding thread)
