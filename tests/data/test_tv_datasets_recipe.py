@@ -28,6 +28,8 @@ from torchvision import transforms as T  # noqa: E402
 
 from fastdecode import datasets as fdd  # noqa: E402
 
+from helpers.tv_items import assert_same_items  # noqa: E402
+
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "torchvision-datasets.md"
 
 
@@ -95,13 +97,6 @@ def _pair(roots, name, transform):
             getattr(tvd, name)(roots[name], transform=transform, **kw))
 
 
-def _same(a, b):
-    if isinstance(b, Image.Image):
-        return (isinstance(a, Image.Image) and a.mode == b.mode
-                and np.array_equal(np.asarray(a), np.asarray(b)))
-    return type(a) is type(b) and a.dtype == b.dtype and torch.equal(a, b)
-
-
 def test_the_recipe_subclasses_the_public_bases():
     assert issubclass(RECIPE["USPS"], fdd.ArrayDataset)
     assert issubclass(RECIPE["Imagenette"], fdd.FileDataset)
@@ -122,15 +117,7 @@ def test_items_are_torchvisions(roots, name, chain):
     """Length, classes, isinstance, every item (bit for bit) and target, for the same seed."""
     ours, theirs = _pair(roots, name, CHAINS[chain]())
     assert isinstance(ours, getattr(tvd, name))
-    assert len(ours) == len(theirs) > 0
-    assert getattr(ours, "classes", None) == getattr(theirs, "classes", None)
-    for i in range(len(theirs)):
-        torch.manual_seed(i)
-        a, ta = ours[i]
-        torch.manual_seed(i)
-        b, tb = theirs[i]
-        assert _same(a, b), i
-        assert type(ta) is type(tb) and ta == tb, i
+    assert_same_items(ours, theirs)
 
 
 @pytest.mark.parametrize("name", sorted(DATASETS))
