@@ -385,30 +385,55 @@ KERNEL void bicubic_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, i
  * output pixel's centre mapped in double; outside [0, w) x [0, h) (NaN too:
  * Pillow's filters would read a clamped pixel there, reachable only with
  * coefficients near DBL_MAX) the fill colour. */
+/* The filtered paths' map of an output pixel, its matrix and the image's
+ * sides held as locals (the pixel stores, uint8_t, may alias anything: a
+ * pointer to the step's matrix would be reloaded for every pixel). */
+typedef struct {
+    double a0, a1, a2, a3, a4, a5, fw, fh;
+} affine_map;
+
+static inline affine_map affine_map_of(const double a[6], int32_t w, int32_t h)
+{
+    const affine_map m = {a[0], a[1], a[2], a[3], a[4], a[5], w, h};
+    return m;
+}
+
+/* Pixel (x, y)'s centre mapped in double, as ImagingGenericTransform maps
+ * it: 0 outside [0, w) x [0, h) (NaN too), else 1 with the pixel it falls
+ * in, moved by half a pixel (ix, iy: the bilinear taps' first) and the
+ * fractions. */
+static inline int affine_source(const affine_map *m, int32_t x, int32_t y, int32_t *ix,
+                                int32_t *iy, double *dx, double *dy)
+{
+    const double xin = x + 0.5, yin = y + 0.5;
+    double xx = m->a0 * xin + m->a1 * yin + m->a2;
+    double yy = m->a3 * xin + m->a4 * yin + m->a5;
+    if (!(xx >= 0.0 && xx < m->fw && yy >= 0.0 && yy < m->fh))
+        return 0;
+    xx -= 0.5;
+    yy -= 0.5;
+    *ix = floor_small(xx);
+    *iy = floor_small(yy);
+    *dx = xx - *ix;
+    *dy = yy - *iy;
+    return 1;
+}
+
 KERNEL void affine_filtered(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
                             const double a[6], int resample, const uint8_t fill[3], size_t ps,
                             size_t cs)
 {
-    /* locals: the pixel stores (uint8_t may alias anything) would otherwise
-     * reload the matrix for every pixel */
-    const double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
-    const double fw = w, fh = h;
+    const affine_map map = affine_map_of(a, w, h);
     const uint8_t f[3] = {fill[0], fill[1], fill[2]};
     uint8_t *out = dst;
     for (int32_t y = 0; y < h; y++) {
-        const double yin = y + 0.5;
         for (int32_t x = 0; x < w; x++, out += ps) {
-            const double xin = x + 0.5;
-            double xx = a0 * xin + a1 * yin + a2;
-            double yy = a3 * xin + a4 * yin + a5;
-            if (!(xx >= 0.0 && xx < fw && yy >= 0.0 && yy < fh)) {
+            int32_t ix, iy;
+            double dx, dy;
+            if (!affine_source(&map, x, y, &ix, &iy, &dx, &dy)) {
                 put3(out, f, cs, 1);
                 continue;
             }
-            xx -= 0.5;
-            yy -= 0.5;
-            const int32_t ix = floor_small(xx), iy = floor_small(yy);
-            const double dx = xx - ix, dy = yy - iy;
             if (resample == FD_AUG_BILINEAR)
                 bilinear_px(out, src, w, h, ix, iy, dx, dy, ps, cs);
             else
@@ -678,8 +703,7 @@ AVX2_INLINE void affine_filtered_avx2(uint8_t *dst, const uint8_t *src, int32_t 
                                       const double a[6], int resample, const uint8_t fill[3],
                                       size_t ps, size_t cs)
 {
-    const double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
-    const double fw = w, fh = h;
+    const affine_map map = affine_map_of(a, w, h);
     const uint8_t f[3] = {fill[0], fill[1], fill[2]};
     const int bicubic = resample == FD_AUG_BICUBIC, reach = bicubic ? 3 : 1;
     /* CHW: whole blocks of four with the pixels as lanes, where every tap
@@ -688,14 +712,14 @@ AVX2_INLINE void affine_filtered_avx2(uint8_t *dst, const uint8_t *src, int32_t 
     __m128i m[4];
     for (int k = 0; k < 4; k++)
         m[k] = tap_mask(k, ps);
-    const __m256d va0 = _mm256_set1_pd(a0), va2 = _mm256_set1_pd(a2);
-    const __m256d va3 = _mm256_set1_pd(a3), va5 = _mm256_set1_pd(a5);
+    const __m256d va0 = _mm256_set1_pd(map.a0), va2 = _mm256_set1_pd(map.a2);
+    const __m256d va3 = _mm256_set1_pd(map.a3), va5 = _mm256_set1_pd(map.a5);
     const __m256d zero = _mm256_setzero_pd(), half = _mm256_set1_pd(0.5);
-    const __m256d vw = _mm256_set1_pd(fw), vh = _mm256_set1_pd(fh);
+    const __m256d vw = _mm256_set1_pd(map.fw), vh = _mm256_set1_pd(map.fh);
     uint8_t *out = dst;
     for (int32_t y = 0; y < h; y++) {
         const double yin = y + 0.5;
-        const __m256d by = _mm256_set1_pd(a1 * yin), ey = _mm256_set1_pd(a4 * yin);
+        const __m256d by = _mm256_set1_pd(map.a1 * yin), ey = _mm256_set1_pd(map.a4 * yin);
         int32_t x = 0;
         for (; x + 4 <= w; x += 4) {
             const __m256d xin = _mm256_add_pd(_mm256_cvtepi32_pd(_mm_setr_epi32(x, x + 1, x + 2,
@@ -762,17 +786,12 @@ AVX2_INLINE void affine_filtered_avx2(uint8_t *dst, const uint8_t *src, int32_t 
             }
         }
         for (; x < w; x++, out += ps) {
-            const double xin = x + 0.5;
-            double xx = a0 * xin + a1 * yin + a2;
-            double yy = a3 * xin + a4 * yin + a5;
-            if (!(xx >= 0.0 && xx < fw && yy >= 0.0 && yy < fh)) {
+            int32_t ix, iy;
+            double dx, dy;
+            if (affine_source(&map, x, y, &ix, &iy, &dx, &dy))
+                filtered_px(out, src, w, h, ix, iy, dx, dy, bicubic, m, ps, cs);
+            else
                 put3(out, f, cs, 1);
-                continue;
-            }
-            xx -= 0.5;
-            yy -= 0.5;
-            const int32_t ix = floor_small(xx), iy = floor_small(yy);
-            filtered_px(out, src, w, h, ix, iy, xx - ix, yy - iy, bicubic, m, ps, cs);
         }
     }
 }
