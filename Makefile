@@ -33,11 +33,21 @@ CPUS := $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)))')
 JOBS ?= $(shell echo $$(( $(CPUS) + 1 > 6 ? 6 : $(CPUS) + 1 )))
 XDIST = -n $(JOBS) --dist worksteal
 # lint runs beside the two builds (the regular one, then the sanitizer's:
-# they share the Cython output), each compiling its sources CPUS at a time
+# they share the Cython output), each compiling its sources CPUS at a time;
+# after the first build, one collection of the tests writes the bytecode of
+# what they import (pip installs without it) beside the sanitizer build, so
+# the JOBS processes start from it instead of each compiling torch's and the
+# others' modules at once (docs/decisions/test-suite.md)
 test: $(VENV)/.test-deps
-	$(MAKE) --no-print-directory -j 2 lint build-sanitize
+	$(MAKE) --no-print-directory -j 3 lint build-sanitize bytecode
 	$(VPY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-sanitize SANITIZE_ARGS="$(XDIST)"
+
+# The bytecode of the modules the tests import, written by one collection.
+.PHONY: bytecode
+bytecode: build
+	@mkdir -p build && $(VPY) -m pytest -q -p no:cacheprovider --collect-only -m "not slow" \
+	    > build/collected.txt || { tail -40 build/collected.txt; exit 1; }
 
 # Everything, whole: every case of every matrix (--full), the slow tests
 # (test-slow's), the sanitizer run whole. .ci/run runs this. In JOBS xdist

@@ -8,8 +8,11 @@ v1 and v2, written as references/classification/presets.py writes them: a
 class holding ``self.transforms = Compose(...)``), the pretrained weights'
 ``ResNet50_Weights.IMAGENET1K_V2.transforms()`` (no download: the preset
 only), and timm's ``create_transform`` for training and evaluation (skipped
-without timm). Each row is the median of >= 3 interleaved rounds in steady
-state (persistent workers, an untimed first epoch), as in bench_loader; the
+without timm), its RandAugment recipe also as ``create_loader(...,
+use_prefetcher=True)`` loads it (uint8 samples, ``fast_collate``; the
+normalize and erasing its PrefetchLoader runs on the device are not timed).
+Each row is the median of >= 3 interleaved rounds in steady state
+(persistent workers, an untimed first epoch), as in bench_loader; the
 one-thread rows run in this process with every thread pool at one thread.
 """
 
@@ -87,9 +90,38 @@ for _policy in ("ta_wide", "ra", "imagenet"):
 # timm's rand-m9-mstd0.5-inc1 under Pillow 13 raises on 2 % of its posterize draws (magnitude
 # noise clamped at 10 asks for 0 bits, which Pillow refuses, in timm as in fuse): mmax9 is
 # the nearest policy timm runs
+_TIMM_RAND = dict(auto_augment="rand-m9-mstd0.5-inc1-mmax9", re_prob=0.25, interpolation="random")
 RECIPES["timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random"] = (
-    "augment", lambda: _timm(True, auto_augment="rand-m9-mstd0.5-inc1-mmax9", re_prob=0.25,
-                             interpolation="random"))
+    "augment", lambda: _timm(True, **_TIMM_RAND))
+# the same recipe as timm's create_loader(use_prefetcher=True) runs it: the samples' transform
+# ends in uint8 (ToNumpy), fast_collate makes the batch; the PrefetchLoader's normalize and
+# re_prob erasing run on the batch on the device, outside these rows (_prefetcher_loader)
+_PREFETCHER = "timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random, prefetcher"
+RECIPES[_PREFETCHER] = ("augment", lambda: _timm(True, use_prefetcher=True, **_TIMM_RAND))
+
+
+def _prefetcher_loader(kind: str, root, chain, workers: int, batch: int, samples: int):
+    """The DataLoader under timm's PrefetchLoader (``create_loader(...,
+    use_prefetcher=True)``: ``collate_fn=fast_collate``, no pinning without
+    CUDA) over ``kind``'s dataset, with the rows' sampler.
+    ``fastdecode.integrations.timm.install()`` is on, as for a timm user of
+    fastdecode: its fast_collate takes FastImageFolder's uint8 batch as it
+    is and gives ImageFolder's arrays to timm's own."""
+    from timm.data import loader as timm_loader
+    from torch.utils.data import DataLoader
+    from torchvision.datasets import ImageFolder
+
+    import fastdecode.integrations.timm as fd_timm
+
+    if not fd_timm.installed():
+        fd_timm.install()
+    ds = ImageFolder(root, chain) if kind == "ImageFolder+PIL" else fd.FastImageFolder(root, chain)
+    sampler = loader_bench.Draws(ds, samples)
+    return DataLoader(ds, batch_size=batch, sampler=sampler, num_workers=workers, drop_last=True,
+                      collate_fn=timm_loader.fast_collate, persistent_workers=workers > 0), sampler
+
+
+MAKERS: dict[str, Callable] = {_PREFETCHER: _prefetcher_loader}  # name -> open_row's make
 
 
 def fusion(transform) -> dict[str, Any]:
@@ -129,7 +161,8 @@ def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, lis
                 with pinned(workers):
                     rows.append(loader_bench.open_row(name, kind, data, transform, workers,
                                                       settings["batch"],
-                                                      batches * settings["batch"]))
+                                                      batches * settings["batch"],
+                                                      make=MAKERS.get(name)))
                 bar.update()
         for r in range(settings["rounds"]):
             for row in common.round_order(rows, r):

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
 
+from fastdecode import _rng
 from fastdecode.augment import ops
 from fastdecode.augment.base import PixelOp, Steps
 
@@ -29,31 +29,6 @@ __all__ = ["TvPolicy", "policy_op", "resample_of", "tv_fill", "tv_steps"]
 
 _PIL_FILTERS = {"nearest": 0, "bilinear": 2, "bicubic": 3}  # what Image.transform takes
 _MAX_SIZES = 64  # magnitude tables kept per op (one per image size seen)
-_SCRATCH = threading.local()
-
-
-def _scratch() -> tuple[torch.Tensor, torch.Tensor]:
-    """This thread's 1-element tensors (default dtype, int64) for the draws of
-    one value: ``torch.randint(n, (1,))`` / ``torch.randint(n, ())`` is
-    ``random_(0, n)`` on one int64, ``torch.rand(())`` is ``uniform_()`` on
-    one of the default dtype: the same generator calls without a new tensor
-    and the argument parsing each time (1-3 us a draw; the crop's draws in
-    transforms.draws do the same; the policies' tests check the generator's
-    state after them)."""
-    pair = getattr(_SCRATCH, "pair", None)
-    if pair is None or pair[0].dtype != torch.get_default_dtype():
-        pair = _SCRATCH.pair = (torch.empty(1), torch.empty(1, dtype=torch.int64))
-    return pair
-
-
-def _randint(n: int) -> int:
-    """``int(torch.randint(n, (1,)))`` (or of shape ())."""
-    return int(_scratch()[1].random_(0, n).item())
-
-
-def _rand() -> float:
-    """``torch.rand(()).item()``."""
-    return _scratch()[0].uniform_().item()
 
 
 @functools.cache
@@ -204,24 +179,24 @@ class TvPolicy(PixelOp):
         t, table = self.transform, self._table(size)
         steps: list = []
         for _ in range(t.num_ops):
-            name, values, signed = table[_randint(len(table))]
+            name, values, signed = table[_rng.randint(len(table))]
             magnitude = values[t.magnitude] if values is not None else 0.0
-            if signed and _randint(2):
+            if signed and _rng.randint(2):
                 magnitude *= -1.0
             steps += self._steps(name, magnitude, size)
         return tuple(steps)
 
     def _trivial1(self, size):
         table = self._table(size)
-        name, values, signed = table[_randint(len(table))]
-        magnitude = values[_randint(len(values))] if values is not None else 0.0
-        if signed and _randint(2):
+        name, values, signed = table[_rng.randint(len(table))]
+        magnitude = values[_rng.randint(len(values))] if values is not None else 0.0
+        if signed and _rng.randint(2):
             magnitude *= -1.0
         return self._steps(name, magnitude, size)
 
     def _auto1(self, size):
         policies = self.transform.policies
-        policy_id = _randint(len(policies))
+        policy_id = _rng.randint(len(policies))
         probs = torch.rand((2,)).tolist()
         signs = torch.randint(2, (2,)).tolist()
         space, p32 = self._space(size), self._p32[policy_id]
@@ -241,38 +216,38 @@ class TvPolicy(PixelOp):
         t, table = self.transform, self._table(size)
         steps: list = []
         for _ in range(t.num_ops):
-            name, values, signed = table[_randint(len(table))]
+            name, values, signed = table[_rng.randint(len(table))]
             magnitude = 0.0
             if values is not None:
                 magnitude = values[t.magnitude]
-                if signed and _rand() <= 0.5:
+                if signed and _rng.uniform() <= 0.5:
                     magnitude *= -1
             steps += self._steps(name, magnitude, size)
         return tuple(steps)
 
     def _trivial2(self, size):
         t, table = self.transform, self._table(size)
-        name, values, signed = table[_randint(len(table))]
+        name, values, signed = table[_rng.randint(len(table))]
         magnitude = 0.0
         if values is not None:
-            magnitude = values[_randint(t.num_magnitude_bins)]
-            if signed and _rand() <= 0.5:
+            magnitude = values[_rng.randint(t.num_magnitude_bins)]
+            if signed and _rng.uniform() <= 0.5:
                 magnitude *= -1
         return self._steps(name, magnitude, size)
 
     def _auto2(self, size):
         policies = self.transform._policies
-        policy_id = _randint(len(policies))
+        policy_id = _rng.randint(len(policies))
         space, p32 = self._space(size), self._p32[policy_id]
         steps: list = []
         for i, (name, _, magnitude_id) in enumerate(policies[policy_id]):
-            if not _rand() <= p32[i]:  # torch's float32 comparison
+            if not _rng.uniform() <= p32[i]:  # torch's float32 comparison
                 continue
             values, signed = space[name]
             magnitude = 0.0
             if values is not None:
                 magnitude = values[magnitude_id]
-                if signed and _rand() <= 0.5:
+                if signed and _rng.uniform() <= 0.5:
                     magnitude *= -1
             steps += self._steps(name, magnitude, size)
         return tuple(steps)

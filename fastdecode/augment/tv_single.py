@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from fastdecode import _native
+from fastdecode import _native, _rng
 from fastdecode.augment import ops
 from fastdecode.augment.base import PixelOp, Steps
 from fastdecode.augment.tv_policies import resample_of, tv_fill
@@ -43,8 +43,8 @@ class _Chance(PixelOp):
         """The steps when the forward's probability draw applies the op (see :meth:`PixelOp.draw`)."""
         p = self.transform.p
         if self.v2:
-            return () if bool(torch.rand(1) >= p) else self.steps
-        return self.steps if torch.rand(1).item() < p else ()
+            return () if not _rng.below(p) else self.steps  # torch.rand(1) >= p
+        return self.steps if _rng.uniform() < p else ()  # torch.rand(1).item() < p
 
 
 class _Geometric(PixelOp):

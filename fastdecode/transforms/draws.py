@@ -12,27 +12,15 @@ it. See docs/decisions/fused-transforms.md.
 from __future__ import annotations
 
 import math
-import threading
 from typing import TYPE_CHECKING
+
+from fastdecode import _rng
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["central_crop", "crop_offset", "flip_draw", "log_ratio", "resized_output_size",
            "sample_resized_crop", "standin"]
-
-_SCRATCH = threading.local()
-
-
-def _scratch() -> tuple[torch.Tensor, torch.Tensor]:
-    """This thread's 1-element tensors for the draws (default dtype, int64)."""
-    import torch
-
-    pair = getattr(_SCRATCH, "pair", None)
-    if pair is None or pair[0].dtype != torch.get_default_dtype():
-        pair = _SCRATCH.pair = (torch.empty(1), torch.empty(1, dtype=torch.int64))
-    return pair
-
 
 def sample_resized_crop(height: int, width: int, scale, log_ratio: tuple[float, float],
                         ratio) -> tuple[int, int, int, int]:
@@ -44,18 +32,14 @@ def sample_resized_crop(height: int, width: int, scale, log_ratio: tuple[float, 
     log, fresh 1-element tensors, ``torch.randint``'s argument parsing);
     ``tests/transforms/test_parity.py`` checks boxes and RNG states against
     torchvision's own over many seeds, sizes, scales and ratios."""
-    uniform, integer = _scratch()
     area = height * width
     for _ in range(10):
-        target_area = area * uniform.uniform_(scale[0], scale[1]).item()
-        aspect_ratio = uniform.uniform_(log_ratio[0], log_ratio[1]).exp_().item()
+        target_area = area * _rng.uniform(scale[0], scale[1])
+        aspect_ratio = _rng.exp_of_uniform(log_ratio[0], log_ratio[1])
         w = int(round(math.sqrt(target_area * aspect_ratio)))
         h = int(round(math.sqrt(target_area / aspect_ratio)))
         if 0 < w <= width and 0 < h <= height:
-            # torch.randint(0, n, size=(1,)) is empty((1,), int64).random_(0, n)
-            i = integer.random_(0, height - h + 1).item()
-            j = integer.random_(0, width - w + 1).item()
-            return int(i), int(j), h, w
+            return _rng.randint(height - h + 1), _rng.randint(width - w + 1), h, w
     return central_crop(height, width, ratio)
 
 
@@ -85,24 +69,17 @@ def log_ratio(ratio: tuple[float, float]) -> tuple[float, float]:
 
 def crop_offset(n: int) -> int:
     """RandomCrop's ``torch.randint(0, n, size=(1,)).item()`` (its top, then
-    its left), drawn into this thread's scratch tensor as
-    :func:`sample_resized_crop` draws its offsets."""
-    return int(_scratch()[1].random_(0, n).item())
+    its left), drawn as :func:`sample_resized_crop` draws its offsets."""
+    return _rng.randint(n)
 
 
 def flip_draw(p: float, p32: float) -> bool:
     """RandomHorizontalFlip's coin: ``torch.rand(1) < p`` (v1 flips then; v2
     skips when ``torch.rand(1) >= p``), ``p32`` being ``p`` in float32.
     torch.rand(1) is empty(1).uniform_(0, 1): the same draw into this
-    thread's scratch tensor, compared as torch compares it (6x cheaper)."""
-    import torch
-
-    uniform = _scratch()[0]
-    if uniform.dtype == torch.float32:
-        return uniform.uniform_(0, 1).item() < p32
-    if uniform.dtype == torch.float64:
-        return uniform.uniform_(0, 1).item() < p
-    return bool(torch.rand(1) < p)  # a half-precision default dtype: let torch compare
+    thread's scratch tensor (:func:`fastdecode._rng.below`), compared as
+    torch compares it (6x cheaper)."""
+    return _rng.below(p, p32)
 
 
 def resized_output_size(height: int, width: int, size, max_size) -> tuple[int, int]:

@@ -23,7 +23,7 @@ import numpy as np
 import PIL.Image
 import torch
 
-from fastdecode import _native
+from fastdecode import _native, _rng
 
 __all__ = ["EraseOp", "ErasedSlots", "Erases", "TensorTail", "as_numpy", "draw_erases", "erase",
            "erase_op", "erase_run"]
@@ -149,18 +149,13 @@ class TorchvisionErase(EraseOp):
 
     def draw(self, channels: int, height: int, width: int, dtype: torch.dtype) -> Erases:
         t = self.transform
-        if self.v2:
-            if torch.rand(1) >= t.p:
-                return ()
-            log_ratio = t._log_ratio
-        else:
-            if not torch.rand(1) < t.p:
-                return ()
-            log_ratio = torch.log(torch.tensor(t.ratio))
+        if not _rng.below(t.p):  # v2: torch.rand(1) >= p; v1: not torch.rand(1) < p
+            return ()
+        log_ratio = (t._log_ratio if self.v2 else torch.log(torch.tensor(t.ratio))).tolist()
         area = height * width
         for _ in range(10):
-            erase_area = area * torch.empty(1).uniform_(t.scale[0], t.scale[1]).item()
-            aspect_ratio = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
+            erase_area = area * _rng.uniform(t.scale[0], t.scale[1])
+            aspect_ratio = _rng.exp_of_uniform(log_ratio[0], log_ratio[1])
             h = int(round(math.sqrt(erase_area * aspect_ratio)))
             w = int(round(math.sqrt(erase_area / aspect_ratio)))
             if not (h < height and w < width):
@@ -169,9 +164,7 @@ class TorchvisionErase(EraseOp):
                 v = torch.empty([channels, h, w], dtype=torch.float32).normal_()
             else:
                 v = torch.tensor(self.value)[:, None, None]
-            i = int(torch.randint(0, height - h + 1, size=(1,)).item())
-            j = int(torch.randint(0, width - w + 1, size=(1,)).item())
-            return ((i, j, h, w, v),)
+            return ((_rng.randint(height - h + 1), _rng.randint(width - w + 1), h, w, v),)
         return ()  # v1 erases the image with itself, v2 leaves it: the same values
 
 

@@ -311,8 +311,12 @@ def example_tree(tmp_path_factory):
 
 
 @pytest.mark.no_sanitize
-@pytest.mark.parametrize("path", [README, ROOT / "docs" / "getting-started.md"],
-                         ids=["README", "getting-started"])
+@pytest.mark.parametrize("path", [
+    pytest.param(README, id="README"),
+    # the same kind of run as the README's (make test keeps that one): make test-full
+    pytest.param(ROOT / "docs" / "getting-started.md", id="getting-started",
+                 marks=pytest.mark.slow),
+])
 def test_examples_run_as_written(path, example_tree):
     pytest.importorskip("torch")
     pytest.importorskip("torchvision")

@@ -77,7 +77,7 @@ def test_rows_alternate_their_order_round_by_round(monkeypatch):
 
     opened, ran = [], []
 
-    def open_row(name, kind, data, transform, workers, batch, count):
+    def open_row(name, kind, data, transform, workers, batch, count, make=None):
         row = types.SimpleNamespace(loader=kind, num_workers=workers, source=object())
         opened.append(row)
         return row
@@ -99,5 +99,29 @@ def test_the_auto_augment_recipes_fuse_their_policy(name):
         pytest.importorskip("timm")
     report = bench.fusion(bench.RECIPES[name][1]())
     assert report["decode"][-1] in ("TrivialAugmentWide", "RandAugment", "AutoAugment")
-    assert report["unfused"] == [] and "RandomErasing" in report["tensor"]
+    assert report["unfused"] == []
+    # timm's prefetcher erases on the device, after the batch: not in the samples' transform
+    assert ("RandomErasing" in report["tensor"]) == (name not in bench.MAKERS)
     assert bench.TARGETS["augment"] == 2.5
+
+
+@pytest.mark.parametrize("kind", bench.DATASETS)
+def test_the_prefetcher_row_loads_as_timms_create_loader(tmp_path, kind):
+    """The prefetcher row's loader gives what timm's create_loader(use_prefetcher=True)
+    hands its PrefetchLoader: uint8 batches of fast_collate, int64 targets."""
+    import torch
+
+    pytest.importorskip("timm")
+    import fastdecode.integrations.timm as fd_timm
+
+    root = make_tree(tmp_path / "tree", per_class=2)
+    make = bench.MAKERS[bench._PREFETCHER]
+    try:
+        loader, sampler = make(kind, root, bench.RECIPES[bench._PREFETCHER][1](), 0, 2, 4)
+        batches = list(loader)
+    finally:
+        fd_timm.uninstall()
+    assert sampler.num_samples == 4 and len(batches) == 2
+    for x, y in batches:
+        assert x.dtype == torch.uint8 and tuple(x.shape) == (2, 3, 224, 224)
+        assert y.dtype == torch.int64 and tuple(y.shape) == (2,)

@@ -62,7 +62,7 @@ def run_python(code: str) -> dict:
     return json.loads(result.stdout.splitlines()[-1])
 
 
-HEAVY = ("tqdm", "matplotlib", "PIL")
+HEAVY = ("tqdm", "matplotlib", "PIL", "torchvision", "ray", "webdataset")
 # What a module imported on top of `baseline` brought of HEAVY (torch itself
 # imports tqdm, from torch.hub, when it is installed: that is torch's, not ours).
 PROBE = """

@@ -258,6 +258,7 @@ LIGHT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a subprocess; make test keeps tests/cli's light-import probe of datasets
 def test_import_is_light_and_the_classes_come_on_first_use():
     out = subprocess.run([sys.executable, "-c", LIGHT], capture_output=True, text=True,
                          timeout=120)

@@ -365,6 +365,7 @@ def test_cli_engine_ray_writes_the_local_tree(cluster_run, tmp_path):
 # Without a cluster.
 
 
+@pytest.mark.slow  # a subprocess; make test keeps tests/cli's light-import probes
 def test_import_fastdecode_imports_neither_ray_nor_webdataset():
     code = ("import sys, fastdecode; fastdecode.FastImageFolder; "
             "assert 'ray' not in sys.modules and 'webdataset' not in sys.modules")
