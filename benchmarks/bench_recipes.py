@@ -1,5 +1,6 @@
 """Data-loading throughput with the transforms real training recipes build:
-FastImageFolder vs ImageFolder, one thread and 2 workers, and which ops fuse.
+FastImageFolder vs ImageFolder, one thread and 2 workers (and FastLoader
+with workers), and which ops fuse.
 
     python -m benchmarks.bench_recipes [--data PATH] [--quick | --full] [--json PATH]
 
@@ -23,6 +24,7 @@ import math
 import statistics
 import sys
 import time
+import warnings
 from typing import Any, Callable
 
 import fastdecode as fd
@@ -32,7 +34,15 @@ from . import _common as common
 from . import bench_loader as loader_bench
 from .presets import ClassificationPresetEval, ClassificationPresetTrain
 
-DATASETS = ("ImageFolder+PIL", "FastImageFolder")
+DATASETS = ("ImageFolder+PIL", "FastImageFolder")  # each in a DataLoader
+
+
+def loaders(name: str, workers: int) -> tuple[str, ...]:
+    """The rows of ``name`` at ``workers``: the two datasets in DataLoaders,
+    and with workers FastLoader too (bench_loader.make_loader's kinds; the
+    prefetcher recipe, whose loader is timm's, has no FastLoader row)."""
+    return DATASETS + (("FastLoader",) if workers and name not in MAKERS else ())
+
 TARGETS = {"train": 1.8, "eval": 2.0,  # issue 14: FastImageFolder over ImageFolder, 2 cores
            "augment": 2.5}  # issue 50: the auto-augment recipes, per core (one thread)
 MODES: dict[str, dict[str, Any]] = {
@@ -156,19 +166,25 @@ def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, lis
             # the timed batches in whole waves, then the ramp wave and the
             # final wave that bench_loader.run_round leaves out of the timing
             batches = (math.ceil(settings["batches"] / wave) + 2) * wave
-            for kind in DATASETS:
+            for kind in loaders(name, workers):
                 bar.set_postfix_str(f"{name}: {kind}, num_workers={workers}, start-up")
                 with pinned(workers):
                     rows.append(loader_bench.open_row(name, kind, data, transform, workers,
                                                       settings["batch"],
                                                       batches * settings["batch"],
                                                       make=MAKERS.get(name)))
+                ahead = getattr(rows[-1], "ahead", 0)
+                if ahead:  # FastLoader: the batches it makes ahead come on top (its first
+                    # round is given none: they were drawn for the shorter epoch, and dropped)
+                    rows[-1].sampler.count = (batches + ahead) * settings["batch"]
                 bar.update()
         for r in range(settings["rounds"]):
             for row in common.round_order(rows, r):
                 bar.set_postfix_str(f"{name}: {row.loader}, num_workers={row.num_workers}, "
                                     f"round {r + 1}")
-                with pinned(row.num_workers):
+                with pinned(row.num_workers), warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "FastLoader dropped the next epoch",
+                                            RuntimeWarning)  # the first round's, above
                     cpu = time.process_time()
                     loader_bench.run_round(row)
                     if row.num_workers == 0:  # per core: this process's CPU time per image
@@ -201,6 +217,9 @@ def recipe_result(kind: str, rows: list, fused: dict) -> dict:
         setting = {"num_workers": workers, "imagefolder_images_per_s": base,
                    "fastimagefolder_images_per_s": ours, "speedup": ours / base,
                    "spread": max(spreads), "noisy": max(spreads) > loader_bench.NOISY_SPREAD}
+        if any(r.loader == "FastLoader" and r.num_workers == workers for r in rows):
+            fast = rate("FastLoader", workers)
+            setting.update(fastloader_images_per_s=fast, fastloader_speedup=fast / base)
         cpu = cpu_per_image(rows, workers)
         if cpu is not None:  # one thread: CPU time per image, the ratio of each round's pair
             setting.update(cpu)
@@ -239,10 +258,15 @@ def cpu_table(results: dict[str, dict]) -> str:
 def table(results: dict[str, dict]) -> str:
     workers = sorted({s["num_workers"] for r in results.values() for s in r["settings"]})
     head = "| recipe | fused at decode | fused tensor tail | unfused |"
+    columns = 4
     for w in workers:
         label = "1 thread" if w == 0 else f"{w} workers"
         head += f" {label}: ImageFolder img/s | FastImageFolder | speedup |"
-    lines = [head, "|" + "---|" * (4 + 3 * len(workers))]
+        columns += 3
+        if w:
+            head += " FastLoader | speedup |"
+            columns += 2
+    lines = [head, "|" + "---|" * columns]
     for name, r in results.items():
         f = r["fusion"]
         cells = [name, " + ".join(f["decode"]) or "-", " + ".join(f["tensor"]) or "-",
@@ -252,6 +276,10 @@ def table(results: dict[str, dict]) -> str:
             cells += [f"{s['imagefolder_images_per_s']:,.0f}",
                       f"{s['fastimagefolder_images_per_s']:,.0f}",
                       f"{s['speedup']:.2f}x{mark}"]
+            if s["num_workers"]:
+                cells += ([f"{s['fastloader_images_per_s']:,.0f}",
+                           f"{s['fastloader_speedup']:.2f}x{mark}"]
+                          if "fastloader_speedup" in s else ["-", "-"])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -287,7 +315,8 @@ def main(argv=None) -> int:
               "settings": settings, "machine": common.machine_facts(),
               "versions": {**common.library_versions(), "timm": _version("timm")},
               "recipes": {}, "skipped": skipped}
-    ticks = len(recipes) * len(settings["workers"]) * len(DATASETS) * (1 + settings["rounds"])
+    ticks = sum(len(loaders(name, w)) for name in recipes
+                for w in settings["workers"]) * (1 + settings["rounds"])
     fused = {name: fusion(t) for name, t in recipes.items()}
     with common.progress("recipes", ticks) as bar:
         rows = measure(data, recipes, settings, bar)

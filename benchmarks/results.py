@@ -196,6 +196,12 @@ def _recipe_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
                          "(images/s)", estimator(report, "recipes"),
                          f"ImageFolder {_num(s['imagefolder_images_per_s'])}{noisy}",
                          f"{_num(s['fastimagefolder_images_per_s'])}{noisy}", _x(s["speedup"])))
+            if "fastloader_speedup" in s:
+                rows.append((f"{label}, FastLoader, {s['num_workers']} workers (images/s)",
+                             estimator(report, "recipes"),
+                             f"ImageFolder {_num(s['imagefolder_images_per_s'])}{noisy}",
+                             f"{_num(s['fastloader_images_per_s'])}{noisy}",
+                             _x(s["fastloader_speedup"])))
     return rows
 
 

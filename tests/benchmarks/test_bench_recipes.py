@@ -88,7 +88,11 @@ def test_rows_alternate_their_order_round_by_round(monkeypatch):
     settings = dict(workers=[0, 2], batch=4, batches=1, rounds=3)
     bench.measure("data", {"recipe": None}, settings, bar)
     rounds = [ran[k:k + len(opened)] for k in range(0, len(ran), len(opened))]
-    assert len(opened) == 4 and len(rounds) == 3
+    # one thread: the two datasets; 2 workers: the two and FastLoader
+    assert [(r.loader, r.num_workers) for r in opened] == [
+        ("ImageFolder+PIL", 0), ("FastImageFolder", 0),
+        ("ImageFolder+PIL", 2), ("FastImageFolder", 2), ("FastLoader", 2)]
+    assert len(rounds) == 3
     assert rounds == [opened, opened[::-1], opened]
 
 

@@ -28,7 +28,8 @@ def report(name: str = results.MODERN_RECIPE) -> dict:
     rows = [_row("ImageFolder+PIL", 0, [200.0, 210.0, 190.0], [0.0050, 0.0052, 0.0048]),
             _row("FastImageFolder", 0, [500.0, 520.0, 480.0], [0.0020, 0.0020, 0.0016]),
             _row("ImageFolder+PIL", 2, [400.0, 400.0, 400.0], []),
-            _row("FastImageFolder", 2, [1000.0, 1010.0, 990.0], [])]
+            _row("FastImageFolder", 2, [1000.0, 1010.0, 990.0], []),
+            _row("FastLoader", 2, [1200.0, 1150.0, 1250.0], [])]
     recipe = br.recipe_result("augment", rows, {"decode": [], "tensor": [], "unfused": []})
     section = {"mode": "default", "settings": {"rounds": 3}, "recipes": {name: recipe}}
     return {"mode": "default", "date": "the run's date",
@@ -46,6 +47,16 @@ def test_the_summary_shows_the_modern_recipe_per_core_and_with_workers():
             "ratio the median of per-round ratios | ImageFolder 5.00 | 2.00 | 2.60x |") in block
     assert (f"| {label}, DataLoader(FastImageFolder), 2 workers (images/s) | median of 3 "
             "rounds | ImageFolder 400 | 1,000 | 2.50x |") in block
+    assert (f"| {label}, FastLoader, 2 workers (images/s) | median of 3 rounds | "
+            "ImageFolder 400 | 1,200 | 3.00x |") in block
+
+
+def test_a_recipe_without_a_fastloader_row_has_none_in_the_summary():
+    rows = [_row("ImageFolder+PIL", 2, [400.0], []), _row("FastImageFolder", 2, [1000.0], [])]
+    recipe = br.recipe_result("augment", rows, {"decode": [], "tensor": [], "unfused": []})
+    assert "fastloader_speedup" not in recipe["settings"][0]
+    assert "FastLoader" not in "".join(row[0] for row in results._recipe_rows(
+        {"sections": {"recipes": {"recipes": {results.MODERN_RECIPE: recipe}}}}))
 
 
 def test_the_recipe_is_one_bench_recipes_runs():
