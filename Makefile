@@ -66,7 +66,7 @@ soak: build
 
 # The long matrices: every random-kill trial of the loaders (20 per case), the
 # Ray cluster's killed-node and Train phases, convert's SIGKILL points that
-# make test leaves out (it runs the first ten and the two-worker ones).
+# make test leaves out (it runs the first five and the two-worker ones).
 test-slow: build
 	$(VPY) -m pytest -m slow --full $(PYTEST_ARGS)
 
