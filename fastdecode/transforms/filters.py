@@ -9,6 +9,7 @@ docs/decisions/fused-transforms.md.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -69,12 +70,20 @@ FILTERS: dict[int, Filter] = {f.pil: f for f in (
 PIL_FILTER_NAMES = {pil: f.name for pil, f in FILTERS.items()}
 
 
+@functools.cache
+def _modes() -> tuple[dict[str, InterpolationMode], dict[int, InterpolationMode]]:
+    """torchvision's modes by value ('bilinear') and by Pillow constant, made once."""
+    from torchvision.transforms import InterpolationMode
+
+    return ({m.value: m for m in InterpolationMode},
+            {pil: f.mode for pil, f in FILTERS.items()})
+
+
 def interpolation_mode(value: Any) -> InterpolationMode:
     """InterpolationMode from a mode, a Pillow constant or a string."""
     from torchvision.transforms import InterpolationMode
 
-    strings = {m.value: m for m in InterpolationMode}
-    by_pil = {pil: f.mode for pil, f in FILTERS.items()}
+    strings, by_pil = _modes()
     if isinstance(value, InterpolationMode):
         return value
     if isinstance(value, str):

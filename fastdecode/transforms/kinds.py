@@ -336,10 +336,12 @@ def _filters(interpolation: Any) -> tuple[int, ...]:
 
 def _pick(transform: Any, filters: tuple[int, ...]) -> int:
     """timm's own draw: ``random.choice(self.interpolation)`` when it holds
-    several (the same Python RNG call, so the same seed picks the same)."""
+    several, made as ``random.choice`` over the positions of ``filters``
+    (``transform.interpolation``'s, in its order): the same Python RNG call
+    on a sequence of the same length, so the same seed picks the same."""
     if len(filters) == 1:
         return filters[0]
-    return pil_filter(random.choice(transform.interpolation))
+    return filters[random.choice(range(len(filters)))]
 
 
 class TimmRandomResizedCropOp(RandomResizedCropOp):
