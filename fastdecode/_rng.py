@@ -6,11 +6,12 @@
 same values and the same generator state afterwards, without the tensor's
 set-up and the argument parsing (1-3 us a draw). The crop's and flip's draws
 (:mod:`fastdecode.transforms.draws`), the policies' (:mod:`fastdecode.augment`)
-and RandomErasing's all draw here; tests/transforms/test_parity.py and
-test_augment_policies.py check values and states against torchvision's own.
-torch loads on the first draw, so a module importing this one stays torch-free
-until it draws (a detached plan draws from transforms.torch_draws instead).
-See docs/decisions/fused-transforms.md.
+and RandomErasing's all draw here; tests/transforms/test_rng.py checks each
+call against torch's own, test_parity.py and test_augment_policies.py the
+draws against torchvision's, values and generator states. torch loads on the
+first draw, so a module importing this one stays torch-free until it draws (a
+detached plan draws from transforms.torch_draws instead). See
+docs/decisions/augment.md ("The rows on an idle machine ...").
 """
 
 from __future__ import annotations
