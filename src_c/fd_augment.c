@@ -381,10 +381,6 @@ KERNEL void bicubic_px(uint8_t *out, const uint8_t *src, int32_t w, int32_t h, i
     }
 }
 
-/* ImagingGenericTransform with affine_transform and the RGB filters: each
- * output pixel's centre mapped in double; outside [0, w) x [0, h) (NaN too:
- * Pillow's filters would read a clamped pixel there, reachable only with
- * coefficients near DBL_MAX) the fill colour. */
 /* The filtered paths' map of an output pixel, its matrix and the image's
  * sides held as locals (the pixel stores, uint8_t, may alias anything: a
  * pointer to the step's matrix would be reloaded for every pixel). */
@@ -419,6 +415,10 @@ static inline int affine_source(const affine_map *m, int32_t x, int32_t y, int32
     return 1;
 }
 
+/* ImagingGenericTransform with affine_transform and the RGB filters: each
+ * output pixel's centre mapped in double; outside [0, w) x [0, h) (NaN too:
+ * Pillow's filters would read a clamped pixel there, reachable only with
+ * coefficients near DBL_MAX) the fill colour. */
 KERNEL void affine_filtered(uint8_t *dst, const uint8_t *src, int32_t w, int32_t h,
                             const double a[6], int resample, const uint8_t fill[3], size_t ps,
                             size_t cs)

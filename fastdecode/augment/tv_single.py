@@ -43,7 +43,7 @@ class _Chance(PixelOp):
         """The steps when the forward's probability draw applies the op (see :meth:`PixelOp.draw`)."""
         p = self.transform.p
         if self.v2:
-            return () if not _rng.below(p) else self.steps  # torch.rand(1) >= p
+            return self.steps if _rng.below(p) else ()  # skipped when torch.rand(1) >= p
         return self.steps if _rng.uniform() < p else ()  # torch.rand(1).item() < p
 
 

@@ -334,10 +334,10 @@ def _filters(interpolation: Any) -> tuple[int, ...]:
     return (pil_filter(interpolation),)
 
 
-def _pick(transform: Any, filters: tuple[int, ...]) -> int:
+def _pick(filters: tuple[int, ...]) -> int:
     """timm's own draw: ``random.choice(self.interpolation)`` when it holds
     several, made as ``random.choice`` over the positions of ``filters``
-    (``transform.interpolation``'s, in its order): the same Python RNG call
+    (:func:`_filters` of ``self.interpolation``, in its order): the same Python RNG call
     on a sequence of the same length, so the same seed picks the same."""
     if len(filters) == 1:
         return filters[0]
@@ -359,7 +359,7 @@ class TimmRandomResizedCropOp(RandomResizedCropOp):
         return int(top), int(left), int(height), int(width)
 
     def pick_filter(self) -> int:
-        return _pick(self.transform, self.filters)
+        return _pick(self.filters)
 
 
 class ResizeKeepRatioOp(GeoOp):
@@ -375,7 +375,7 @@ class ResizeKeepRatioOp(GeoOp):
         size = type(t).get_params(standin(geo.canvas), t.size, t.longest, t.random_scale_prob,
                                   t.random_scale_range, t.random_scale_area,
                                   t.random_aspect_prob, t.random_aspect_range)
-        flt = _pick(t, self.filters)
+        flt = _pick(self.filters)
         height, width = int(size[0]), int(size[1])
         if height <= 0 or width <= 0:
             raise Stop("empty output size", steps=[PilResize((height, width), flt)])

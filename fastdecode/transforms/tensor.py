@@ -24,6 +24,7 @@ import PIL.Image
 import torch
 
 from fastdecode import _native, _rng
+from fastdecode.transforms.draws import log_ratio as log_ratio_of
 
 __all__ = ["EraseOp", "ErasedSlots", "Erases", "TensorTail", "as_numpy", "draw_erases", "erase",
            "erase_op", "erase_run"]
@@ -151,7 +152,7 @@ class TorchvisionErase(EraseOp):
         t = self.transform
         if not _rng.below(t.p):  # v2: torch.rand(1) >= p; v1: not torch.rand(1) < p
             return ()
-        log_ratio = (t._log_ratio if self.v2 else torch.log(torch.tensor(t.ratio))).tolist()
+        log_ratio = t._log_ratio.tolist() if self.v2 else log_ratio_of(t.ratio)
         area = height * width
         for _ in range(10):
             erase_area = area * _rng.uniform(t.scale[0], t.scale[1])
