@@ -93,7 +93,7 @@ def _augmenting(policy: str, use_v2: bool):
 
 
 # The recipes people train with today (issue 50): the policies fuse into the decode.
-for _policy in ("ta_wide", "ra", "imagenet"):
+for _policy in ("ta_wide", "ra", "imagenet", "augmix"):
     for _v2 in (False, True):
         RECIPES[f"reference train {'v2' if _v2 else 'v1'} {_policy} + random erase, 176"] = (
             "augment", _augmenting(_policy, _v2))
@@ -106,6 +106,8 @@ RECIPES["timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random
 # the same recipe as timm's create_loader(use_prefetcher=True) runs it: the samples' transform
 # ends in uint8 (ToNumpy), fast_collate makes the batch; the PrefetchLoader's normalize and
 # re_prob erasing run on the batch on the device, outside these rows (_prefetcher_loader)
+RECIPES["timm train augmix-m5-w4-d2 re_prob=0.25"] = (
+    "augment", lambda: _timm(True, auto_augment="augmix-m5-w4-d2", re_prob=0.25))
 _PREFETCHER = "timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random, prefetcher"
 RECIPES[_PREFETCHER] = ("augment", lambda: _timm(True, use_prefetcher=True, **_TIMM_RAND))
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from fastdecode import _native
 
-__all__ = ["PixelOp", "Steps", "apply", "draw"]
+__all__ = ["Mix", "PixelOp", "Steps", "apply", "draw"]
 
-Steps = tuple  # a tuple of _native.augment's step tuples
+Steps = tuple  # a tuple of _native.augment's step tuples, and Mix steps
 
 
 class PixelOp:
@@ -55,6 +55,19 @@ class PixelOp:
         raise NotImplementedError
 
 
+class Mix:
+    """A step that mixes augmented copies of the image (AugMix): drawn
+    whole before the decode, run by :func:`apply` in Python (its branches'
+    steps natively), drawing nothing."""
+
+    __slots__ = ()
+
+    def run(self, pixels: np.ndarray, layout: str) -> None:  # pragma: no cover - subclasses
+        """Writes the mixed image into ``pixels`` (writable, C-contiguous,
+        ``layout`` 'CHW' or 'HWC')."""
+        raise NotImplementedError
+
+
 def draw(ops: Sequence[PixelOp], size: tuple[int, int]) -> Steps:
     """The native steps of ``ops`` in chain order, each drawing as its transform would."""
     return tuple(step for op in ops for step in op.draw(size))
@@ -63,12 +76,23 @@ def draw(ops: Sequence[PixelOp], size: tuple[int, int]) -> Steps:
 def apply(pixels: np.ndarray, layout: str, steps: Steps) -> np.ndarray:
     """``pixels`` (uint8 (3, H, W) for 'CHW', (H, W, 3) for 'HWC') after
     ``steps``: in place when writable and C-contiguous, else a copy; the
-    steps in chunks of the native limit (``_native.AUG_MAX_STEPS``)."""
+    native steps in chunks of the native limit (``_native.AUG_MAX_STEPS``),
+    a :class:`Mix` step in its turn."""
     if not steps:
         return pixels
     if not (pixels.flags.writeable and pixels.flags.c_contiguous):
         pixels = np.array(pixels, order="C")
+    start = 0
+    for i, step in enumerate(steps):
+        if isinstance(step, Mix):
+            _run_native(pixels, layout, steps[start:i])
+            step.run(pixels, layout)
+            start = i + 1
+    _run_native(pixels, layout, steps[start:])
+    return pixels
+
+
+def _run_native(pixels: np.ndarray, layout: str, steps: Steps) -> None:
     limit = _native.AUG_MAX_STEPS
     for start in range(0, len(steps), limit):
         _native.augment(pixels, layout, steps[start:start + limit])
-    return pixels

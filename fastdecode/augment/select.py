@@ -1,7 +1,8 @@
 """Which augmentation transforms run natively (``pixel_op``), and why one does not (``why_not``).
 
 Exact types only (a subclass may override ``forward``): torchvision's v1 and
-v2 policies (:mod:`.tv_policies`), timm's (:mod:`.timm_policies`). See
+v2 policies (:mod:`.tv_policies`), timm's (:mod:`.timm_policies`), both
+libraries' AugMix (:mod:`.augmix`). See
 docs/decisions/augment.md ("Draws and plans").
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastdecode.augment import timm_policies, tv_policies, tv_single
+from fastdecode.augment import augmix, timm_policies, tv_policies, tv_single
 from fastdecode.augment.base import PixelOp
 
 __all__ = ["pixel_op", "why_not"]
@@ -25,9 +26,9 @@ def pixel_op(t: Any) -> Optional[PixelOp]:
     """The pixel op for ``t``, or None when it is not one fuse runs natively."""
     module = type(t).__module__
     if module.startswith("torchvision."):
-        return tv_policies.policy_op(t) or tv_single.single_op(t)
+        return tv_policies.policy_op(t) or tv_single.single_op(t) or augmix.augmix_op(t)
     if module.startswith("timm."):
-        return timm_policies.policy_op(t)
+        return timm_policies.policy_op(t) or augmix.augmix_op(t)
     return None
 
 
@@ -46,8 +47,6 @@ def why_not(t: Any) -> Optional[str]:
                 "bilinear, bicubic), or a fill that is not an RGB colour: it runs unfused")
     if name not in _POLICY_NAMES or not module.startswith(("torchvision.", "timm.")):
         return None
-    if name in ("AugMix", "AugMixAugment"):
-        return f"{name} mixes several augmented copies: it runs unfused"
     if module.startswith("timm."):
         return (f"timm's {name} holds an op without a native form (a blur, or an "
                 "interpolation Image.transform does not take): it runs unfused")

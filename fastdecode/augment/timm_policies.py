@@ -23,7 +23,7 @@ import numpy as np
 from fastdecode.augment import ops
 from fastdecode.augment.base import PixelOp, Steps
 
-__all__ = ["TimmAutoAugment", "TimmRandAugment", "policy_op"]
+__all__ = ["TimmAutoAugment", "TimmRandAugment", "native_op", "policy_op"]
 
 _LEVEL_DENOM = 10.0  # timm's _LEVEL_DENOM
 
@@ -114,8 +114,8 @@ class _Op:
         return (ops.affine(_affine_matrix(self.fn_name)(args[0], size), resample, self.fill),)
 
 
-def _op(op: Any) -> _Op:
-    """The draws of one AugmentOp.
+def native_op(op: Any) -> _Op:
+    """The draws of one AugmentOp (``draw(size)``: its steps).
 
     Raises
     ------
@@ -138,7 +138,7 @@ class TimmRandAugment(PixelOp):
 
     def __init__(self, transform: Any):
         super().__init__(transform)
-        self.ops = [_op(op) for op in transform.ops]
+        self.ops = [native_op(op) for op in transform.ops]
         weights = transform.choice_weights
         self.weights = None if weights is None else np.asarray(weights)
 
@@ -160,7 +160,7 @@ class TimmAutoAugment(PixelOp):
 
     def __init__(self, transform: Any):
         super().__init__(transform)
-        self.policy = [[_op(op) for op in sub] for sub in transform.policy]
+        self.policy = [[native_op(op) for op in sub] for sub in transform.policy]
 
     def draw(self, size: tuple[int, int]) -> Steps:
         """The picked sub-policy's steps (see :meth:`PixelOp.draw`)."""

@@ -1,8 +1,9 @@
 """Same seed, same draws: the auto-augment policies fused into the decode (issue 50).
 
 Each policy of torchvision (v1 and v2 RandAugment, TrivialAugmentWide,
-AutoAugment with its three policies) and of timm (``rand-m9-mstd0.5-inc1``,
-``rand-m9-n2``, AutoAugment ``original`` and ``v0r``) after a
+AutoAugment with its three policies, AugMix) and of timm (``rand-m9-mstd0.5-inc1``,
+``rand-m9-n2``, AutoAugment ``original`` and ``v0r``, AugMix basic and
+blended) after a
 RandomResizedCrop and a flip: ``fuse(chain, exact=True)(bytes)`` is the
 chain's tensor on ``Image.open(f).convert('RGB')`` bit for bit, with the
 generators each library draws from (torch, Python's ``random``, NumPy)
@@ -44,6 +45,19 @@ def _timm_rand(config):
     return make
 
 
+def _timm_augmix(config):
+    def make():
+        aa = pytest.importorskip("timm.data.auto_augment")
+        return aa.augment_and_mix_transform(config, dict(TIMM_HPARAMS, translate_pct=0.3,
+                                                          interpolation=(Image.BILINEAR,
+                                                                         Image.BICUBIC)))
+    return make
+
+
+class _MyAugMix(T.AugMix):
+    """A user's subclass (it may override forward): runs unfused."""
+
+
 def _timm_auto(config):
     def make():
         aa = pytest.importorskip("timm.data.auto_augment")
@@ -68,6 +82,14 @@ POLICIES = {
     "timm-rand-m9-n2": (_timm_rand("rand-m9-n2"), False),
     "timm-original": (_timm_auto("original-mstd0.5"), False),
     "timm-v0r": (_timm_auto("v0r"), False),
+    "v1-augmix": (lambda: T.AugMix(interpolation=BILINEAR), False),
+    "v1-augmix-w2-d2-fill": (lambda: T.AugMix(severity=5, mixture_width=2, chain_depth=2,
+                                              all_ops=False, fill=[10, 200, 30]), False),
+    "v2-augmix": (lambda: T2.AugMix(interpolation=BILINEAR), True),
+    "v2-augmix-nearest-fill": (lambda: T2.AugMix(severity=1, chain_depth=1, alpha=0.5,
+                                                 fill=90), True),
+    "timm-augmix-m5-w4-d2": (_timm_augmix("augmix-m5-w4-d2"), False),
+    "timm-augmix-m3-w3-b1": (_timm_augmix("augmix-m3-w3-b1"), False),
 }
 SEEDS = range(4)
 # The default mode's floor, measured on 48 photos x 4 seeds per policy
@@ -227,7 +249,7 @@ def test_explain_names_the_policy_and_where_it_runs(policy):
 UNFUSED = {
     # id: (the step after the policy / in its place, words of the reason)
     "user-callable": (lambda: T.Lambda(lambda img: img), "not a transform fuse knows"),
-    "augmix": (lambda: T.AugMix(), "AugMix mixes several augmented copies"),
+    "augmix-subclass": (_MyAugMix, "not a transform fuse knows"),
     "timm-blur": (lambda: pytest.importorskip("timm.data.auto_augment").rand_augment_transform(
         "rand-m9-t3a", {}), "holds an op without a native form"),
 }
@@ -256,7 +278,7 @@ def test_what_cannot_run_natively_runs_unfused_and_says_why(case):
 
 
 @pytest.mark.parametrize("way", ["getitems", "dataloader", "fastloader-threads2"])
-@pytest.mark.parametrize("recipe", ["ta_wide", "imagenet"])
+@pytest.mark.parametrize("recipe", ["ta_wide", "imagenet", "augmix"])
 def test_batches_of_the_reference_recipe_draw_as_image_folder(recipe, way, tmp_path):
     """FastImageFolder's batched fetch and DataLoader over it: ImageFolder's
     samples in order for one seed, exact=True bit for bit; FastLoader(threads=2)'s
