@@ -18,11 +18,12 @@ augmentations of training recipes: torchvision's v1 and v2 RandAugment,
 TrivialAugmentWide, AutoAugment, RandomRotation (without ``expand``),
 RandomAffine, RandomPosterize, RandomSolarize, RandomAdjustSharpness,
 RandomAutocontrast, RandomEqualize and RandomInvert, timm's RandAugment and
-AutoAugment (:mod:`fastdecode.augment`), and GaussianBlur in the default
+AutoAugment, both libraries' AugMix (:mod:`fastdecode.augment`), and GaussianBlur in the default
 mode (within one level of torchvision's); then the tensor tail and
 RandomErasing. Each is drawn as its library draws it, from the same
 generators in the same order, and computed with Pillow's arithmetic
-(``exact=True``: the library's result bit for bit). AugMix, timm's blur ops
+(``exact=True``: the library's result bit for bit; torchvision's AugMix runs
+its own tensor ops on the decoded pixels). timm's blur ops
 and a user's own callables run unfused, and ``explain()`` says why.
 FiveCrop and TenCrop right after those steps cut their crops from the
 decoded pixels (a tuple, as torchvision's; v2 tensor steps after them run

@@ -171,7 +171,7 @@ def fusion_report(f: FusedTransform) -> Optional[FusionReport]:
     and other steps), fuses nothing at all, leaves the steps after a
     FiveCrop/TenCrop to torchvision (v1's ``Lambda`` recipe), or loses the
     batch path to a step after the fused part (an augmentation that does not
-    fuse, such as AugMix, a Lambda, a colour step on tensors) when the chain
+    fuse, such as a Lambda, timm's blur ops, a colour step on tensors) when the chain
     would have it otherwise. None when the leading geometric run and the colour
     steps after it fused and the unfused rest costs no batch path (a chain
     that returns PIL images, or images of different sizes, has none).

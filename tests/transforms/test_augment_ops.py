@@ -135,7 +135,7 @@ def test_timm_op(case, resample):
     function's sign draw seeded alike), vs the op on the same image."""
     import random
 
-    from fastdecode.augment.timm_policies import _op
+    from fastdecode.augment.timm_policies import native_op as _op
 
     aa = _timm()
     fn_name, args = TIMM_CASES[case]
@@ -173,7 +173,7 @@ def test_unknown_torchvision_op():
 
 
 def test_timm_op_without_native_form():
-    from fastdecode.augment.timm_policies import _op
+    from fastdecode.augment.timm_policies import native_op as _op
 
     aa = _timm()
     with pytest.raises(ValueError, match="GaussianBlur: no native op"):
