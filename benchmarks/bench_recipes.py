@@ -15,6 +15,9 @@ normalize and erasing its PrefetchLoader runs on the device are not timed).
 Each row is the median of >= 3 interleaved rounds in steady state
 (persistent workers, an untimed first epoch), as in bench_loader; the
 one-thread rows run in this process with every thread pool at one thread.
+The auto-augment rows also time, in one thread, the peers a user would pick
+instead (torchvision.io + v2 on tensors; NVIDIA DALI's CPU pipeline where it
+is installed): :mod:`._peers`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import fastdecode as fd
 from fastdecode import _system
 
 from . import _common as common
+from . import _peers as peers
 from . import bench_loader as loader_bench
 from .presets import ClassificationPresetEval, ClassificationPresetTrain
 
@@ -39,9 +43,12 @@ DATASETS = ("ImageFolder+PIL", "FastImageFolder")  # each in a DataLoader
 
 def loaders(name: str, workers: int) -> tuple[str, ...]:
     """The rows of ``name`` at ``workers``: the two datasets in DataLoaders,
-    and with workers FastLoader too (bench_loader.make_loader's kinds; the
-    prefetcher recipe, whose loader is timm's, has no FastLoader row)."""
-    return DATASETS + (("FastLoader",) if workers and name not in MAKERS else ())
+    with workers FastLoader too (bench_loader.make_loader's kinds; the
+    prefetcher recipe, whose loader is timm's, has no FastLoader row), in
+    one thread the peers' rows (:mod:`._peers`)."""
+    if not workers:
+        return DATASETS + peers.kinds(name)
+    return DATASETS + (("FastLoader",) if name not in MAKERS else ())
 
 TARGETS = {"train": 1.8, "eval": 2.0,  # issue 14: FastImageFolder over ImageFolder, 2 cores
            "augment": 2.5}  # issue 50: the auto-augment recipes, per core (one thread)
@@ -174,7 +181,8 @@ def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, lis
                     rows.append(loader_bench.open_row(name, kind, data, transform, workers,
                                                       settings["batch"],
                                                       batches * settings["batch"],
-                                                      make=MAKERS.get(name)))
+                                                      make=peers.maker(kind, name)
+                                                      or MAKERS.get(name)))
                 ahead = getattr(rows[-1], "ahead", 0)
                 if ahead:  # FastLoader: the batches it makes ahead come on top (its first
                     # round is given none: they were drawn for the shorter epoch, and dropped)
@@ -225,8 +233,24 @@ def recipe_result(kind: str, rows: list, fused: dict) -> dict:
         cpu = cpu_per_image(rows, workers)
         if cpu is not None:  # one thread: CPU time per image, the ratio of each round's pair
             setting.update(cpu)
+        peer_rows = [r for r in rows if r.num_workers == workers and r.loader not in
+                     (*DATASETS, "FastLoader")]
+        if peer_rows:
+            setting["peers"] = {r.loader: peer_result(r, rows) for r in peer_rows}
         settings.append(setting)
     return {"kind": kind, "target_speedup": TARGETS[kind], "fusion": fused, "settings": settings}
+
+
+def peer_result(peer, rows: list) -> dict:
+    """A peer row (one thread): its rate, its CPU time per image, and
+    FastImageFolder's per-core speedup over it (the median of the rounds'
+    ratios, as for ImageFolder)."""
+    ours = next(r for r in rows if r.loader == "FastImageFolder" and r.num_workers == 0)
+    theirs, mine = peer.__dict__["cpu_per_image"], ours.__dict__["cpu_per_image"]
+    return {"images_per_s": statistics.median(peer.rates),
+            "cpu_ms_per_image": 1e3 * statistics.median(theirs),
+            "fastimagefolder_cpu_speedup": statistics.median(
+                p / o for p, o in zip(theirs, mine))}
 
 
 def cpu_per_image(rows: list, workers: int):
@@ -246,14 +270,18 @@ def cpu_per_image(rows: list, workers: int):
 def cpu_table(results: dict[str, dict]) -> str:
     """Per core: the one-thread rows' CPU time per image."""
     # the project's targets stay in the JSON (target_speedup), not in what users read
-    lines = ["| recipe | ImageFolder CPU ms / image | FastImageFolder | per-core speedup |",
-             "|---|---|---|---|"]
+    lines = ["| recipe | ImageFolder CPU ms / image | FastImageFolder | per-core speedup | "
+             "peers: CPU ms / image (FastImageFolder's speedup over it) |",
+             "|---|---|---|---|---|"]
     for name, r in results.items():
         for s in r["settings"]:
             if "cpu_speedup" in s:
+                others = "; ".join(f"{kind} {p['cpu_ms_per_image']:.2f} "
+                                   f"({p['fastimagefolder_cpu_speedup']:.2f}x)"
+                                   for kind, p in s.get("peers", {}).items()) or "-"
                 lines.append(f"| {name} | {s['imagefolder_cpu_ms_per_image']:.2f} | "
                              f"{s['fastimagefolder_cpu_ms_per_image']:.2f} | "
-                             f"{s['cpu_speedup']:.2f}x |")
+                             f"{s['cpu_speedup']:.2f}x | {others} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -315,7 +343,9 @@ def main(argv=None) -> int:
             skipped[name] = f"skipped ({exc})"
     report = {"command": common.command_line(__name__, argv), "data": str(data), "mode": mode,
               "settings": settings, "machine": common.machine_facts(),
-              "versions": {**common.library_versions(), "timm": _version("timm")},
+              "versions": {**common.library_versions(), "timm": _version("timm"),
+                           "nvidia-dali": _version("nvidia-dali-cuda120")
+                           or _version("nvidia-dali-cuda130")},
               "recipes": {}, "skipped": skipped}
     ticks = sum(len(loaders(name, w)) for name in recipes
                 for w in settings["workers"]) * (1 + settings["rounds"])

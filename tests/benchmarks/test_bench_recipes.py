@@ -102,7 +102,8 @@ def test_the_auto_augment_recipes_fuse_their_policy(name):
     if name.startswith("timm"):
         pytest.importorskip("timm")
     report = bench.fusion(bench.RECIPES[name][1]())
-    assert report["decode"][-1] in ("TrivialAugmentWide", "RandAugment", "AutoAugment")
+    assert report["decode"][-1] in ("TrivialAugmentWide", "RandAugment", "AutoAugment", "AugMix",
+                                    "AugMixAugment")
     assert report["unfused"] == []
     # timm's prefetcher erases on the device, after the batch: not in the samples' transform
     assert ("RandomErasing" in report["tensor"]) == (name not in bench.MAKERS)
@@ -129,3 +130,53 @@ def test_the_prefetcher_row_loads_as_timms_create_loader(tmp_path, kind):
     for x, y in batches:
         assert x.dtype == torch.uint8 and tuple(x.shape) == (2, 3, 224, 224)
         assert y.dtype == torch.int64 and tuple(y.shape) == (2,)
+
+
+# -- the peers' rows (benchmarks/_peers.py) ------------------------------------------------
+
+peers = pytest.importorskip("benchmarks._peers")
+PEER_ROWS = {
+    # recipe: the peers it has (DALI only where it imports)
+    "reference train v2 ta_wide + random erase, 176": (peers.TORCHCODEC, peers.DALI),
+    "reference train v1 ta_wide + random erase, 176": (),
+    "reference train v2 ra + random erase, 176": (peers.TORCHCODEC, peers.DALI),
+    "reference train v2 imagenet + random erase, 176": (peers.TORCHCODEC, peers.DALI),
+    "reference train v2 augmix + random erase, 176": (peers.TORCHCODEC,),
+    "timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random": (peers.DALI,),
+    bench._PREFETCHER: (),
+    "reference train v1": (),
+}
+
+
+@pytest.mark.parametrize("recipe", list(PEER_ROWS))
+def test_the_one_thread_rows_add_the_peers_of_each_recipe(recipe):
+    want = tuple(k for k in PEER_ROWS[recipe] if peers.available(k))
+    assert peers.kinds(recipe) == want
+    assert bench.loaders(recipe, 0) == bench.DATASETS + want
+    assert not set(bench.loaders(recipe, 2)) & {peers.TORCHCODEC, peers.DALI}
+
+
+def test_a_recipe_without_peers_has_no_peer_maker():
+    assert peers.maker("FastImageFolder", "reference train v1") is None
+    with pytest.raises(ValueError, match="has no peer rows"):
+        peers.maker(peers.TORCHCODEC, "reference train v1")
+
+
+@pytest.mark.parametrize("kind", [peers.TORCHCODEC, peers.DALI], ids=["torchcodec", "dali"])
+def test_each_peer_loads_the_recipes_float_batches(tmp_path, kind):
+    """A peer row's source gives what the recipe's rows give: float32 (N, 3, 176, 176)
+    batches and their labels, count // batch of them an epoch."""
+    import torch
+
+    if not peers.available(kind):
+        pytest.skip(f"{kind}: not installed (requirements/peers.txt)")
+    root = make_tree(tmp_path / "tree", per_class=2)
+    make = peers.maker(kind, "reference train v2 ta_wide + random erase, 176")
+    source, sampler = make(kind, root, None, 0, 2, 4)
+    batches = list(source)
+    assert len(batches) == 2
+    for x, y in batches:
+        assert x.dtype == torch.float32 and tuple(x.shape) == (2, 3, 176, 176)
+        assert len(y) == 2
+    sampler.count = 2  # the rows set the next epoch's length on the sampler
+    assert len(list(source)) == 1
