@@ -89,7 +89,7 @@ class TimmAugMix(PixelOp):
     def __init__(self, transform: Any):
         super().__init__(transform)
         self.ops = [timm_policies.native_op(op) for op in transform.ops]
-        float(transform.alpha)
+        float(transform.alpha)  # a number, or TypeError: the policy runs unfused
         self.width, self.depth = int(transform.width), int(transform.depth)
         self.blended = bool(transform.blended)
 
