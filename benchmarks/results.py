@@ -70,6 +70,8 @@ SECTION_STATISTIC = {"decode": "sum over slices of each slice's best round",
 # weights were trained with it (--auto-augment ta_wide --random-erase 0.1
 # --train-crop-size 176); bench_recipes names it so.
 MODERN_RECIPE = "reference train v1 ta_wide + random erase, 176"
+# The same recipe written with v2: bench_recipes times the peers there (benchmarks/_peers.py)
+PEER_RECIPE = "reference train v2 ta_wide + random erase, 176"
 LOADERS = ("ImageFolder+PIL", "FastImageFolder", "FastLoader")
 LOADER_NAMES = {"ImageFolder+PIL": "ImageFolder", "FastImageFolder": "DataLoader(FastImageFolder)",
                 "FastLoader": "FastLoader"}
@@ -176,13 +178,18 @@ def summary_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
+_RECIPE_LABEL = "ta_wide + random erase 0.1, crop 176 (IMAGENET1K_V2's recipe)"
+
+
 def _recipe_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
     """The modern recipe's rows (MODERN_RECIPE): per core (one thread's CPU
-    time per image, the median of the rounds' ratios) and with workers."""
-    recipe = report.get("sections", {}).get("recipes", {}).get("recipes", {}).get(MODERN_RECIPE)
+    time per image, the median of the rounds' ratios) and with workers; then
+    the peers' rows of its v2 form (PEER_RECIPE), where they ran."""
+    recipes = report.get("sections", {}).get("recipes", {}).get("recipes", {})
+    recipe = recipes.get(MODERN_RECIPE)
     if not recipe:
         return []
-    label = "ta_wide + random erase 0.1, crop 176 (IMAGENET1K_V2's recipe)"
+    label = _RECIPE_LABEL
     rows = []
     for s in recipe.get("settings", []):
         if "cpu_speedup" in s:
@@ -202,6 +209,20 @@ def _recipe_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
                              f"ImageFolder {_num(s['imagefolder_images_per_s'])}{noisy}",
                              f"{_num(s['fastloader_images_per_s'])}{noisy}",
                              _x(s["fastloader_speedup"])))
+    return rows + _peer_rows(report, recipes.get(PEER_RECIPE))
+
+
+def _peer_rows(report: dict, recipe: Optional[dict]) -> list[tuple[str, str, str, str, str]]:
+    """The modern recipe in v2, one thread, against each peer that ran
+    (CPU ms per image each side; the ratio the median of per-round ratios)."""
+    rows = []
+    for s in (recipe or {}).get("settings", []):
+        for peer, p in s.get("peers", {}).items():
+            rows.append((f"{_RECIPE_LABEL}, v2, one thread, vs {peer} (CPU ms/image)",
+                         f"{estimator(report, 'recipes')}; the ratio the median of per-round "
+                         "ratios", f"{peer} {_num(p['cpu_ms_per_image'], 2)}",
+                         _num(s["fastimagefolder_cpu_ms_per_image"], 2),
+                         _x(p["fastimagefolder_cpu_speedup"])))
     return rows
 
 

@@ -65,3 +65,22 @@ def test_the_recipe_is_one_bench_recipes_runs():
 
 def test_a_report_without_the_recipe_has_no_recipe_rows():
     assert "IMAGENET1K_V2" not in results.summary_block(report("another recipe"))
+
+
+def test_the_peers_of_the_v2_recipe_follow_it_per_core():
+    """Where bench_recipes timed peers (on the v2 form of the recipe), the summary
+    shows each: its CPU ms per image, ours, the median of the rounds' ratios."""
+    rows = [_row("ImageFolder+PIL", 0, [200.0] * 3, [0.0050] * 3),
+            _row("FastImageFolder", 0, [500.0] * 3, [0.0020, 0.0020, 0.0016]),
+            _row("DALI CPU", 0, [300.0] * 3, [0.0040, 0.0036, 0.0040])]
+    v2 = br.recipe_result("augment", rows, {"decode": [], "tensor": [], "unfused": []})
+    assert v2["settings"][0]["peers"]["DALI CPU"]["cpu_ms_per_image"] == pytest.approx(4.0)
+    full = report()
+    full["sections"]["recipes"]["recipes"][results.PEER_RECIPE] = v2
+    block = results.summary_block(full)
+    label = "ta_wide + random erase 0.1, crop 176 (IMAGENET1K_V2's recipe)"
+    # ratios 2.0, 1.8, 2.5: the median 2.0
+    assert (f"| {label}, v2, one thread, vs DALI CPU (CPU ms/image) | median of 3 rounds; the "
+            "ratio the median of per-round ratios | DALI CPU 4.00 | 2.00 | 2.00x |") in block
+    assert "vs DALI" not in results.summary_block(report())  # no peers: no rows
+    assert results.PEER_RECIPE in br.RECIPES
