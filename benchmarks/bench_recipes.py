@@ -16,8 +16,8 @@ Each row is the median of >= 3 interleaved rounds in steady state
 (persistent workers, an untimed first epoch), as in bench_loader; the
 one-thread rows run in this process with every thread pool at one thread.
 The auto-augment rows also time, in one thread, the peers a user would pick
-instead (torchvision.io + v2 on tensors; NVIDIA DALI's CPU pipeline where it
-is installed): :mod:`._peers`.
+instead, where installed (TorchCodec + v2 on tensors; NVIDIA DALI's CPU
+pipeline): :mod:`._peers`.
 """
 
 from __future__ import annotations
@@ -110,11 +110,12 @@ for _policy in ("ta_wide", "ra", "imagenet", "augmix"):
 _TIMM_RAND = dict(auto_augment="rand-m9-mstd0.5-inc1-mmax9", re_prob=0.25, interpolation="random")
 RECIPES["timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random"] = (
     "augment", lambda: _timm(True, **_TIMM_RAND))
-# the same recipe as timm's create_loader(use_prefetcher=True) runs it: the samples' transform
-# ends in uint8 (ToNumpy), fast_collate makes the batch; the PrefetchLoader's normalize and
-# re_prob erasing run on the batch on the device, outside these rows (_prefetcher_loader)
 RECIPES["timm train augmix-m5-w4-d2 re_prob=0.25"] = (
     "augment", lambda: _timm(True, auto_augment="augmix-m5-w4-d2", re_prob=0.25))
+# the same RandAugment recipe as timm's create_loader(use_prefetcher=True) runs it: the
+# samples' transform ends in uint8 (ToNumpy), fast_collate makes the batch; the
+# PrefetchLoader's normalize and re_prob erasing run on the batch on the device, outside
+# these rows (_prefetcher_loader)
 _PREFETCHER = "timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random, prefetcher"
 RECIPES[_PREFETCHER] = ("augment", lambda: _timm(True, use_prefetcher=True, **_TIMM_RAND))
 
@@ -345,7 +346,8 @@ def main(argv=None) -> int:
               "settings": settings, "machine": common.machine_facts(),
               "versions": {**common.library_versions(), "timm": _version("timm"),
                            "nvidia-dali": _version("nvidia-dali-cuda120")
-                           or _version("nvidia-dali-cuda130")},
+                           or _version("nvidia-dali-cuda130"),
+                           "torchcodec": _version("torchcodec")},
               "recipes": {}, "skipped": skipped}
     ticks = sum(len(loaders(name, w)) for name in recipes
                 for w in settings["workers"]) * (1 + settings["rounds"])
