@@ -25,13 +25,13 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import torch
 
 from .presets import MEAN, STD, ClassificationPresetTrain
 
-__all__ = ["DALI", "TORCHCODEC", "available", "kinds", "maker"]
+__all__ = ["DALI", "KINDS", "TORCHCODEC", "available", "kinds", "maker"]
 
 TORCHCODEC = "TorchCodec + v2"
 DALI = "DALI CPU"
@@ -41,18 +41,8 @@ _DALI_POLICIES = {"ta_wide": ("trivial_augment", "trivial_augment_wide", {}),
                   "imagenet": ("auto_augment", "auto_augment_image_net", {})}
 
 
-def _policy(recipe: str) -> Optional[tuple[str, str]]:
-    """(torchvision policy, source) of an auto-augment row of bench_recipes, or None."""
-    if recipe.startswith("reference train v") and recipe.endswith("+ random erase, 176"):
-        parts = recipe.split()
-        if len(parts) > 3 and parts[3] in (*_DALI_POLICIES, "augmix"):
-            return parts[3], "torchvision"
-    if recipe.startswith("timm train rand-m9") and not recipe.endswith("prefetcher"):
-        return "ra", "timm"
-    return None
-
-
 _MODULES = {TORCHCODEC: "torchcodec.decoders", DALI: "nvidia.dali"}
+KINDS = tuple(_MODULES)  # the peers' row names
 
 
 @functools.cache
@@ -67,30 +57,30 @@ def available(kind: str) -> bool:
     return True
 
 
-def kinds(recipe: str) -> tuple[str, ...]:
-    """The peer rows of ``recipe`` (one thread), each where it imports:
-    TorchCodec + v2 for the reference recipes (one row per policy: on the v2
-    row), DALI where it has the policy (the reference v2 rows, timm's)."""
-    found = _policy(recipe)
-    if found is None:
-        return ()
-    policy, source = found
+def kinds(policy: str, preset: bool) -> tuple[str, ...]:
+    """The peer rows (one thread) of a recipe of torchvision's ``policy``
+    (its name in the reference's ``--auto-augment``), each where it imports:
+    TorchCodec + v2 when the recipe is the reference ``preset`` (it runs that
+    preset on tensors), DALI where it has the policy."""
     out: tuple[str, ...] = ()
-    if source == "torchvision" and " v2 " in recipe and available(TORCHCODEC):
+    if preset and available(TORCHCODEC):
         out += (TORCHCODEC,)
-    if policy in _DALI_POLICIES and (source == "timm" or " v2 " in recipe) and available(DALI):
+    if policy in _DALI_POLICIES and available(DALI):
         out += (DALI,)
     return out
 
 
-def maker(kind: str, recipe: str) -> Optional[Callable]:
-    """bench_loader.open_row's ``make`` for a peer row, or None (not a peer)."""
-    if kind not in _MODULES:
-        return None
-    found = _policy(recipe)
-    if found is None:
-        raise ValueError(f"{recipe!r} has no peer rows")
-    return functools.partial(_tensor_loader if kind == TORCHCODEC else _dali_loader, found[0])
+def maker(kind: str, policy: str) -> Callable:
+    """bench_loader.open_row's ``make`` for the peer ``kind`` on ``policy``.
+
+    Raises
+    ------
+    ValueError
+        DALI has no such policy (AugMix).
+    """
+    if kind == DALI and policy not in _DALI_POLICIES:
+        raise ValueError(f"DALI has no {policy!r} policy")
+    return functools.partial(_tensor_loader if kind == TORCHCODEC else _dali_loader, policy)
 
 
 def _tensor_loader(policy: str, kind: str, root, chain, workers: int, batch: int, samples: int):

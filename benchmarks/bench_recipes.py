@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import fastdecode as fd
 from fastdecode import _system
@@ -47,7 +47,7 @@ def loaders(name: str, workers: int) -> tuple[str, ...]:
     prefetcher recipe, whose loader is timm's, has no FastLoader row), in
     one thread the peers' rows (:mod:`._peers`)."""
     if not workers:
-        return DATASETS + peers.kinds(name)
+        return DATASETS + (peers.kinds(*PEERS[name]) if name in PEERS else ())
     return DATASETS + (("FastLoader",) if name not in MAKERS else ())
 
 TARGETS = {"train": 1.8, "eval": 2.0,  # issue 14: FastImageFolder over ImageFolder, 2 cores
@@ -99,17 +99,23 @@ def _augmenting(policy: str, use_v2: bool):
                                              random_erase_prob=0.1, use_v2=use_v2)
 
 
+# recipe -> (its torchvision --auto-augment policy, whether it is the reference preset): the
+# one-thread rows time the peers on these (benchmarks/_peers.py)
+PEERS: dict[str, tuple[str, bool]] = {}
 # The recipes people train with today (issue 50): the policies fuse into the decode.
 for _policy in ("ta_wide", "ra", "imagenet", "augmix"):
     for _v2 in (False, True):
-        RECIPES[f"reference train {'v2' if _v2 else 'v1'} {_policy} + random erase, 176"] = (
-            "augment", _augmenting(_policy, _v2))
+        _name = f"reference train {'v2' if _v2 else 'v1'} {_policy} + random erase, 176"
+        RECIPES[_name] = ("augment", _augmenting(_policy, _v2))
+        if _v2:  # one peer row per policy (the peers draw their own: v1 and v2 are alike)
+            PEERS[_name] = (_policy, True)
 # timm's rand-m9-mstd0.5-inc1 under Pillow 13 raises on 2 % of its posterize draws (magnitude
 # noise clamped at 10 asks for 0 bits, which Pillow refuses, in timm as in fuse): mmax9 is
 # the nearest policy timm runs
 _TIMM_RAND = dict(auto_augment="rand-m9-mstd0.5-inc1-mmax9", re_prob=0.25, interpolation="random")
 RECIPES["timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random"] = (
     "augment", lambda: _timm(True, **_TIMM_RAND))
+PEERS["timm train rand-m9-mstd0.5-inc1-mmax9 re_prob=0.25 interpolation=random"] = ("ra", False)
 RECIPES["timm train augmix-m5-w4-d2 re_prob=0.25"] = (
     "augment", lambda: _timm(True, auto_augment="augmix-m5-w4-d2", re_prob=0.25))
 # the same RandAugment recipe as timm's create_loader(use_prefetcher=True) runs it: the
@@ -142,6 +148,13 @@ def _prefetcher_loader(kind: str, root, chain, workers: int, batch: int, samples
 
 
 MAKERS: dict[str, Callable] = {_PREFETCHER: _prefetcher_loader}  # name -> open_row's make
+
+
+def _make(name: str, kind: str) -> Optional[Callable]:
+    """open_row's ``make`` for ``kind``'s row of recipe ``name`` (None: make_loader's)."""
+    if kind in peers.KINDS:
+        return peers.maker(kind, PEERS[name][0])
+    return MAKERS.get(name)
 
 
 def fusion(transform) -> dict[str, Any]:
@@ -182,8 +195,7 @@ def measure(data, recipes: dict[str, Any], settings: dict, bar) -> dict[str, lis
                     rows.append(loader_bench.open_row(name, kind, data, transform, workers,
                                                       settings["batch"],
                                                       batches * settings["batch"],
-                                                      make=peers.maker(kind, name)
-                                                      or MAKERS.get(name)))
+                                                      make=_make(name, kind)))
                 ahead = getattr(rows[-1], "ahead", 0)
                 if ahead:  # FastLoader: the batches it makes ahead come on top (its first
                     # round is given none: they were drawn for the shorter epoch, and dropped)
