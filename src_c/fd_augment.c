@@ -576,18 +576,29 @@ AVX2_INLINE __m256d cubic4(__m256d v1, __m256d v2, __m256d v3, __m256d v4, __m25
     return _mm256_add_pd(v2, _mm256_mul_pd(d, _mm256_add_pd(p2, _mm256_mul_pd(d, c3))));
 }
 
-/* bicubic_px with the 4 x 4 taps inside (p: the top left one). */
+/* bicubic_px with the 4 x 4 taps inside (p: the top left one). Each case
+ * spelled out, no array of rows: an indexed array of vectors lives on the
+ * stack (1.8x the CHW kernel's time at dy 0 when bicubic4_chw had one). */
+AVX2_INLINE __m256d hrow(const uint8_t *p, const __m128i m[4], __m256d d, int dx0, size_t ps,
+                         size_t cs)
+{
+    const __m128i r = row_taps(p, 4, ps, cs);
+    return dx0 ? tap(r, m[1]) : hcubic(r, m, d);
+}
+
 AVX2_INLINE void bicubic_in(uint8_t *out, const uint8_t *p, size_t row, double dx, double dy,
                             const __m128i m[4], size_t ps, size_t cs)
 {
-    __m256d v[4];
     const __m256d d = _mm256_set1_pd(dx);
-    const int first = dy == 0.0 ? 1 : 0, last = dy == 0.0 ? 1 : 3; /* v2 alone at dy 0 */
-    for (int k = first; k <= last; k++) {
-        const __m128i r = row_taps(p + (size_t)k * row, 4, ps, cs);
-        v[k] = dx == 0.0 ? tap(r, m[1]) : hcubic(r, m, d);
+    const int dx0 = dx == 0.0;
+    __m256d c;
+    if (dy == 0.0) { /* v2 alone */
+        c = hrow(p + row, m, d, dx0, ps, cs);
+    } else {
+        c = cubic4(hrow(p, m, d, dx0, ps, cs), hrow(p + row, m, d, dx0, ps, cs),
+                   hrow(p + 2 * row, m, d, dx0, ps, cs), hrow(p + 3 * row, m, d, dx0, ps, cs),
+                   _mm256_set1_pd(dy));
     }
-    const __m256d c = dy == 0.0 ? v[1] : cubic4(v[0], v[1], v[2], v[3], _mm256_set1_pd(dy));
     const __m256d clamped = _mm256_min_pd(_mm256_max_pd(c, _mm256_setzero_pd()),
                                           _mm256_set1_pd(255.0));
     put_lanes(out, _mm256_cvttpd_epi32(clamped), cs);
@@ -676,16 +687,20 @@ AVX2_INLINE __m256d hcubic4(__m128i g, __m256d d)
 AVX2_INLINE void bicubic4_chw(uint8_t *out, const uint8_t *const p[4], size_t row,
                               size_t plane, __m256d dx, __m256d dy, int dx0, int dy0)
 {
-    const int first = dy0 ? 1 : 0, last = dy0 ? 1 : 3; /* v2 alone at dy 0 */
     for (int c = 0; c < 3; c++) {
         const size_t at = (size_t)c * plane;
-        __m256d v[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
-                        _mm256_setzero_pd()};
-        for (int k = first; k <= last; k++) {
-            const __m128i g = gather_row(p, at + (size_t)k * row);
-            v[k] = dx0 ? byte_pd(g, 1) : hcubic4(g, dx);
+        __m256d r;
+        if (dy0) { /* v2 alone at dy 0 */
+            const __m128i g = gather_row(p, at + row);
+            r = dx0 ? byte_pd(g, 1) : hcubic4(g, dx);
+        } else {
+            const __m128i g0 = gather_row(p, at), g1 = gather_row(p, at + row);
+            const __m128i g2 = gather_row(p, at + 2 * row), g3 = gather_row(p, at + 3 * row);
+            if (dx0)
+                r = cubic4(byte_pd(g0, 1), byte_pd(g1, 1), byte_pd(g2, 1), byte_pd(g3, 1), dy);
+            else
+                r = cubic4(hcubic4(g0, dx), hcubic4(g1, dx), hcubic4(g2, dx), hcubic4(g3, dx), dy);
         }
-        const __m256d r = dy0 ? v[1] : cubic4(v[0], v[1], v[2], v[3], dy);
         const __m256d clamped = _mm256_min_pd(_mm256_max_pd(r, _mm256_setzero_pd()),
                                               _mm256_set1_pd(255.0));
         store4(out + at, _mm256_cvttpd_epi32(clamped));

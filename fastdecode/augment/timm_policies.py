@@ -147,9 +147,12 @@ class TimmRandAugment(PixelOp):
         t = self.transform
         if self.weights is None:
             # RandomState.choice(n, k) with replacement and no weights is its
-            # randint(0, n, size=k): the same draws, without choice's checks
-            # (~5 us; NumPy keeps the legacy stream fixed)
-            picks = np.random.randint(0, len(self.ops), size=t.num_layers)
+            # randint(0, n, size=k), and that is k scalar randint(0, n) (one
+            # masked 32-bit draw each, in order): the same draws without
+            # choice's checks and size's array set-up (~6 us; NumPy keeps
+            # the legacy stream fixed; test_augment_policies.py compares states)
+            n = len(self.ops)
+            picks = [np.random.randint(0, n) for _ in range(t.num_layers)]
         else:
             picks = np.random.choice(len(self.ops), t.num_layers, replace=False, p=self.weights)
         return tuple(step for i in picks for step in self.ops[i].draw(size))
