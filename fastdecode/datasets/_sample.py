@@ -16,6 +16,7 @@ docs/decisions/datasets.md ("Bad files").
 # methods' annotations as objects.
 import os
 import warnings
+from functools import partial
 from typing import Any, Callable, Optional
 
 from fastdecode._system import settle_in_worker
@@ -23,12 +24,16 @@ from fastdecode.api import decode_image
 from fastdecode.datasets._chain import FusedChain
 from fastdecode.datasets._loading import _naming, _to_pil
 
-__all__ = ["MAX_SKIPS", "ON_ERROR", "OneSample"]
+__all__ = ["AHEAD_BYTES", "MAX_SKIPS", "ON_ERROR", "OneSample"]
 
 ON_ERROR = ("raise", "skip", "warn")
 # Attempts at another index before 'skip'/'warn' give up (never a hang on a
 # dataset that is mostly broken).
 MAX_SKIPS = 16
+# Encoded bytes a batch holds while its draws run ahead of its renders
+# (OneSample._decode_slots): enough for the Python of ~50 ImageNet files' draws
+# to run back to back, bounded for large files.
+AHEAD_BYTES = 8 << 20
 
 
 class OneSample(FusedChain):
@@ -71,20 +76,48 @@ class OneSample(FusedChain):
 
     def _decode_slots(self, fused: Any, indices: list[int], slots: Any) -> list[Any]:
         """A batch's decode step (``datasets/_batch.py``): ``indices`` decoded
-        into the uint8 ``slots`` one by one, each under the policy; the targets."""
-        targets = []
+        into the uint8 ``slots``, each under the policy; the targets.
+
+        Under ``on_error='raise'`` the draws run ahead of the renders, up to
+        :data:`AHEAD_BYTES` of files at a time: each sample's file read, its
+        header and draws (and its target_transform) in sample order, then
+        the native renders, which draw nothing, so the RNG calls are the
+        same, in the same order, as sample by sample. The draws' Python then
+        runs back to back rather than after each decode has pushed it out of
+        the CPU's caches (docs/decisions/augment.md, "Draws ahead of the
+        renders"). A sample whose unfused rest draws is finished at its
+        turn. Under 'skip'/'warn' a failed render is replaced at its turn,
+        so the samples go one by one."""
+        if self.on_error != "raise":
+            return [self._with_policy(range(len(self))[index],
+                                      partial(self._decode_slot, fused, out=slots[slot]))
+                    for slot, index in enumerate(indices)]
+        counts = self._decode_paths()
+        targets, later, held = [], [], 0
         for slot, index in enumerate(indices):
-            index = range(len(self))[index]
-
-            def load_into(i: int, slot: int = slot) -> Any:
-                path, target = self.samples[i]
-                path = os.fspath(path)
-                with _naming(path, i, self._decode_paths()):
-                    fused.decode_into(self._read(path, i), slots[slot])
-                return self.target_transform(target) if self.target_transform else target
-
-            targets.append(self._with_policy(index, load_into))
+            i = range(len(self))[index]
+            path, target = self.samples[i]
+            path = os.fspath(path)
+            with _naming(path, i, counts):
+                data, out, draw, rendered = fused._drawn_into(self._read(path, i), slots[slot])
+            if not rendered:
+                later.append((path, i, data, out, draw))
+                held += memoryview(data).nbytes
+            targets.append(self.target_transform(target) if self.target_transform else target)
+            if held >= AHEAD_BYTES or slot == len(indices) - 1:
+                for path, i, data, out, draw in later:
+                    with _naming(path, i, counts):
+                        fused._render_into(data, draw, out)
+                later, held = [], 0
         return targets
+
+    def _decode_slot(self, fused: Any, i: int, out: Any) -> Any:
+        """Sample ``i`` decoded into the slot ``out``: its target."""
+        path, target = self.samples[i]
+        path = os.fspath(path)
+        with _naming(path, i, self._decode_paths()):
+            fused.decode_into(self._read(path, i), out)
+        return self.target_transform(target) if self.target_transform else target
 
     def _replacement(self, index: int, attempt: int) -> int:
         """Deterministic stand-in for a broken sample: same index, same

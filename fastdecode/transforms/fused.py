@@ -305,12 +305,9 @@ class FusedTransform:
                 "decode_into needs a chain with a fixed output shape made only of geometric "
                 f"and tensor steps (output_shape is None); plan: {self.plan}"
             )
-        target = as_numpy(out, np.uint8, self.output_shape)
-        data = as_source(data)
-        draw = self._draw(data)
-        value = self._render_into(data, draw, target)
-        if draw.stop < len(self.geo_ops):
-            self._fill_unfused(draw, value, target)
+        data, target, draw, rendered = self._drawn_into(data, out)
+        if not rendered:
+            self._render_into(data, draw, target)
         return draw.geo
 
     def finish(self, images: Any, out: Any = None):
@@ -380,6 +377,20 @@ class FusedTransform:
             color = draw_color(self.color_ops, geo.canvas) if self.color_ops else ()
             erases = self._draw_erases(geo.canvas)
         return _Draw(geo, stop, replacement, info.format, rng, color, erases)
+
+    def _drawn_into(self, data, out) -> tuple[Any, np.ndarray, _Draw, bool]:
+        """:meth:`decode_into`'s first part: ``out`` checked, the header read
+        and the parameters drawn. A stopped image (its unfused rest draws)
+        is rendered and filled at once (True last); any other is left for
+        ``_render_into(data, draw, target)``, which draws nothing, so a batch
+        may draw its images ahead of their renders in the same RNG order."""
+        target = as_numpy(out, np.uint8, self.output_shape)
+        data = as_source(data)
+        draw = self._draw(data)
+        if draw.stop < len(self.geo_ops):
+            self._fill_unfused(draw, self._render_into(data, draw, target), target)
+            return data, target, draw, True
+        return data, target, draw, False
 
     def _draw_erases(self, canvas: tuple[int, int]) -> Erases:
         """The fused RandomErasing steps' boxes for a result of ``canvas``."""
