@@ -84,8 +84,8 @@ class OneSample(FusedChain):
         the native renders, which draw nothing, so the RNG calls are the
         same, in the same order, as sample by sample. The draws' Python then
         runs back to back rather than after each decode has pushed it out of
-        the CPU's caches (docs/decisions/augment.md, "Draws ahead of the
-        renders"). A sample whose unfused rest draws is finished at its
+        the CPU's caches (docs/decisions/augment.md, "The prefetcher
+        row ..."). A sample whose unfused rest draws is finished at its
         turn. Under 'skip'/'warn' a failed render is replaced at its turn,
         so the samples go one by one."""
         if self.on_error != "raise":
