@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 from contextlib import nullcontext
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,6 +16,7 @@ from torchvision import transforms as T  # noqa: E402
 import fastdecode as fd  # noqa: E402
 from fastdecode.datasets import _sample  # noqa: E402
 
+from helpers.rngs import seed_all, states  # noqa: E402
 from helpers.trees import corrupt_file, make_tree  # noqa: E402
 
 
@@ -40,17 +40,6 @@ CHAINS = {
 CHUNKS = {"each-sample": 1, "a-few": 6000, "whole-batch": _sample.AHEAD_BYTES}
 
 
-def _seed(i):
-    torch.manual_seed(i)
-    random.seed(i)
-    np.random.seed(i)
-
-
-def _states():
-    _, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
-    return torch.get_rng_state(), random.getstate(), (keys.tolist(), pos, has_gauss, gauss)
-
-
 def _drawing_target(target):
     """A target_transform that draws: its calls stay in the samples' order."""
     return target * 1000 + random.randrange(1000)
@@ -70,13 +59,13 @@ def test_a_batch_is_its_samples_one_by_one(tree, chain, chunk, monkeypatch):
     assert ds.fixed_sample_shape() is not None  # the batch path
     indices = [3, 0, 7, 11, 5, 16, 1, 9, 13, 2]
     for seed in range(3):
-        _seed(seed)
+        seed_all(seed)
         singles = [ds[i] for i in indices]
-        after = _states()
-        _seed(seed)
+        after = states()
+        seed_all(seed)
         batch = ds.__getitems__(indices)
-        states = _states()
-        assert torch.equal(states[0], after[0]) and states[1:] == after[1:]
+        now = states()
+        assert torch.equal(now[0], after[0]) and now[1:] == after[1:]
         for k, ((a, ta), (b, tb)) in enumerate(zip(singles, batch)):
             assert ta == tb, f"slot {k}"
             assert torch.equal(torch.as_tensor(a), b.as_subclass(torch.Tensor)), f"slot {k}"
@@ -104,14 +93,14 @@ def test_replacements_keep_the_per_item_order(broken_tree, on_error):
     ds = fd.FastImageFolder(broken_tree, CHAINS["v1-train"](), on_error=on_error)
     indices = [0, 4, 1, 5, 2]
     with pytest.warns(RuntimeWarning) if on_error == "warn" else nullcontext():
-        _seed(3)
+        seed_all(3)
         singles = [ds[i] for i in indices]
-        after = _states()
-        _seed(3)
+        after = states()
+        seed_all(3)
         batch = ds.__getitems__(indices)
     assert ds.skipped == 2
-    states = _states()
-    assert torch.equal(states[0], after[0]) and states[1:] == after[1:]
+    now = states()
+    assert torch.equal(now[0], after[0]) and now[1:] == after[1:]
     for (a, ta), (b, tb) in zip(singles, batch):
         assert ta == tb and torch.equal(a, b.as_subclass(torch.Tensor))
 

@@ -13,8 +13,6 @@ documented floor per policy (docs/decisions/augment.md, "Draws and plans").
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 
@@ -32,6 +30,7 @@ from fastdecode.transforms import fuse  # noqa: E402
 from helpers.corpus import corpus_dir  # noqa: E402
 from helpers.fusion import pil_of, pixels, psnr  # noqa: E402
 from helpers.jpeg_samples import encode  # noqa: E402
+from helpers.rngs import seed_all, states  # noqa: E402
 
 BILINEAR = T.InterpolationMode.BILINEAR
 TIMM_HPARAMS = dict(translate_const=100, img_mean=(124, 116, 104))
@@ -121,24 +120,13 @@ def _photos(count: int = 12) -> list:
 PHOTOS = _photos()
 
 
-def _seed(seed: int) -> None:
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed)
-
-
-def _states():
-    _, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
-    return torch.get_rng_state(), random.getstate(), (keys.tolist(), pos, has_gauss, gauss)
-
-
 def _run(f, data, seed: int):
-    _seed(seed)
+    seed_all(seed)
     try:
         out = f(data)
     except ValueError as exc:  # timm's posterize of 0 bits under Pillow 13: the same error
         out = str(exc)
-    return out, _states()
+    return out, states()
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))
@@ -297,17 +285,17 @@ def test_batches_of_the_reference_recipe_draw_as_image_folder(recipe, way, tmp_p
                                        random_erase_prob=0.5)
     ref = ImageFolder(str(tmp_path), transform=preset)
     fast = FastImageFolder(str(tmp_path), transform=preset, exact=True)
-    _seed(7)
+    seed_all(7)
     if way == "getitems":
         theirs = torch.stack([ref[i][0] for i in range(6)])
-        _seed(7)
+        seed_all(7)
         ours = torch.stack([s for s, _ in fast.__getitems__(list(range(6)))])
     elif way == "dataloader":  # a loader draws its base seed first
         theirs = next(iter(torch.utils.data.DataLoader(ref, batch_size=6)))[0]
-        _seed(7)
+        seed_all(7)
         ours = next(iter(torch.utils.data.DataLoader(fast, batch_size=6)))[0]
     else:  # FastLoader's planned batches (draws in order, renders in 2 threads) = one thread's
         theirs = next(iter(FastLoader(fast, batch_size=6, num_workers=0, threads=1)))[0]
-        _seed(7)
+        seed_all(7)
         ours = next(iter(FastLoader(fast, batch_size=6, num_workers=0, threads=2)))[0]
     assert torch.equal(ours, theirs)

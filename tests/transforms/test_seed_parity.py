@@ -1,6 +1,6 @@
 """Same seed, same images: timm's auto-augment chains through FastImageFolder and ImageFolder.
 
-Issue 50 compared the two with ``torch.manual_seed(i); random.seed(i)``
+Issue 50 compared the two with ``torch.manualseed_all(i); random.seed(i)``
 before each item and saw other augmentations with ``rand-*``. The reference
 itself is not reproducible that way: timm's RandAugment picks its ops, and
 its AugMix its depth, ops and mixing weights, from NumPy's global generator
@@ -14,7 +14,6 @@ torchvision's alone.)
 
 from __future__ import annotations
 
-import random
 import shutil
 
 import numpy as np
@@ -29,6 +28,7 @@ from torchvision.datasets import ImageFolder  # noqa: E402
 from fastdecode import FastImageFolder  # noqa: E402
 
 from helpers.corpus import corpus_dir  # noqa: E402
+from helpers.rngs import seed_all, states  # noqa: E402
 from helpers.trees import write_image  # noqa: E402
 
 RECIPES = {
@@ -55,18 +55,6 @@ def _photos(root):
         shutil.copy(path, root / "photos" / path.name)
 
 
-def _seed(i):
-    """The three generators timm's chains draw from, seeded as a DataLoader worker is."""
-    torch.manual_seed(i)
-    random.seed(i)
-    np.random.seed(i)
-
-
-def _states():
-    _, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
-    return torch.get_rng_state(), random.getstate(), (keys.copy(), pos, has_gauss, gauss)
-
-
 @pytest.mark.filterwarnings("ignore:fastdecode stopped fusion:RuntimeWarning")
 @pytest.mark.parametrize("source", [_generated, _photos], ids=["generated", "photos"])
 @pytest.mark.parametrize("exact", [True, False], ids=["exact", "default"])
@@ -80,13 +68,13 @@ def test_same_seed_same_images_as_image_folder(recipe, source, exact, tmp_path):
     fast = FastImageFolder(str(tmp_path), transform=chain, exact=exact)
     assert len(fast) == len(ref) > 0
     for i in range(len(ref)):
-        _seed(i)
+        seed_all(i)
         theirs, target = ref[i]
-        after = _states()
-        _seed(i)
+        after = states()
+        seed_all(i)
         ours, ours_target = fast[i]
         assert ours_target == target
-        mine = _states()
+        mine = states()
         assert torch.equal(mine[0], after[0]), f"item {i}: torch's draws differ"
         assert mine[1] == after[1], f"item {i}: Python's random draws differ"
         assert np.array_equal(mine[2][0], after[2][0]) and mine[2][1:] == after[2][1:], \
