@@ -578,7 +578,8 @@ AVX2_INLINE __m256d cubic4(__m256d v1, __m256d v2, __m256d v3, __m256d v4, __m25
 
 /* bicubic_px with the 4 x 4 taps inside (p: the top left one). Each case
  * spelled out, no array of rows: an indexed array of vectors lives on the
- * stack (1.8x the CHW kernel's time at dy 0 when bicubic4_chw had one). */
+ * stack (2x the CHW kernel's time at dy 0, 3.5x the HWC one's, when these
+ * kernels looped over one; docs/decisions/augment.md). */
 AVX2_INLINE __m256d hrow(const uint8_t *p, const __m128i m[4], __m256d d, int dx0, size_t ps,
                          size_t cs)
 {
